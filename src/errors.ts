@@ -1,0 +1,78 @@
+/**
+ * The one error type of merchant-api. Every failure the handler answers is a
+ * `MerchantApiError`; `src/responses.ts` turns it into the SPEC's JSON shape
+ * of the endpoint that raised it, in one place.
+ */
+
+/** Every error code the handler can answer with (SPEC sections 1, 3, 4). */
+export type MerchantApiErrorCode =
+  | 'not_found'
+  | 'method_not_allowed'
+  | 'unauthorized'
+  | 'merchant_disabled'
+  | 'unknown_parameter'
+  | 'invalid_parameter'
+  | 'invalid_cursor'
+  | 'malformed_request'
+  | 'uri_too_long'
+  | 'storage_unavailable'
+  | 'internal_error';
+
+const statusByCode: Record<MerchantApiErrorCode, number> = {
+  not_found: 404,
+  method_not_allowed: 405,
+  unauthorized: 401,
+  merchant_disabled: 403,
+  unknown_parameter: 400,
+  invalid_parameter: 400,
+  invalid_cursor: 400,
+  malformed_request: 400,
+  uri_too_long: 414,
+  storage_unavailable: 503,
+  internal_error: 500,
+};
+
+/** One problem as the SPEC's envelope lists it: `{code, message, param?}`. */
+export interface ErrorDetail {
+  code: MerchantApiErrorCode;
+  message: string;
+  param?: string;
+}
+
+/**
+ * An error with a `code` callers can `switch` on, the HTTP status it answers
+ * with, and optionally several details (one per bad parameter).
+ *
+ * @example
+ * throw new MerchantApiError('invalid_parameter', 'limit must be 1-1000.', { param: 'limit' });
+ */
+export class MerchantApiError extends Error {
+  readonly code: MerchantApiErrorCode;
+  readonly status: number;
+  readonly details: ErrorDetail[];
+
+  constructor(
+    code: MerchantApiErrorCode,
+    message: string,
+    options: { param?: string; cause?: unknown; details?: ErrorDetail[]; status?: number } = {},
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'MerchantApiError';
+    this.code = code;
+    this.status = options.status ?? statusByCode[code];
+    const detail: ErrorDetail = { code, message };
+    if (options.param !== undefined) detail.param = options.param;
+    this.details = options.details ?? [detail];
+  }
+}
+
+/**
+ * Thrown by a storage when its backend cannot be reached or timed out. The
+ * handler answers 503 for it (and for any other error a storage throws).
+ */
+export class StorageUnavailableError extends Error {
+  constructor(message = 'Storage unavailable.', options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'StorageUnavailableError';
+  }
+}

@@ -1,0 +1,112 @@
+/**
+ * The storage interface the handler needs (SPEC section 5), and the records
+ * it passes around. Implementations: `merchant-api/storage/memory` and
+ * `merchant-api/storage/mysql`. The contract every implementation must meet
+ * is `test/storage-contract.ts`.
+ */
+
+/** A merchant with the API keys that currently work, in the clear. */
+export interface Merchant {
+  id: string;
+  status: 'active' | 'disabled';
+  /** Active (not revoked) keys; any of them signs and authenticates. */
+  keys: string[];
+}
+
+/**
+ * A user record exactly as the API answers it (SPEC section 3): all 14 keys.
+ * Timestamps are canonical strings, `YYYY-MM-DDTHH:MM:SS.ffffff+00:00`
+ * (see `src/timestamps.ts`), so microseconds never pass through a `Date`.
+ */
+export interface UserRecord {
+  shared_user_id: string;
+  first_name: string;
+  last_name: string;
+  email_address: string;
+  street: string;
+  zip_code: string;
+  city: string;
+  state: string | null;
+  country: string;
+  preferred_language: string;
+  date_joined: string;
+  deactivated_at: string | null;
+  agreed_to_terms_and_conditions: string | null;
+  agreed_to_marketing: string | null;
+}
+
+/** The 14 keys of a user record, in the order the API writes them. */
+export const USER_RECORD_KEYS = [
+  'shared_user_id',
+  'first_name',
+  'last_name',
+  'email_address',
+  'street',
+  'zip_code',
+  'city',
+  'state',
+  'country',
+  'preferred_language',
+  'date_joined',
+  'deactivated_at',
+  'agreed_to_terms_and_conditions',
+  'agreed_to_marketing',
+] as const satisfies readonly (keyof UserRecord)[];
+
+/** Filters of the list endpoint; timestamps are canonical strings. */
+export interface UserFilter {
+  /** true: only `deactivated_at` null; false: only deactivated users. */
+  active?: boolean;
+  /** Exclusive lower bound on `date_joined`. */
+  joinedAfter?: string;
+  /** Exclusive upper bound on `date_joined`. */
+  joinedBefore?: string;
+}
+
+/**
+ * One keyset page: users of `merchantId` matching `filter`, ordered by
+ * `shared_user_id` in code-point (UTF-8 byte) order, starting strictly after
+ * `after`, at most `limit` of them.
+ */
+export interface UserPageQuery {
+  merchantId: string;
+  filter: UserFilter;
+  after?: string;
+  limit: number;
+}
+
+/** A salt to record for replay protection (SPEC section 2). */
+export interface SaltRecord {
+  merchantId: string;
+  salt: string;
+  /** Unix seconds after which the salt may be forgotten (its ts + tolerance). */
+  expiresAt: number;
+  /** The handler's clock, Unix seconds: salts that expired before it are gone. */
+  now: number;
+}
+
+/**
+ * Everything the handler asks of a storage. Any method may throw; the handler
+ * answers 503 for a storage failure and bounds every call by a timeout.
+ */
+export interface Storage {
+  /** The merchant with its active keys, or undefined when no merchant has this id. */
+  getMerchant(id: string): Promise<Merchant | undefined>;
+  /**
+   * Records a salt atomically across every instance sharing the storage.
+   * Returns true when it was new (or only an expired record of it existed),
+   * false when this merchant already used it inside the window: a replay.
+   */
+  recordSalt(record: SaltRecord): Promise<boolean>;
+  /** One keyset page of the merchant's users (see `UserPageQuery`). */
+  listUsers(query: UserPageQuery): Promise<UserRecord[]>;
+  /** One user as shared with this merchant, or undefined. */
+  getUser(merchantId: string, sharedUserId: string): Promise<UserRecord | undefined>;
+  /** Resolves when the backend answers; throws when it does not. */
+  ping(): Promise<void>;
+  /** Releases what the storage holds (pools, timers). */
+  close(): Promise<void>;
+}
+
+/** Longest merchant id, salt and shared_user_id any storage must accept. */
+export const MAX_ID_LENGTH = 128;
