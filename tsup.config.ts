@@ -19,7 +19,6 @@ export default defineConfig([
     format: ['esm', 'cjs'],
     dts: true,
     sourcemap: true,
-    clean: true,
     target: 'es2022',
     platform: 'neutral',
     external: ['node:crypto', 'node:http', 'node:https', 'node:fs', 'node:fs/promises', 'node:net', 'node:util', 'node:path', 'node:url', 'node:process', 'node:readline', 'node:stream', 'kysely', 'mysql2', 'jose', '@hono/node-server'],

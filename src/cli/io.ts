@@ -1,0 +1,24 @@
+/**
+ * What a CLI command gets from the process: its environment and where to
+ * write. Commands never touch `process` themselves, so tests run them in
+ * process with a captured output, and the same commands serve every runtime.
+ */
+export interface CliIo {
+  env: Record<string, string | undefined>;
+  /** A line for the user (results, the URL, a summary). */
+  out(line: string): void;
+  /** A line about a problem. Never a key or a user field. */
+  err(line: string): void;
+  /** Rewrites the current terminal line (progress); undefined when not a terminal. */
+  progress?: (line: string) => void;
+  /** Resolves when the process is asked to stop (SIGTERM/SIGINT). */
+  stopSignal?: Promise<string>;
+}
+
+/** A CLI command: its arguments after the command name; resolves to the exit code. */
+export type CliCommand = (args: string[], io: CliIo) => Promise<number>;
+
+/** A usage or configuration problem: printed as one line, exit code 2. */
+export class CliUsageError extends Error {
+  override name = 'CliUsageError';
+}
