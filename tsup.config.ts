@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { defineConfig } from 'tsup';
 
 /**
@@ -15,13 +16,15 @@ export const entries = {
 
 export default defineConfig([
   {
-    entry: entries,
+    // test/package.test.ts fails if an entry is missing, so this filter cannot hide one.
+    entry: Object.fromEntries(Object.entries(entries).filter(([, file]) => existsSync(file))),
     format: ['esm', 'cjs'],
     dts: true,
     sourcemap: true,
     target: 'es2022',
     platform: 'neutral',
-    external: ['node:crypto', 'node:http', 'node:https', 'node:fs', 'node:fs/promises', 'node:net', 'node:util', 'node:path', 'node:url', 'node:process', 'node:readline', 'node:stream', 'kysely', 'mysql2', 'jose', '@hono/node-server'],
+    // Dependencies stay external by default; node: built-ins are resolved by each runtime.
+    external: [/^node:/],
   },
   {
     entry: { cli: 'src/cli/main.ts' },

@@ -1,0 +1,97 @@
+/**
+ * Node adapter over `@hono/node-server`: `createRequestListener(api)` plugs
+ * into any existing `http`/`https` server; `serve(api, options)` creates one.
+ */
+import { getRequestListener } from '@hono/node-server';
+import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import type { Socket } from 'node:net';
+import type { MerchantApi } from '../src/api.js';
+import { MerchantApiError } from '../src/errors.js';
+import { envelopeError, errorResponse } from '../src/responses.js';
+import { listenUrl, type Served, type ServeOptions } from './serve-options.js';
+
+export type { Served, ServeOptions } from './serve-options.js';
+
+const BAD_REQUEST = new MerchantApiError('malformed_request', 'The request could not be parsed (bad Host header or request target).');
+
+/**
+ * A `(req, res)` listener answering with the API. Requests Node can parse but
+ * the Fetch API cannot represent (a bad Host) get the SPEC's JSON 400.
+ *
+ * @example
+ * const listener = createRequestListener(api);
+ * http.createServer((req, res) => req.url?.startsWith('/merchant-api') ? listener(req, res) : other(req, res));
+ */
+export function createRequestListener(api: MerchantApi): RequestListener {
+  return getRequestListener((request) => api.fetch(request), {
+    errorHandler: () => errorResponse(BAD_REQUEST, 'envelope', false),
+  }) as (req: IncomingMessage, res: ServerResponse) => void;
+}
+
+/**
+ * Answers what Node's HTTP parser rejects before any listener runs (oversized
+ * headers, garbage) with JSON instead of a bare status line.
+ */
+export function answerClientErrors(server: Server): void {
+  server.on('clientError', (error: NodeJS.ErrnoException, socket: Socket) => {
+    if (error.code === 'ECONNRESET' || !socket.writable) {
+      socket.destroy();
+      return;
+    }
+    const [status, reason, message] =
+      error.code === 'HPE_HEADER_OVERFLOW'
+        ? [431, 'Request Header Fields Too Large', 'The request headers are too large.']
+        : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+          ? [408, 'Request Timeout', 'The request took too long to arrive.']
+          : [400, 'Bad Request', 'The request could not be parsed.'];
+    const body = envelopeError([{ code: 'malformed_request', message }]);
+    socket.end(
+      `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncache-control: no-store\r\n` +
+        `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+    );
+  });
+}
+
+/**
+ * Starts a server for the API and resolves once it listens.
+ *
+ * @example
+ * const server = await serve(api, { port: 8787 });
+ * console.log(server.url);
+ * process.on('SIGTERM', () => server.close());
+ */
+export async function serve(api: MerchantApi, options: ServeOptions = {}): Promise<Served> {
+  const hostname = options.hostname ?? '127.0.0.1';
+  const listener = createRequestListener(api);
+  const server: Server = options.tls ? createHttpsServer({ cert: options.tls.cert, key: options.tls.key }, listener) : createServer(listener);
+  answerClientErrors(server);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 8787, hostname, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : (options.port ?? 8787);
+  return { url: listenUrl(Boolean(options.tls), hostname, port), close: () => closeGracefully(server, options.shutdownTimeout ?? 8000) };
+}
+
+/**
+ * Stops accepting and waits for in-flight requests, closing keep-alive
+ * connections as soon as they are idle; after `timeoutMs` cuts what is left.
+ */
+function closeGracefully(server: Server, timeoutMs: number): Promise<void> {
+  return new Promise((resolve) => {
+    if (!server.listening) return resolve();
+    const idleSweep = setInterval(() => server.closeIdleConnections(), 50);
+    const deadline = setTimeout(() => server.closeAllConnections(), timeoutMs);
+    server.close(() => {
+      clearInterval(idleSweep);
+      clearTimeout(deadline);
+      resolve();
+    });
+    server.closeIdleConnections();
+  });
+}

@@ -1,0 +1,28 @@
+/**
+ * What every runtime adapter's `serve(api, options)` takes and returns, so
+ * that Node, Bun and Deno deploys are configured the same way.
+ */
+
+export interface ServeOptions {
+  /** TCP port; 0 picks a free one (see `url`). Default 8787. */
+  port?: number;
+  /** Interface to listen on. Default `127.0.0.1`; `0.0.0.0` for every interface. */
+  hostname?: string;
+  /** Serve HTTPS with this PEM certificate chain and private key. */
+  tls?: { cert: string; key: string };
+  /** On `close()`, how long in-flight requests may take before connections are cut. Default 8000 ms. */
+  shutdownTimeout?: number;
+}
+
+export interface Served {
+  /** Where the server listens, e.g. `http://127.0.0.1:8787`. */
+  url: string;
+  /** Stops accepting, lets in-flight requests finish (up to `shutdownTimeout`), then resolves. */
+  close(): Promise<void>;
+}
+
+/** A URL for people: the wildcard addresses are reachable as localhost. */
+export function listenUrl(secure: boolean, hostname: string, port: number): string {
+  const host = hostname === '0.0.0.0' || hostname === '::' || hostname === '' ? 'localhost' : hostname.includes(':') ? `[${hostname}]` : hostname;
+  return `${secure ? 'https' : 'http'}://${host}:${port}`;
+}

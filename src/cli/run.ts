@@ -1,0 +1,41 @@
+/**
+ * The `merchant-api` command line: dispatches `merchant-api <command> ...`
+ * to its command, and turns usage errors into one line and exit code 2.
+ */
+import { CliUsageError, type CliCommand, type CliIo } from './io.js';
+import { serveCommand, type ServeRuntime } from './serve.js';
+
+export interface CliRuntime extends ServeRuntime {
+  /** Further commands (the MySQL administration: migrate, import, merchant). */
+  commands?: Record<string, CliCommand>;
+}
+
+const USAGE = `Usage: merchant-api <command>
+
+  serve                       start the server (default); configured by environment, see README
+  migrate                     create or update the MySQL schema (DATABASE_URL)
+  import FILE                 import a seed JSON or NDJSON users file into MySQL
+  merchant add|disable|enable|rotate-key|list ...
+                              administer merchants and their API keys in MySQL
+  help                        this text`;
+
+export async function runCli(args: string[], io: CliIo, runtime: CliRuntime): Promise<number> {
+  const [command = 'serve', ...rest] = args;
+  try {
+    if (command === 'help' || command === '--help' || command === '-h') {
+      io.out(USAGE);
+      return 0;
+    }
+    if (command === 'serve') return await serveCommand(runtime, io);
+    const other = runtime.commands?.[command];
+    if (!other) throw new CliUsageError(`Unknown command "${command}".\n${USAGE}`);
+    return await other(rest, io);
+  } catch (error) {
+    if (error instanceof CliUsageError) {
+      io.err(error.message);
+      return 2;
+    }
+    io.err(`merchant-api ${command} failed: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`);
+    return 1;
+  }
+}

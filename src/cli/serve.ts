@@ -1,0 +1,102 @@
+/**
+ * `merchant-api serve`: the standalone server on the embedded default (memory
+ * storage from a seed file) or on MySQL when DATABASE_URL is set, on
+ * whichever runtime's adapter it is given. Shuts down gracefully on
+ * SIGTERM/SIGINT: stop accepting, finish in-flight requests, close storage.
+ */
+import { readFile } from 'node:fs/promises';
+import { createMerchantApi } from '../api.js';
+import { consoleLogger } from '../logger.js';
+import { signUrl } from '../signing.js';
+import type { Storage } from '../storage.js';
+import { createMemoryStorage } from '../storage/memory.js';
+import { SeedError } from '../storage/seed.js';
+import type { Served, ServeOptions } from '../../adapters/serve-options.js';
+import type { MerchantApi } from '../api.js';
+import { readServerConfig, type ServerConfig } from './config.js';
+import { CliUsageError, type CliIo } from './io.js';
+
+/** An adapter's `serve`, the only runtime-specific piece the command needs. */
+export type ServeFunction = (api: MerchantApi, options: ServeOptions) => Promise<Served>;
+
+/** Opens the MySQL storage for DATABASE_URL (provided by the MySQL CLI module). */
+export type OpenMysqlStorage = (io: CliIo) => Promise<Storage>;
+
+export interface ServeRuntime {
+  name: string;
+  serve: ServeFunction;
+  openMysqlStorage?: OpenMysqlStorage;
+}
+
+const DEMO_SEED = new URL('../examples/seed.json', import.meta.url);
+
+export async function serveCommand(runtime: ServeRuntime, io: CliIo): Promise<number> {
+  const config = readServerConfig(io.env);
+  const { storage, description, demo } = await openStorage(config, runtime, io);
+  let served: Served;
+  try {
+    const api = createMerchantApi({
+      storage,
+      publicUrl: config.publicUrl,
+      trustProxy: config.trustProxy,
+      timestampTolerance: config.timestampTolerance,
+      storageTimeout: config.storageTimeout,
+      cursorSecret: config.cursorSecret,
+      logger: consoleLogger,
+    });
+    const tls = config.tls && { cert: await readFile(config.tls.certFile, 'utf8'), key: await readFile(config.tls.keyFile, 'utf8') };
+    served = await runtime.serve(api, { port: config.port, hostname: config.hostname, tls });
+  } catch (error) {
+    await storage.close();
+    throw error;
+  }
+
+  io.out(`merchant-api listening on ${served.url} (${runtime.name}, ${description})`);
+  if (!config.cursorSecret) io.out('CURSOR_SECRET is not set: page cursors work only on this instance until it restarts.');
+  if (demo) {
+    const publicBase = config.publicUrl?.[0] ?? served.url;
+    io.out(`Demo merchant: id "demo-merchant", API key "demo-secret" (demo data only).`);
+    io.out(`Try: curl '${signUrl('demo-secret', `${publicBase}/validatesignature`, { cp: 'demo-merchant' })}'`);
+    io.out(`     curl -u demo-merchant:demo-secret '${publicBase}/merchant/users?limit=5'`);
+  }
+
+  const signal = await (io.stopSignal ?? new Promise<string>(() => {}));
+  io.out(`${signal}: shutting down; finishing in-flight requests.`);
+  await served.close();
+  await storage.close();
+  io.out('Stopped.');
+  return 0;
+}
+
+async function openStorage(config: ServerConfig, runtime: ServeRuntime, io: CliIo): Promise<{ storage: Storage; description: string; demo: boolean }> {
+  if (config.databaseUrl) {
+    if (!runtime.openMysqlStorage) throw new CliUsageError(`DATABASE_URL is set, but MySQL storage is not available on ${runtime.name}.`);
+    return { storage: await runtime.openMysqlStorage(io), description: 'storage: MySQL', demo: false };
+  }
+  const file = config.seedFile ?? DEMO_SEED;
+  const name = config.seedFile ?? 'the bundled examples/seed.json';
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (error) {
+    throw new CliUsageError(`Cannot read SEED_FILE ${name}: ${(error as NodeJS.ErrnoException).code ?? 'error'}.`);
+  }
+  let seed: unknown;
+  try {
+    seed = JSON.parse(text);
+  } catch (error) {
+    throw new CliUsageError(`SEED_FILE ${name} is not valid JSON: ${(error as Error).message}`);
+  }
+  try {
+    const storage = createMemoryStorage({ seed });
+    const counts = seed as { merchants: unknown[]; users: unknown[] };
+    return {
+      storage,
+      description: `storage: in memory, loaded from ${name}: ${counts.merchants.length} merchants, ${counts.users.length} users; changes are lost on exit`,
+      demo: config.seedFile === undefined,
+    };
+  } catch (error) {
+    if (error instanceof SeedError) throw new CliUsageError(`SEED_FILE ${name}: ${error.message}`);
+    throw error;
+  }
+}

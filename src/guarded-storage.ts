@@ -1,0 +1,39 @@
+/**
+ * Wraps a storage so that every call is bounded in time and every failure
+ * becomes the SPEC's 503 (section 4). The storage itself recovers (a pool
+ * reconnects), so the next request after the backend is back succeeds.
+ */
+import { MerchantApiError } from './errors.js';
+import { describeError, type Logger } from './logger.js';
+import type { Storage } from './storage.js';
+
+/** Runs storage calls with a deadline; a late or failed call is a 503. */
+export type StorageCall = <T>(operation: string, call: (storage: Storage) => Promise<T>) => Promise<T>;
+
+export function guardStorage(storage: Storage, timeoutMs: number, logger: Logger): StorageCall {
+  const unavailable = (operation: string, cause: unknown): MerchantApiError => {
+    logger.error('storage_unavailable', { operation, ...describeError(cause) });
+    return new MerchantApiError('storage_unavailable', 'The storage is unavailable; try again shortly.', { cause });
+  };
+
+  return async (operation, call) => {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let pending: Promise<unknown>;
+    try {
+      pending = call(storage);
+    } catch (error) {
+      throw unavailable(operation, error);
+    }
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(Object.assign(new Error(`timed out after ${timeoutMs} ms`), { name: 'TimeoutError' })), timeoutMs);
+    });
+    try {
+      return (await Promise.race([pending, deadline])) as Awaited<ReturnType<typeof call>>;
+    } catch (error) {
+      if (error instanceof MerchantApiError) throw error;
+      throw unavailable(operation, error);
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+}

@@ -1,0 +1,62 @@
+/**
+ * Which public URL did the merchant call? The signature covers it (SPEC
+ * section 2), so the handler must know it: the `publicUrl` option (the only
+ * trusted source in production), else `X-Forwarded-Proto`/`X-Forwarded-Host`
+ * when `trustProxy` is on, else the request URL.
+ */
+
+export interface PublicUrlOptions {
+  /** Public origins, optionally with a path prefix that a proxy strips. */
+  publicUrl?: string | readonly string[];
+  trustProxy?: boolean;
+}
+
+/** Resolves public base URLs (no trailing slash) for requests. */
+export type PublicBaseResolver = (request: Request, requestOrigin: string) => string[];
+
+/** Validates the configured public URLs once, at start-up. */
+export function createPublicBaseResolver(options: PublicUrlOptions): PublicBaseResolver {
+  const configured = options.publicUrl === undefined ? [] : typeof options.publicUrl === 'string' ? [options.publicUrl] : [...options.publicUrl];
+  if (configured.length > 0) {
+    const bases = configured.map(normalisePublicUrl);
+    return () => bases;
+  }
+  if (options.trustProxy) {
+    return (request, requestOrigin) => [forwardedOrigin(request) ?? requestOrigin];
+  }
+  return (_request, requestOrigin) => [requestOrigin];
+}
+
+/**
+ * `https://api.example.com:443/prefix/` becomes `https://api.example.com/prefix`.
+ * Throws a clear error for anything that is not an http(s) URL.
+ */
+export function normalisePublicUrl(value: string): string {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new TypeError(`publicUrl "${value}" is not a URL; expected e.g. https://api.example.com`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new TypeError(`publicUrl "${value}" must be http or https`);
+  if (url.search || url.hash || url.username || url.password) throw new TypeError(`publicUrl "${value}" must have no query, fragment or credentials`);
+  return url.origin + url.pathname.replace(/\/+$/, '');
+}
+
+const HOST = /^(?:[a-z0-9.-]+|\[[0-9a-f:.]+\])(?::\d{1,5})?$/i;
+
+function forwardedOrigin(request: Request): string | undefined {
+  const proto = firstValue(request.headers.get('x-forwarded-proto'))?.toLowerCase();
+  const host = firstValue(request.headers.get('x-forwarded-host'));
+  if ((proto !== 'http' && proto !== 'https') || host === undefined || !HOST.test(host)) return undefined;
+  // URL drops the default port, as the signature's base_url does.
+  return new URL(`${proto}://${host}`).origin;
+}
+
+// Proxies append to these headers; the first value is what the client used.
+function firstValue(header: string | null): string | undefined {
+  if (header === null) return undefined;
+  const comma = header.indexOf(',');
+  const value = (comma === -1 ? header : header.slice(0, comma)).trim();
+  return value === '' ? undefined : value;
+}

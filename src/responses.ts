@@ -1,0 +1,45 @@
+/**
+ * Every response the handler writes, and the one place where an error
+ * becomes the SPEC's JSON shape for its endpoint (SPEC sections 1-4).
+ */
+import { MerchantApiError, type ErrorDetail } from './errors.js';
+
+/** Which JSON shape an endpoint answers errors in. */
+export type ErrorShape = 'signature' | 'envelope';
+
+/** Answers to HEAD carry the headers of GET and no body. */
+export function json(status: number, body: string, head: boolean, extra?: Record<string, string>): Response {
+  const headers: Record<string, string> = { 'content-type': 'application/json', 'cache-control': 'no-store' };
+  if (extra) Object.assign(headers, extra);
+  return new Response(head ? null : body, { status, headers });
+}
+
+/** The validatesignature body for an error; `message` absent for the 404. */
+export function signatureError(message: string | undefined): string {
+  return message === undefined
+    ? '{"status":"error","is_valid":false}'
+    : `{"status":"error","message":${JSON.stringify(message)},"is_valid":false}`;
+}
+
+export const SIGNATURE_OK = '{"status":"ok","is_valid":true}';
+
+/** The envelope with `status` "error" and the problems listed. */
+export function envelopeError(details: readonly ErrorDetail[]): string {
+  return `{"status":"error","data":[],"errors":${JSON.stringify(details)}}`;
+}
+
+const INTERNAL = new MerchantApiError('internal_error', 'Internal server error.');
+
+/**
+ * Renders any thrown value. A `MerchantApiError` speaks for itself; anything
+ * else is a bare 500 that says nothing of its internals.
+ */
+export function errorResponse(error: unknown, shape: ErrorShape, head: boolean): Response {
+  const e = error instanceof MerchantApiError ? error : INTERNAL;
+  const extra: Record<string, string> = {};
+  if (e.code === 'unauthorized') extra['www-authenticate'] = 'Basic realm="merchant", charset="UTF-8"';
+  if (e.code === 'method_not_allowed') extra.allow = 'GET, HEAD';
+  if (e.code === 'storage_unavailable') extra['retry-after'] = '1';
+  const body = shape === 'signature' ? signatureError(e.details.map((d) => d.message).join(' ')) : envelopeError(e.details);
+  return json(e.status, body, head, extra);
+}

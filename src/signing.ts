@@ -1,0 +1,134 @@
+/**
+ * Request signing, SPEC section 2: the canonical message, HMAC-SHA224 over
+ * it, and verification. Exported for merchants too: this is the same
+ * algorithm as the public LaterPay PHP and Python clients.
+ */
+import { constantTimeHexEqual, hmacSha224Hex } from './crypto.js';
+
+/** Query parameters: pairs in request order (keys may repeat), or a record. */
+export type SigningParams =
+  | Iterable<readonly [string, string]>
+  | Record<string, string | number | readonly (string | number)[]>;
+
+/** What a signature covers. `url` is scheme, host, port and path, no query. */
+export interface SignedRequest {
+  method: string;
+  url: string;
+  params: SigningParams;
+}
+
+/** Parameters never covered by the signature. */
+const UNSIGNED = new Set(['hmac', 'gettoken']);
+const NOT_UNRESERVED = /[!'()*]/g;
+
+/**
+ * Percent-encodes every UTF-8 byte except `A-Z a-z 0-9 - . _ ~`, like
+ * Python's `quote(s, safe='')`. `encodeURIComponent` also spares `!'()*`,
+ * so those are escaped afterwards.
+ *
+ * @example
+ * pct("a b!") // 'a%20b%21'
+ */
+export function pct(value: string): string {
+  const encoded = encodeURIComponent(value);
+  return NOT_UNRESERVED.test(encoded) ? encoded.replace(NOT_UNRESERVED, escapeReserved) : encoded;
+}
+
+function escapeReserved(char: string): string {
+  return `%${char.charCodeAt(0).toString(16).toUpperCase()}`;
+}
+
+/**
+ * The message a merchant signs:
+ * `METHOD & pct(url) & pct(join("&", sorted(pct(k) "=" pct(v))))`,
+ * leaving out `hmac` and `gettoken`, pairs sorted by encoded key, then value.
+ *
+ * @example
+ * canonicalMessage({ method: 'GET', url: 'https://api.example.com/validatesignature',
+ *   params: { cp: 'demo-merchant', ts: '1700000000', salt: '3f2a9c' } })
+ * // 'GET&https%3A%2F%2Fapi.example.com%2Fvalidatesignature&cp%3Ddemo-merchant%26salt%3D3f2a9c%26ts%3D1700000000'
+ */
+export function canonicalMessage({ method, url, params }: SignedRequest): string {
+  const encoded: [string, string][] = [];
+  for (const [key, value] of toPairs(params)) {
+    if (!UNSIGNED.has(key)) encoded.push([pct(key), pct(value)]);
+  }
+  // Sorted as (key, value) pairs, not as "k=v" strings: "=" sorts above "-", "." and digits.
+  encoded.sort(comparePairs);
+  let joined = '';
+  for (let i = 0; i < encoded.length; i++) joined += `${i ? '&' : ''}${encoded[i]![0]}=${encoded[i]![1]}`;
+  return `${method.toUpperCase()}&${pct(url)}&${pct(joined)}`;
+}
+
+/** Lower-case hex HMAC-SHA224 of the canonical message, keyed with `secret`. */
+export function sign(secret: string, request: SignedRequest): string {
+  return hmacSha224Hex(secret, canonicalMessage(request));
+}
+
+/**
+ * True when `signature` (any case) is the HMAC of `message` under one of
+ * `secrets`. Every secret is tried, so the time taken does not tell which
+ * matched; comparisons are constant time.
+ */
+export function verify(signature: string, secrets: readonly string[], message: string | SignedRequest): boolean {
+  const text = typeof message === 'string' ? message : canonicalMessage(message);
+  const received = signature.toLowerCase();
+  let matched = false;
+  for (const secret of secrets) {
+    if (constantTimeHexEqual(hmacSha224Hex(secret, text), received)) matched = true;
+  }
+  return matched;
+}
+
+/** Options of `signUrl`. */
+export interface SignUrlOptions {
+  /** The method the URL will be called with (default GET). */
+  method?: string;
+  /** Clock in milliseconds, for tests (default `Date.now`). */
+  now?: () => number;
+  /** The salt (default 16 random bytes as hex); must differ on every request. */
+  salt?: string;
+}
+
+/**
+ * A ready signed URL: `params` plus a fresh `ts` and `salt`, and `hmac`.
+ *
+ * @example
+ * const url = signUrl('demo-secret', 'http://127.0.0.1:8787/validatesignature', { cp: 'demo-merchant' });
+ * const answer = await (await fetch(url)).json(); // { status: 'ok', is_valid: true }
+ */
+export function signUrl(secret: string, url: string | URL, params: SigningParams = {}, options: SignUrlOptions = {}): string {
+  const base = new URL(url);
+  const pairs: (readonly [string, string])[] = [...base.searchParams];
+  base.search = '';
+  base.hash = '';
+  pairs.push(...toPairs(params));
+  const ts = String(Math.floor((options.now ?? Date.now)() / 1000));
+  const salt = options.salt ?? randomSalt();
+  pairs.push(['ts', ts], ['salt', salt]);
+  const hmac = sign(secret, { method: options.method ?? 'GET', url: base.href, params: pairs });
+  pairs.push(['hmac', hmac]);
+  return `${base.href}?${pairs.map(([k, v]) => `${pct(k)}=${pct(v)}`).join('&')}`;
+}
+
+function randomSalt(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
+}
+
+function* toPairs(params: SigningParams): Iterable<readonly [string, string]> {
+  if (Symbol.iterator in params) {
+    yield* params as Iterable<readonly [string, string]>;
+    return;
+  }
+  for (const [key, value] of Object.entries(params)) {
+    if (Array.isArray(value)) for (const v of value) yield [key, String(v)];
+    else yield [key, String(value)];
+  }
+}
+
+// Encoded strings are ASCII, so `<` is code-point order here.
+function comparePairs(a: [string, string], b: [string, string]): number {
+  if (a[0] !== b[0]) return a[0] < b[0] ? -1 : 1;
+  return a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0;
+}
