@@ -64,7 +64,11 @@ export function answerClientErrors(server: Server): void {
 export async function serve(api: MerchantApi, options: ServeOptions = {}): Promise<Served> {
   const hostname = options.hostname ?? '127.0.0.1';
   const listener = createRequestListener(api);
-  const server: Server = options.tls ? createHttpsServer({ cert: options.tls.cert, key: options.tls.key }, listener) : createServer(listener);
+  // Node would answer a missing Host with a bare 400 itself; the listener answers it in JSON.
+  const serverOptions = { requireHostHeader: false };
+  const server: Server = options.tls
+    ? createHttpsServer({ ...serverOptions, cert: options.tls.cert, key: options.tls.key }, listener)
+    : createServer(serverOptions, listener);
   answerClientErrors(server);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

@@ -1,0 +1,45 @@
+/** Builds a handler on the memory storage with a fixed clock, and signs requests for it. */
+import { createMerchantApi, type MerchantApiOptions } from '../../src/api.js';
+import { silentLogger } from '../../src/logger.js';
+import { sign } from '../../src/signing.js';
+import { MemoryStorage } from '../../src/storage/memory.js';
+import { pct } from '../../src/signing.js';
+import { contractSeed } from './fixtures.js';
+
+export const NOW_MS = 1_700_000_000_000;
+export const NOW = NOW_MS / 1000;
+export const ORIGIN = 'http://api.test';
+
+export function testApi(options: Partial<MerchantApiOptions> = {}) {
+  const storage = new MemoryStorage(contractSeed());
+  const api = createMerchantApi({ storage, now: () => NOW_MS, logger: silentLogger, ...options });
+  return { api, storage };
+}
+
+let counter = 0;
+
+/** A signed validatesignature URL; `overrides` replace or (with undefined) drop parameters. */
+export function signedUrl(
+  options: { key?: string; cp?: string; ts?: number | string; salt?: string; extra?: [string, string][]; base?: string; method?: string; path?: string } = {},
+): string {
+  const base = options.base ?? ORIGIN;
+  const path = options.path ?? '/validatesignature';
+  const pairs: [string, string][] = [
+    ['cp', options.cp ?? 'm1'],
+    ['ts', String(options.ts ?? NOW)],
+    ['salt', options.salt ?? `salt-${++counter}-${Math.random()}`],
+    ...(options.extra ?? []),
+  ];
+  const hmac = sign(options.key ?? 'key-one', { method: options.method ?? 'GET', url: base + path, params: pairs });
+  return `${base}${path}?${[...pairs, ['hmac', hmac]].map(([k, v]) => `${pct(k!)}=${pct(v!)}`).join('&')}`;
+}
+
+export function basic(id: string, key: string): Record<string, string> {
+  return { authorization: `Basic ${btoa(String.fromCharCode(...new TextEncoder().encode(`${id}:${key}`)))}` };
+}
+
+export async function call(api: { fetch(r: Request): Promise<Response> }, url: string, init?: RequestInit) {
+  const response = await api.fetch(new Request(url, init));
+  const text = await response.text();
+  return { response, status: response.status, text, body: text ? JSON.parse(text) : undefined };
+}
