@@ -51,14 +51,18 @@ export async function serveCommand(runtime: ServeRuntime, io: CliIo): Promise<nu
     throw error;
   }
 
-  io.out(`merchant-api listening on ${served.url} (${runtime.name}, ${description})`);
-  if (!config.cursorSecret) io.out('CURSOR_SECRET is not set: page cursors work only on this instance until it restarts.');
+  // One write, so whoever waits for the first line has the rest too.
+  const lines = [`merchant-api listening on ${served.url} (${runtime.name}, ${description})`];
+  if (!config.cursorSecret) lines.push('CURSOR_SECRET is not set: page cursors work only on this instance until it restarts.');
   if (demo) {
     const publicBase = config.publicUrl?.[0] ?? served.url;
-    io.out(`Demo merchant: id "demo-merchant", API key "demo-secret" (demo data only).`);
-    io.out(`Try: curl '${signUrl('demo-secret', `${publicBase}/validatesignature`, { cp: 'demo-merchant' })}'`);
-    io.out(`     curl -u demo-merchant:demo-secret '${publicBase}/merchant/users?limit=5'`);
+    lines.push(
+      'Demo merchant: id "demo-merchant", API key "demo-secret" (demo data only).',
+      `Try: curl '${signUrl('demo-secret', `${publicBase}/validatesignature`, { cp: 'demo-merchant' })}'`,
+      `     curl -u demo-merchant:demo-secret '${publicBase}/merchant/users?limit=5'`,
+    );
   }
+  io.out(lines.join('\n'));
 
   const signal = await (io.stopSignal ?? new Promise<string>(() => {}));
   io.out(`${signal}: shutting down; finishing in-flight requests.`);

@@ -39,7 +39,7 @@ const LOWER_CASE = new Set(['country', 'preferred_language']);
 export function parseSeed(document: unknown): Seed {
   const problems: string[] = [];
   if (!isObject(document)) throw new SeedError(['the seed must be a JSON object with "merchants" and "users"']);
-  const merchantsIn = document.merchants ?? [];
+  const merchantsIn = document.merchants;
   const usersIn = document.users ?? [];
   if (!Array.isArray(merchantsIn)) problems.push('"merchants" must be an array');
   if (!Array.isArray(usersIn)) problems.push('"users" must be an array');
