@@ -6,7 +6,7 @@
  */
 
 const ISO_TIMESTAMP =
-  /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,6}))?)?(Z|z|[+-]\d{2}:?\d{2})?)?$/;
+  /^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,6}))?)?(Z|z|[+-]\d{2}:?\d{2})?)?$/;
 
 /**
  * Parses an ISO 8601 timestamp into the canonical form, or returns undefined.
