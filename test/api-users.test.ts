@@ -120,9 +120,10 @@ describe('GET /merchant/users: the whole list', () => {
     let chunks = 0;
     let text = '';
     const decoder = new TextDecoder();
-    for await (const chunk of response.body!) {
+    const reader = response.body!.getReader();
+    for (let read = await reader.read(); !read.done; read = await reader.read()) {
       chunks++;
-      text += decoder.decode(chunk, { stream: true });
+      text += decoder.decode(read.value, { stream: true });
     }
     expect(chunks).toBeGreaterThan(50);
     const body = JSON.parse(text);

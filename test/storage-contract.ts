@@ -59,6 +59,17 @@ export function storageContract(name: string, create: (seed: Seed) => Promise<St
       expect(await storage.recordSalt({ merchantId: 'm1', salt, expiresAt: now + 300, now })).toBe(false);
     });
 
+    it('treats a trailing space as significant in merchant ids, user ids and salts', async () => {
+      // MySQL's PAD SPACE collations (utf8mb4_bin too) would call 'm1 ' equal to 'm1'.
+      expect(await storage.getMerchant('m1 ')).toBeUndefined();
+      expect(await storage.getUser('m1', 'a-001 ')).toBeUndefined();
+      expect(await storage.listUsers({ merchantId: 'm1 ', filter: {}, limit: 10 })).toEqual([]);
+      expect(await storage.recordSalt({ merchantId: 'm1', salt: 'pad', expiresAt: now + 300, now })).toBe(true);
+      expect(await storage.recordSalt({ merchantId: 'm1', salt: 'pad ', expiresAt: now + 300, now })).toBe(true);
+      const page = await storage.listUsers({ merchantId: 'm1', filter: {}, after: 'a-001 ', limit: 1 });
+      expect(page.map((u) => u.shared_user_id)).toEqual(['b-003']);
+    });
+
     it('accepts a salt again once its record expired', async () => {
       expect(await storage.recordSalt({ merchantId: 'm1', salt: 'old', expiresAt: now + 10, now })).toBe(true);
       expect(await storage.recordSalt({ merchantId: 'm1', salt: 'old', expiresAt: now + 20, now: now + 10 })).toBe(false);

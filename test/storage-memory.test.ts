@@ -24,7 +24,7 @@ describe('memory storage specifics', () => {
     }
     expect(problems).toEqual([
       'merchants[0].keys: must be an array of non-empty strings',
-      'users[0].date_joined: "yesterday" is not an ISO 8601 timestamp',
+      'users[0].date_joined: not an ISO 8601 timestamp',
       'users[0].extra: unknown field',
     ]);
   });

@@ -1,9 +1,10 @@
 /** The `merchant-api` bin on Node. */
 import process from 'node:process';
 import { serve } from '../../adapters/node.js';
+import { mysqlCommands, openMysqlStorage } from './mysql.js';
 import { processIo } from './process-io.js';
 import { runCli } from './run.js';
 
-process.exitCode = await runCli(process.argv.slice(2), processIo(), { name: 'node', serve });
+process.exitCode = await runCli(process.argv.slice(2), processIo(), { name: 'node', serve, commands: mysqlCommands, openMysqlStorage });
 // Pools, timers and signal handlers may remain; the command has finished.
 process.exit();

@@ -62,7 +62,7 @@ export function parseSeed(document: unknown): Seed {
     if (!user) return;
     if (!merchantIds.has(user.merchant_id)) problems.push(`users[${i}].merchant_id: no merchant "${user.merchant_id}" in the seed`);
     const key = `${user.merchant_id}\u0000${user.shared_user_id}`;
-    if (seen.has(key)) problems.push(`users[${i}].shared_user_id: "${user.shared_user_id}" appears twice for merchant "${user.merchant_id}"`);
+    if (seen.has(key)) problems.push(`users[${i}].shared_user_id: appears twice for merchant "${user.merchant_id}"`);
     seen.add(key);
     users.push(user);
   });
@@ -111,7 +111,8 @@ export function parseSeedUser(value: unknown, at: string, problems: string[]): S
       problems.push(`${place}: ${field === undefined ? 'is missing' : NULLABLE.has(key) ? 'must be a string or null' : 'must be a string'}`);
     } else if (TIMESTAMPS.has(key)) {
       const canonical = canonicalTimestamp(field);
-      if (canonical === undefined) problems.push(`${place}: "${field}" is not an ISO 8601 timestamp`);
+      // The value is not quoted: seed problems reach logs, and user fields never may.
+      if (canonical === undefined) problems.push(`${place}: not an ISO 8601 timestamp`);
       user[key] = canonical ?? null;
     } else {
       user[key] = LOWER_CASE.has(key) ? field.toLowerCase() : field;

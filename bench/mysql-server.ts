@@ -1,0 +1,21 @@
+/**
+ * The server the MySQL benchmark measures, in its own process (so its RSS is
+ * its own): the same pieces as `merchant-api serve` with DATABASE_URL, i.e.
+ * `openMysqlStorage` + `createMerchantApi` + the Node adapter. Prints
+ * `listening <url>` once ready; stops on SIGTERM.
+ */
+import process from 'node:process';
+import { serve } from '../adapters/node.js';
+import { createMerchantApi } from '../src/api.js';
+import { openMysqlStorage } from '../src/cli/mysql.js';
+import { silentLogger } from '../src/logger.js';
+
+const io = { env: process.env, out: (line: string) => console.log(line), err: (line: string) => console.error(line) };
+const storage = await openMysqlStorage(io);
+const served = await serve(createMerchantApi({ storage, logger: silentLogger }), { port: 0, hostname: '127.0.0.1' });
+console.log(`listening ${served.url}`);
+process.once('SIGTERM', async () => {
+  await served.close();
+  await storage.close();
+  process.exit(0);
+});

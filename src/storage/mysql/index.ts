@@ -1,0 +1,25 @@
+/**
+ * `merchant-api/storage/mysql`: the storage on MySQL/MariaDB through Kysely
+ * and mysql2 (SPEC section 5), with its migrations, key sealing, merchant
+ * administration and imports. The caller owns the Kysely instance.
+ *
+ * @example
+ * import { createMysqlKysely, migrateToLatest, MysqlStorage, parseMasterKey } from 'merchant-api/storage/mysql';
+ * const db = createMysqlKysely(process.env.DATABASE_URL!);
+ * await migrateToLatest(db);
+ * const storage = new MysqlStorage({ db, masterKey: parseMasterKey(process.env.MASTER_KEY), destroyOnClose: true });
+ */
+export { MysqlStorage } from './mysql-storage.js';
+export type { MysqlStorageOptions } from './mysql-storage.js';
+export { createMysqlKysely, parseMysqlUrl } from './create-mysql-kysely.js';
+export type { MysqlKyselyOptions } from './create-mysql-kysely.js';
+export { createMigrator, migrateToLatest, migrationProvider, migrations, MIGRATION_TABLE, MIGRATION_LOCK_TABLE } from './migrations.js';
+export { generateApiKey, generateMasterKey, GENERATE_HINT, MasterKeyError, openApiKey, parseMasterKey, sealApiKey } from './key-sealing.js';
+export type { MasterKey } from './key-sealing.js';
+export { addMerchant, listMerchants, MerchantAdminError, rotateMerchantKey, setMerchantStatus, upsertSeedMerchant } from './merchant-admin.js';
+export type { MerchantSummary, SeedMerchantResult } from './merchant-admin.js';
+export { importSeed, importUserFile, ImportValidationError } from './import.js';
+export type { ImportOptions, ImportSummary } from './import.js';
+export { pruneExpiredSalts } from './salts.js';
+export type { PruneOptions } from './salts.js';
+export type { MerchantApiDatabase, MerchantKeysTable, MerchantsTable, UsedSaltsTable, UserSharesTable, UsersTable } from './schema.js';

@@ -1,0 +1,178 @@
+/**
+ * The storage interface on MySQL through an injected Kysely (SPEC section 5).
+ * The caller owns the pool; `createMysqlKysely` builds one from a URL.
+ */
+import type { Kysely } from 'kysely';
+import { StorageUnavailableError } from '../../errors.js';
+import type { Merchant, SaltRecord, Storage, UserPageQuery, UserRecord } from '../../storage.js';
+import { MasterKeyError, openApiKey, parseMasterKey, type MasterKey } from './key-sealing.js';
+import { MerchantCache } from './merchant-cache.js';
+import { pruneExpiredSalts, recordSalt, type PruneOptions } from './salts.js';
+import type { MerchantApiDatabase } from './schema.js';
+import { isStorableId, storageError } from './sql-values.js';
+import { selectUsers } from './user-queries.js';
+
+/** Options of `MysqlStorage`. */
+export interface MysqlStorageOptions {
+  /** A Kysely on mysql2 whose database `migrate` has brought up to date. */
+  db: Kysely<MerchantApiDatabase>;
+  /** The master key (parsed, or its base64url text) that seals the API keys. */
+  masterKey: MasterKey | string;
+  /**
+   * How long a merchant and its decrypted keys stay cached in process, in
+   * milliseconds (default 10000; 0 disables). A revoked key or a disabled
+   * merchant keeps working on an instance for at most this long.
+   */
+  keyCacheTtlMs?: number;
+  /** How often a `recordSalt` may trigger pruning of expired salts, in ms (default 60000; 0 never). */
+  saltPruneIntervalMs?: number;
+  /** Rows per prune statement and statements per prune run (defaults 1000 and 20). */
+  saltPrune?: PruneOptions;
+  /** Destroy `db` in `close()` (default false: the caller owns the pool). */
+  destroyOnClose?: boolean;
+  /** Told about a failed background prune (the message never holds a value). */
+  onBackgroundError?: (error: Error) => void;
+}
+
+/**
+ * Storage on MySQL. Salts are shared by every instance on the database; the
+ * full list streams in keyset pages; keys are sealed at rest.
+ *
+ * @example
+ * const db = createMysqlKysely(process.env.DATABASE_URL!);
+ * const storage = new MysqlStorage({ db, masterKey: process.env.MASTER_KEY!, destroyOnClose: true });
+ * const api = createMerchantApi({ storage });
+ */
+export class MysqlStorage implements Storage {
+  readonly #db: Kysely<MerchantApiDatabase>;
+  readonly #masterKey: MasterKey;
+  readonly #cache: MerchantCache;
+  readonly #options: MysqlStorageOptions;
+  #lastPrune = -Infinity;
+  #pruning: Promise<void> | undefined;
+  #closed = false;
+
+  constructor(options: MysqlStorageOptions) {
+    this.#db = options.db;
+    this.#masterKey = typeof options.masterKey === 'string' ? parseMasterKey(options.masterKey) : options.masterKey;
+    this.#cache = new MerchantCache(options.keyCacheTtlMs ?? 10_000);
+    this.#options = options;
+  }
+
+  /** The Kysely this storage queries (for admin operations sharing its pool). */
+  get db(): Kysely<MerchantApiDatabase> {
+    return this.#db;
+  }
+
+  async getMerchant(id: string): Promise<Merchant | undefined> {
+    this.#assertOpen();
+    if (!isStorableId(id)) return undefined;
+    return this.#cache.get(id, () => this.#loadMerchant(id));
+  }
+
+  async recordSalt(record: SaltRecord): Promise<boolean> {
+    this.#assertOpen();
+    if (!isStorableId(record.merchantId)) throw new RangeError('recordSalt: no merchant can have this id.');
+    this.#maybePrune(record.now);
+    try {
+      return await recordSalt(this.#db, record);
+    } catch (error) {
+      throw storageError(error, 'salt recording');
+    }
+  }
+
+  async listUsers(query: UserPageQuery): Promise<UserRecord[]> {
+    this.#assertOpen();
+    if (!isStorableId(query.merchantId) || !(query.limit >= 1)) return [];
+    try {
+      return await selectUsers(this.#db, query);
+    } catch (error) {
+      throw storageError(error, 'user page');
+    }
+  }
+
+  async getUser(merchantId: string, sharedUserId: string): Promise<UserRecord | undefined> {
+    this.#assertOpen();
+    if (!isStorableId(merchantId) || !isStorableId(sharedUserId)) return undefined;
+    try {
+      const [user] = await selectUsers(this.#db, { merchantId, filter: {}, limit: 1 }, sharedUserId);
+      return user;
+    } catch (error) {
+      throw storageError(error, 'user read');
+    }
+  }
+
+  async ping(): Promise<void> {
+    this.#assertOpen();
+    try {
+      await this.#db.selectFrom('merchants').select('id').limit(1).execute();
+    } catch (error) {
+      throw storageError(error, 'ping');
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await this.#pruning;
+    if (this.#options.destroyOnClose) await this.#db.destroy();
+  }
+
+  /** Forgets cached keys: of one merchant, or all (the next lookup reads MySQL). */
+  invalidateKeyCache(merchantId?: string): void {
+    this.#cache.invalidate(merchantId);
+  }
+
+  /** Deletes expired salts now, in bounded batches; resolves to how many went. */
+  async pruneSalts(now: number, options?: PruneOptions): Promise<number> {
+    this.#assertOpen();
+    try {
+      return await pruneExpiredSalts(this.#db, now, { ...this.#options.saltPrune, ...options });
+    } catch (error) {
+      throw storageError(error, 'salt pruning');
+    }
+  }
+
+  async #loadMerchant(id: string): Promise<Merchant | undefined> {
+    let rows;
+    try {
+      rows = await this.#db
+        .selectFrom('merchants as m')
+        .leftJoin('merchant_keys as k', (join) => join.onRef('k.merchant_id', '=', 'm.id').on('k.revoked_at', 'is', null))
+        .select(['m.id', 'm.status', 'k.sealed_key'])
+        .where('m.id', '=', id)
+        .orderBy('k.id')
+        .execute();
+    } catch (error) {
+      throw storageError(error, 'merchant read');
+    }
+    const first = rows[0];
+    if (!first) return undefined;
+    const sealed = rows.flatMap((row) => (row.sealed_key === null ? [] : [row.sealed_key]));
+    try {
+      const keys = await Promise.all(sealed.map((jwe) => openApiKey(this.#masterKey, first.id, jwe)));
+      return { id: first.id, status: first.status, keys };
+    } catch (error) {
+      // A master key that does not open the keys makes the storage unusable, not the request wrong.
+      throw new StorageUnavailableError(error instanceof MasterKeyError ? error.message : 'An API key could not be opened.', { cause: error });
+    }
+  }
+
+  #maybePrune(now: number): void {
+    const interval = this.#options.saltPruneIntervalMs ?? 60_000;
+    if (interval <= 0 || this.#pruning || performance.now() - this.#lastPrune < interval) return;
+    this.#lastPrune = performance.now();
+    this.#pruning = pruneExpiredSalts(this.#db, now, this.#options.saltPrune)
+      .then(
+        () => undefined,
+        (error: unknown) => this.#options.onBackgroundError?.(storageError(error, 'salt pruning')),
+      )
+      .finally(() => {
+        this.#pruning = undefined;
+      });
+  }
+
+  #assertOpen(): void {
+    if (this.#closed) throw new StorageUnavailableError('The MySQL storage is closed.');
+  }
+}

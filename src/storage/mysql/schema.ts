@@ -1,0 +1,90 @@
+/**
+ * Kysely table types of the MySQL storage (created by `migrations.ts`).
+ * Timestamps are `DATETIME(6)` in UTC and travel as strings, never `Date`.
+ */
+import type { ColumnType, Generated } from 'kysely';
+
+/** A timestamp column the database fills on insert. */
+type CreatedAt = ColumnType<string, string | undefined, never>;
+
+export interface MerchantsTable {
+  /** `utf8mb4_nopad_bin`: case-sensitive, trailing spaces significant. */
+  id: string;
+  status: 'active' | 'disabled';
+  created_at: CreatedAt;
+  updated_at: ColumnType<string, string | undefined, string>;
+}
+
+/** Several keys per merchant (rotation); a key is active while `revoked_at` is null. */
+export interface MerchantKeysTable {
+  id: Generated<string | number>;
+  merchant_id: string;
+  /** Compact JWE from `key-sealing.ts`; the clear key is never stored. */
+  sealed_key: string;
+  created_at: CreatedAt;
+  revoked_at: string | null;
+}
+
+/** A person's record; shared with merchants through `user_shares`. */
+export interface UsersTable {
+  /** BIGINT: a string when the pool has `bigNumberStrings`, written as a decimal string. */
+  id: ColumnType<string | number, string | undefined, never>;
+  first_name: string;
+  last_name: string;
+  email_address: string;
+  street: string;
+  zip_code: string;
+  city: string;
+  state: string | null;
+  country: string;
+  preferred_language: string;
+  date_joined: string;
+  deactivated_at: string | null;
+  agreed_to_terms_and_conditions: string | null;
+  agreed_to_marketing: string | null;
+}
+
+/** Which merchant sees which user under which id; one user may have several. */
+export interface UserSharesTable {
+  merchant_id: string;
+  shared_user_id: string;
+  user_id: ColumnType<string | number, string, never>;
+}
+
+/** Salts used inside the timestamp window, per merchant (replay protection). */
+export interface UsedSaltsTable {
+  merchant_id: string;
+  salt: string;
+  expires_at: string;
+}
+
+/** The whole schema, for `Kysely<MerchantApiDatabase>`. */
+export interface MerchantApiDatabase {
+  merchants: MerchantsTable;
+  merchant_keys: MerchantKeysTable;
+  users: UsersTable;
+  user_shares: UserSharesTable;
+  used_salts: UsedSaltsTable;
+}
+
+/** The user columns other than ids, in the API's order. */
+export const USER_FIELDS = [
+  'first_name',
+  'last_name',
+  'email_address',
+  'street',
+  'zip_code',
+  'city',
+  'state',
+  'country',
+  'preferred_language',
+  'date_joined',
+  'deactivated_at',
+  'agreed_to_terms_and_conditions',
+  'agreed_to_marketing',
+] as const;
+
+/** Longest text any user column holds (characters); the import checks it first. */
+export const USER_FIELD_MAX_LENGTH = 255;
+/** Longest API key the import accepts, in UTF-8 bytes: its JWE must fit `sealed_key` (2048). */
+export const API_KEY_MAX_LENGTH = 512;

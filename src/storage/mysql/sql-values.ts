@@ -1,0 +1,83 @@
+/**
+ * Conversions between the API's canonical values and MySQL's, in one place,
+ * plus the error mapping: every failure leaves the storage as a
+ * `StorageUnavailableError` whose message names no value (SPEC section 5:
+ * nothing secret or personal in a log) but says what to do.
+ */
+import { sql, type RawBuilder } from 'kysely';
+import { createHash } from 'node:crypto';
+import { StorageUnavailableError } from '../../errors.js';
+import { MAX_ID_LENGTH } from '../../storage.js';
+
+/** `2019-12-12T12:19:17.193961+00:00` -> `2019-12-12 12:19:17.193961` (both UTC). */
+export function toSqlDatetime(canonical: string): string {
+  return `${canonical.slice(0, 10)} ${canonical.slice(11, 26)}`;
+}
+
+/** The canonical form of a UTC `DATETIME(6)` column, formatted by the server so no driver setting can lose digits. */
+export function canonicalColumn<T extends string | null = string | null>(column: string): RawBuilder<T> {
+  return sql<T>`DATE_FORMAT(${sql.ref(column)}, '%Y-%m-%dT%H:%i:%s.%f+00:00')`;
+}
+
+/** Unix seconds -> `DATETIME(6)` text in UTC. */
+export function unixToSqlDatetime(seconds: number): string {
+  const whole = Math.floor(seconds);
+  const micros = String(Math.round((seconds - whole) * 1e6)).padStart(6, '0');
+  return `${new Date(whole * 1000).toISOString().slice(0, 19).replace('T', ' ')}.${micros}`;
+}
+
+/** True when `id` can be a stored merchant id or shared_user_id (longer ones cannot exist). */
+export function isStorableId(id: string): boolean {
+  return id.length > 0 && id.length <= MAX_ID_LENGTH;
+}
+
+/**
+ * The form a salt is stored in. Salts up to `MAX_ID_LENGTH` are kept whole
+ * (never cut: SPEC section 5 measured a cut salt accepted twice). A longer
+ * one is kept as a tagged SHA-256, so the storage accepts every salt the
+ * handler does; only the merchant's own salts could ever meet the tag.
+ */
+export function storedSalt(salt: string): string {
+  if (salt.length <= MAX_ID_LENGTH) return salt;
+  return `\u0001sha256:${createHash('sha256').update(salt, 'utf8').digest('base64url')}`;
+}
+
+/** MySQL error codes that mean the server is gone, slow or refusing us: the 503 family. */
+const UNREACHABLE = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'PROTOCOL_CONNECTION_LOST',
+  'PROTOCOL_SEQUENCE_TIMEOUT',
+  'ER_CON_COUNT_ERROR',
+  'ER_SERVER_SHUTDOWN',
+  'ER_LOCK_WAIT_TIMEOUT',
+  'ER_LOCK_DEADLOCK',
+]);
+
+/** The MySQL error code of `error`, if it has one. */
+export function mysqlErrorCode(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? code : undefined;
+}
+
+/**
+ * Wraps a driver error. The cause keeps the code and errno only: mysql2
+ * errors carry the SQL text with its values, and ER_DUP_ENTRY echoes a value.
+ */
+export function storageError(error: unknown, operation: string): Error {
+  if (error instanceof StorageUnavailableError) return error;
+  const code = mysqlErrorCode(error);
+  const errno = (error as { errno?: unknown } | null)?.errno;
+  const cause = Object.assign(new Error(`${code ?? 'unknown'}${typeof errno === 'number' ? ` (errno ${errno})` : ''}`), { code, errno });
+  let hint = '';
+  if (code === 'ER_NO_SUCH_TABLE' || code === 'ER_BAD_FIELD_ERROR') hint = ': the schema is missing or old, run `merchant-api migrate`';
+  else if (code !== undefined && UNREACHABLE.has(code)) hint = ': MySQL is unreachable or too slow';
+  else if ((error as Error | null)?.message === 'Pool is closed.') hint = ': the pool is closed';
+  // `code` on the error itself: the handler's log line keeps an error's name and code only.
+  return Object.assign(new StorageUnavailableError(`MySQL ${operation} failed (${code ?? 'no code'})${hint}.`, { cause }), { code: code ?? 'MYSQL_ERROR' });
+}
