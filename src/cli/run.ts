@@ -12,12 +12,18 @@ export interface CliRuntime extends ServeRuntime {
 
 const USAGE = `Usage: merchant-api <command>
 
-  serve                       start the server (default); configured by environment, see README
-  migrate                     create or update the MySQL schema (DATABASE_URL)
-  import FILE                 import a seed JSON or NDJSON users file into MySQL
-  merchant add|disable|enable|rotate-key|list ...
-                              administer merchants and their API keys in MySQL
-  help                        this text`;
+  serve                                 start the server (default); configured by environment, see README
+  migrate [--status]                    create or update the MySQL schema, or list migrations
+  import FILE [--format seed|ndjson] [--batch-size N]
+                                        import a seed document or an NDJSON users file into MySQL
+  merchant add ID [--disabled] [--json] add a merchant; prints its new API key once
+  merchant rotate-key ID [--revoke-old] [--json]
+                                        add a key (printed once); --revoke-old revokes the older ones
+  merchant disable ID | enable ID       block or restore a merchant
+  merchant list [--json]                list merchants (never keys)
+  help                                  this text
+
+MySQL commands read DATABASE_URL and MASTER_KEY from the environment.`;
 
 export async function runCli(args: string[], io: CliIo, runtime: CliRuntime): Promise<number> {
   const [command = 'serve', ...rest] = args;
