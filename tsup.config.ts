@@ -27,7 +27,8 @@ export default defineConfig([
     external: [/^node:/],
   },
   {
-    entry: { cli: 'src/cli/main.ts' },
+    // The bin per runtime: each passes its adapter's serve to the same CLI.
+    entry: { cli: 'src/cli/main.ts', 'cli-bun': 'src/cli/main-bun.ts', 'cli-deno': 'src/cli/main-deno.ts' },
     format: ['esm'],
     platform: 'node',
     target: 'node20',

@@ -44,7 +44,7 @@ export async function serveCommand(runtime: ServeRuntime, io: CliIo): Promise<nu
       cursorSecret: config.cursorSecret,
       logger: consoleLogger,
     });
-    const tls = config.tls && { cert: await readFile(config.tls.certFile, 'utf8'), key: await readFile(config.tls.keyFile, 'utf8') };
+    const tls = config.tls && { cert: await readTlsFile('TLS_CERT_FILE', config.tls.certFile), key: await readTlsFile('TLS_KEY_FILE', config.tls.keyFile) };
     served = await runtime.serve(api, { port: config.port, hostname: config.hostname, tls });
   } catch (error) {
     await storage.close();
@@ -70,6 +70,14 @@ export async function serveCommand(runtime: ServeRuntime, io: CliIo): Promise<nu
   await storage.close();
   io.out('Stopped.');
   return 0;
+}
+
+async function readTlsFile(variable: string, file: string): Promise<string> {
+  try {
+    return await readFile(file, 'utf8');
+  } catch (error) {
+    throw new CliUsageError(`Cannot read ${variable} ${file}: ${(error as NodeJS.ErrnoException).code ?? 'error'}.`);
+  }
 }
 
 async function openStorage(config: ServerConfig, runtime: ServeRuntime, io: CliIo): Promise<{ storage: Storage; description: string; demo: boolean }> {

@@ -1,0 +1,89 @@
+/**
+ * Deno adapter: `serve(api, options)` over `Deno.serve`, with the same
+ * options and result as `merchant-api/node`. Deno already speaks
+ * `Request`/`Response`, so this only maps options and bounds the graceful close.
+ */
+import type { MerchantApi } from '../src/api.js';
+import { MerchantApiError } from '../src/errors.js';
+import { errorResponse } from '../src/responses.js';
+import type { DenoGlobal } from './runtime-types.js';
+import { listenUrl, type Served, type ServeOptions } from './serve-options.js';
+
+export type { Served, ServeOptions } from './serve-options.js';
+
+const BAD_TARGET = new MerchantApiError('malformed_request', 'The request could not be parsed (bad Host header or request target).');
+/** RFC 3986 host (reg-name or IP literal) with an optional port. */
+const HOST = /^(?:(?:[A-Za-z0-9._~!$&'()*+,;=-]|%[0-9A-Fa-f]{2})+|\[[0-9A-Fa-f:.]+\])(?::\d{0,5})?$/;
+
+/**
+ * Deno builds `request.url` from the raw Host header and target without
+ * checking or normalising them ("http://a b/x", "/a/../x" stay as sent), so
+ * a Host such as "x/merchant" would shift the path. Like Node, answer a bad
+ * Host 400 and hand the handler a normalised URL.
+ */
+function normalised(request: Request): Request | undefined {
+  const host = request.headers.get('host');
+  if (host !== null && !HOST.test(host)) return undefined;
+  let url: URL;
+  try {
+    url = new URL(request.url);
+  } catch {
+    return undefined;
+  }
+  // The API reads no request body (every method but GET and HEAD is a 405), so none is carried over.
+  return url.href === request.url ? request : new Request(url.href, { method: request.method, headers: request.headers });
+}
+
+/**
+ * Starts a `Deno.serve` server for the API; resolves once it listens.
+ *
+ * @example
+ * import { serve } from 'merchant-api/deno';
+ * const server = await serve(api, { port: 8787 });
+ * Deno.addSignalListener('SIGTERM', () => server.close());
+ */
+export async function serve(api: MerchantApi, options: ServeOptions = {}): Promise<Served> {
+  const { Deno } = globalThis as unknown as { Deno?: DenoGlobal };
+  if (!Deno) throw new TypeError('merchant-api/deno runs only under Deno; use merchant-api/node or merchant-api/bun.');
+  const hostname = options.hostname ?? '127.0.0.1';
+  let port = options.port ?? 8787;
+  const server = Deno.serve(
+    {
+      port,
+      hostname,
+      ...(options.tls && { cert: options.tls.cert, key: options.tls.key }),
+      // Deno.serve listens synchronously and calls onListen before returning.
+      onListen: (address) => {
+        port = address.port;
+      },
+      // api.fetch never rejects; should Deno itself fail, answer the SPEC's JSON 500, not plain text.
+      onError: (error) => errorResponse(error, 'envelope', false),
+    },
+    (request) => {
+      const checked = normalised(request);
+      return checked ? api.fetch(checked) : errorResponse(BAD_TARGET, 'envelope', request.method === 'HEAD');
+    },
+  );
+  const timeoutMs = options.shutdownTimeout ?? 8000;
+  let closing: Promise<void> | undefined;
+  return {
+    url: listenUrl(Boolean(options.tls), hostname, port),
+    close: () => (closing ??= closeGracefully(server.shutdown(), timeoutMs)),
+  };
+}
+
+/**
+ * `shutdown()` stops accepting and resolves when in-flight requests (streams
+ * included) have finished. After `timeoutMs` this stops waiting, but Deno
+ * (2.9) cannot cut the connections left: aborting the server's signal once a
+ * graceful shutdown has begun throws BadResource. They end when the process
+ * exits, as the standalone server does right after.
+ */
+async function closeGracefully(shutdown: Promise<void>, timeoutMs: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const deadline = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, timeoutMs);
+  });
+  await Promise.race([shutdown.catch(() => undefined), deadline]);
+  clearTimeout(timer);
+}

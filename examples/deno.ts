@@ -1,0 +1,30 @@
+/**
+ * merchant-api on Deno: the demo data served by `Deno.serve`, shut down
+ * gracefully on SIGTERM or Ctrl-C. Deno resolves the packages from
+ * node_modules through package.json; no deno.json is needed.
+ *
+ *   npm run build && npx deno run -A examples/deno.ts
+ *   curl -u demo-merchant:demo-secret 'http://127.0.0.1:8787/merchant/users?limit=2'
+ */
+import process from 'node:process';
+import { createMerchantApi, signUrl } from 'merchant-api';
+import { serve } from 'merchant-api/deno';
+import { createMemoryStorage } from 'merchant-api/storage/memory';
+import seed from './seed.json' with { type: 'json' };
+
+const storage = createMemoryStorage({ seed });
+const api = createMerchantApi({ storage });
+const server = await serve(api, { port: Number(process.env.PORT ?? 8787) });
+console.log(`merchant-api listening on ${server.url} (Deno)`);
+console.log(`Try: curl '${signUrl('demo-secret', `${server.url}/validatesignature`, { cp: 'demo-merchant' })}'`);
+
+// node:process signals work on Deno too (Deno.addSignalListener is the native form).
+async function stop(signal: string): Promise<void> {
+  console.log(`${signal}: finishing in-flight requests`);
+  await server.close();
+  await storage.close();
+  console.log('stopped');
+  process.exit(0);
+}
+process.once('SIGTERM', stop);
+process.once('SIGINT', stop);
