@@ -50,6 +50,13 @@ type Route =
   | { name: 'validatesignature' | 'users' | 'healthz' | 'readyz' | 'openapi'; id?: undefined }
   | { name: 'user'; id: string };
 
+// The fixed routes, allocated once rather than per request.
+const VALIDATESIGNATURE: Route = { name: 'validatesignature' };
+const USERS: Route = { name: 'users' };
+const HEALTHZ: Route = { name: 'healthz' };
+const READYZ: Route = { name: 'readyz' };
+const OPENAPI: Route = { name: 'openapi' };
+
 const NOT_FOUND = new MerchantApiError('not_found', 'No such endpoint.');
 const METHOD_NOT_ALLOWED = new MerchantApiError('method_not_allowed', 'Only GET and HEAD are allowed here.');
 
@@ -74,13 +81,14 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
   const cursors = new CursorCodec(options.cursorSecret);
   const openApiBody = JSON.stringify(openApiDocument(basePath));
 
-  async function handle(request: Request, route: Route, path: string, search: string, origin: string, head: boolean): Promise<Response> {
+  // Not async: the hot endpoints return their own promise, so one promise and
+  // one microtask per request fewer (bench/); fetch() awaits and catches.
+  function handle(request: Request, route: Route, path: string, search: string, origin: string, head: boolean): Response | Promise<Response> {
     switch (route.name) {
       case 'healthz':
         return json(200, '{"status":"ok"}', head);
       case 'readyz':
-        await storage('ping', (s) => s.ping());
-        return json(200, '{"status":"ok"}', head);
+        return storage('ping', (s) => s.ping()).then(() => json(200, '{"status":"ok"}', head));
       case 'openapi':
         return json(200, openApiBody, head);
       case 'validatesignature':
@@ -152,16 +160,16 @@ function matchRoute(fullPath: string, basePath: string): Route {
   }
   switch (path) {
     case '/validatesignature':
-      return { name: 'validatesignature' };
+      return VALIDATESIGNATURE;
     case '/merchant/users':
     case '/merchant/users/':
-      return { name: 'users' };
+      return USERS;
     case '/healthz':
-      return { name: 'healthz' };
+      return HEALTHZ;
     case '/readyz':
-      return { name: 'readyz' };
+      return READYZ;
     case '/openapi.json':
-      return { name: 'openapi' };
+      return OPENAPI;
   }
   if (path.startsWith('/merchant/users/')) {
     const segment = path.slice('/merchant/users/'.length);

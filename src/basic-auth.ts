@@ -3,11 +3,12 @@
  * whether missing, malformed, unknown merchant or wrong key, is the same 401,
  * so a caller learns nothing about which merchant ids exist.
  */
-import { constantTimeEqual } from './crypto.js';
+import { constantTimeDigestEqual, sha256 } from './crypto.js';
 import { MerchantApiError } from './errors.js';
-import type { Merchant, Storage } from './storage.js';
+import type { Merchant } from './storage.js';
 
 const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
+const ASCII = /^[\x00-\x7f]*$/;
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /** The one 401 every authentication failure answers. */
@@ -22,7 +23,11 @@ export function parseBasicAuth(header: string | null): { id: string; key: string
   if (!BASE64.test(encoded) || encoded.length % 4 === 1) return undefined;
   let decoded: string;
   try {
-    decoded = utf8.decode(Uint8Array.from(atob(encoded), (c) => c.charCodeAt(0)));
+    decoded = atob(encoded);
+    // atob yields one character per byte. Pure ASCII is already its own
+    // UTF-8 decoding (the common case, and 20x cheaper than the byte copy
+    // and strict decode, measured in bench/); anything else is decoded strictly.
+    if (!ASCII.test(decoded)) decoded = utf8.decode(Uint8Array.from(decoded, (c) => c.charCodeAt(0)));
   } catch {
     return undefined;
   }
@@ -34,15 +39,40 @@ export function parseBasicAuth(header: string | null): { id: string; key: string
 /**
  * The merchant the request authenticates as. Throws the 401 for any
  * credential problem, and 403 for a disabled merchant with a valid key.
+ * `getMerchant` is the (guarded) storage lookup; only it waits on the
+ * storage, so parsing and comparing stay outside the storage deadline.
  */
-export async function authenticate(request: Request, storage: Storage): Promise<Merchant> {
+export async function authenticate(request: Request, getMerchant: (id: string) => Promise<Merchant | undefined>): Promise<Merchant> {
   const credentials = parseBasicAuth(request.headers.get('authorization'));
   if (!credentials || credentials.key === '') throw UNAUTHORIZED;
-  const merchant = await storage.getMerchant(credentials.id);
+  const merchant = await getMerchant(credentials.id);
   if (!merchant) throw UNAUTHORIZED;
+  // Every key is compared, in constant time, so timing does not tell which matched.
+  const given = keyDigest(credentials.key);
   let matched = false;
-  for (const key of merchant.keys) if (constantTimeEqual(key, credentials.key)) matched = true;
+  for (const key of merchant.keys) if (constantTimeDigestEqual(keyDigest(key), given)) matched = true;
   if (!matched) throw UNAUTHORIZED;
   if (merchant.status !== 'active') throw new MerchantApiError('merchant_disabled', 'This account is disabled.');
   return merchant;
+}
+
+/**
+ * SHA-256 of a key, the stored ones and the one presented, memoised: a
+ * merchant sends the same key on every request, and hashing was the largest
+ * cost of Basic auth (about 1.5 us per hash on Node, measured in bench/).
+ * A digest is a pure function of its key; nothing about the check is cached.
+ * Bounded: cleared when full, so neither rotated keys nor random guesses pile up.
+ */
+const keyDigests = new Map<string, Uint8Array>();
+// Keys are at most ~3 kB (the header is capped at 4096), so at most a few MB.
+const MAX_CACHED_DIGESTS = 2048;
+
+function keyDigest(key: string): Uint8Array {
+  let digest = keyDigests.get(key);
+  if (digest === undefined) {
+    if (keyDigests.size >= MAX_CACHED_DIGESTS) keyDigests.clear();
+    digest = sha256(key);
+    keyDigests.set(key, digest);
+  }
+  return digest;
 }

@@ -10,15 +10,14 @@ export function hmacSha224Hex(key: string, message: string): string {
   return createHmac('sha224', key).update(message, 'utf8').digest('hex');
 }
 
-/**
- * Compares two strings in time that depends only on their lengths' digest,
- * not on where they differ: both are hashed first, so the comparison always
- * runs over 32 bytes.
- */
-export function constantTimeEqual(a: string, b: string): boolean {
-  const x = createHash('sha256').update(a, 'utf8').digest();
-  const y = createHash('sha256').update(b, 'utf8').digest();
-  return timingSafeEqual(x, y);
+/** SHA-256 of `text` (UTF-8). */
+export function sha256(text: string): Uint8Array {
+  return createHash('sha256').update(text, 'utf8').digest();
+}
+
+/** Compares two digests in constant time; different lengths are simply unequal. */
+export function constantTimeDigestEqual(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && timingSafeEqual(a, b);
 }
 
 /** Compares two lower-case hex digests of equal length in constant time. */

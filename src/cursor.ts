@@ -28,7 +28,7 @@ const INVALID = 'cursor is not a next_cursor this server issued for this listing
 
 /** Seals and opens cursors under one secret; instances sharing it accept each other's cursors. */
 export class CursorCodec {
-  readonly #key: Promise<Uint8Array>;
+  readonly #key: Promise<CryptoKey>;
 
   /**
    * @param secret any string or bytes, at least 32 bytes of entropy; hashed
@@ -36,13 +36,16 @@ export class CursorCodec {
    * instance and the process that issued them.
    */
   constructor(secret?: string | Uint8Array) {
+    let raw: Promise<ArrayBuffer | Uint8Array>;
     if (secret === undefined) {
-      this.#key = Promise.resolve(crypto.getRandomValues(new Uint8Array(32)));
+      raw = Promise.resolve(crypto.getRandomValues(new Uint8Array(32)));
     } else {
       const bytes = typeof secret === 'string' ? encoder.encode(secret) : new Uint8Array(secret);
       if (bytes.length < 32) throw new TypeError('cursorSecret must be at least 32 bytes long.');
-      this.#key = crypto.subtle.digest('SHA-256', bytes).then((digest) => new Uint8Array(digest));
+      raw = crypto.subtle.digest('SHA-256', bytes);
     }
+    // Imported once: jose would import raw key bytes again on every cursor.
+    this.#key = raw.then((key) => crypto.subtle.importKey('raw', key as BufferSource, 'AES-GCM', false, ['encrypt', 'decrypt']));
   }
 
   async seal(merchantId: string, filter: UserFilter, position: CursorPosition): Promise<string> {

@@ -23,6 +23,16 @@ export function usersJson(users: readonly UserRecord[]): string {
   return out;
 }
 
+/**
+ * Characters JSON.stringify would escape: quote, backslash, controls, and
+ * surrogates (a lone one is escaped; pairs are left to JSON.stringify too).
+ */
+const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
+
 function str(value: string | null | undefined): string {
-  return value === null || value === undefined ? 'null' : JSON.stringify(value);
+  if (value === null || value === undefined) return 'null';
+  // Most fields need no escaping; quoting them directly halves the cost of a
+  // 100-user page (measured in bench/). Output is identical to JSON.stringify.
+  // A storage bug handing over a non-string keeps JSON.stringify's answer (or its throw: a 500).
+  return typeof value === 'string' && !NEEDS_ESCAPE.test(value) ? `"${value}"` : JSON.stringify(value);
 }

@@ -30,7 +30,7 @@ export interface UsersContext {
 const NOT_FOUND = new MerchantApiError('not_found', 'No user with this shared_user_id is shared with this merchant.');
 
 export async function getUser(ctx: UsersContext, sharedUserId: string): Promise<Response> {
-  const merchant = await ctx.storage('getMerchant', (s) => authenticate(ctx.request, s));
+  const merchant = await authenticate(ctx.request, (id) => ctx.storage('getMerchant', (s) => s.getMerchant(id)));
   if (ctx.pairs.length > 0) {
     const details = ctx.pairs.map(([key]) => ({ code: 'unknown_parameter' as const, message: `Unknown parameter: ${key}. This endpoint takes none.`, param: key }));
     throw new MerchantApiError('unknown_parameter', details[0]!.message, { details });
@@ -41,7 +41,7 @@ export async function getUser(ctx: UsersContext, sharedUserId: string): Promise<
 }
 
 export async function listUsers(ctx: UsersContext): Promise<Response> {
-  const merchant = await ctx.storage('getMerchant', (s) => authenticate(ctx.request, s));
+  const merchant = await authenticate(ctx.request, (id) => ctx.storage('getMerchant', (s) => s.getMerchant(id)));
   const params = parseListParams(ctx.pairs);
   if (params.limit === undefined && params.cursor === undefined) return streamAll(ctx, merchant, params.filter);
   return page(ctx, merchant, params);

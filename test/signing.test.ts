@@ -94,6 +94,12 @@ describe('verify', () => {
     expect(verify('ü'.repeat(56), ['key'], request)).toBe(false);
     expect(verify(signature, [], request)).toBe(false);
   });
+  it('rejects a signature with a non-hex character whose low byte equals the right digit', () => {
+    const i = [...signature].findIndex((c) => c >= 'a' && c <= 'f');
+    const lookalike = signature.slice(0, i) + String.fromCharCode(0x100 + signature.charCodeAt(i)) + signature.slice(i + 1);
+    expect(lookalike).not.toBe(signature);
+    expect(verify(lookalike, ['key'], request)).toBe(false);
+  });
 });
 
 describe('signUrl', () => {

@@ -1,0 +1,139 @@
+/**
+ * The servers under test and how to start one: pinned to core 0 with
+ * `taskset`, on a free loopback port, ready once it prints `READY <port>`.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import type { CaseId } from './options.js';
+import { SINGLE_USER_ID } from './servers/data.mjs';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const BIN = `${ROOT}node_modules/.bin/`;
+
+export interface ServerDef {
+  id: string;
+  label: string;
+  /** Command and arguments, relative paths from the project root. */
+  command: string[];
+  /** Cases it answers; the constant server answers one fixed body for anything. */
+  cases: 'constant' | 'all';
+  /** Why it cannot run here, if it cannot. */
+  unavailable?: () => string | undefined;
+  env?: Record<string, string>;
+}
+
+const runtimeMissing = (bin: string, dist: string) => () =>
+  !existsSync(`${BIN}${bin}`) ? `${bin} is not installed (npm install)` : !existsSync(`${ROOT}bench/.dist/${dist}`) ? `dist/${dist} was not built (adapters/${bin}.ts missing?)` : undefined;
+
+export const SERVERS: ServerDef[] = [
+  { id: 'node-constant', label: '(0) node:http, constant JSON', command: ['node', 'bench/servers/constant-node.mjs'], cases: 'constant' },
+  { id: 'fetch-constant', label: '(0b) fetch handler on @hono/node-server, constant JSON', command: ['node', 'bench/servers/fetch-constant-node.mjs'], cases: 'constant' },
+  { id: 'node-plain', label: '(1) node:http, straightforward', command: ['node', 'bench/servers/plain-node.mjs'], cases: 'all' },
+  { id: 'merchant-api-node', label: '(2) merchant-api, Node', command: ['node', 'bench/servers/merchant-api.mjs'], cases: 'all' },
+  { id: 'hono-node', label: '(3) Hono app, Node', command: ['node', 'bench/servers/hono-node.mjs'], cases: 'all' },
+  {
+    id: 'merchant-api-bun',
+    label: '(4) merchant-api, Bun',
+    command: [`${BIN}bun`, 'bench/servers/merchant-api.mjs'],
+    cases: 'all',
+    unavailable: runtimeMissing('bun', 'bun.js'),
+  },
+  {
+    id: 'merchant-api-deno',
+    label: '(5) merchant-api, Deno',
+    // BENCH_DENO_V8_FLAGS, e.g. --trace-gc or --single-threaded-gc, to investigate Deno's latency tail.
+    command: [`${BIN}deno`, 'run', '-A', ...(process.env.BENCH_DENO_V8_FLAGS ? [`--v8-flags=${process.env.BENCH_DENO_V8_FLAGS}`] : []), 'bench/servers/merchant-api.mjs'],
+    cases: 'all',
+    unavailable: runtimeMissing('deno', 'deno.js'),
+  },
+];
+
+/** merchant-api on Node from another build, for before/after comparisons. */
+export function baselineServer(dist: string): ServerDef {
+  return { id: 'merchant-api-node-baseline', label: "(2') merchant-api, Node, baseline build", command: ['node', 'bench/servers/merchant-api.mjs'], cases: 'all', env: { BENCH_DIST: dist } };
+}
+
+export interface Running {
+  def: ServerDef;
+  child: ChildProcess;
+  pid: number;
+  url: string;
+  stop(): Promise<void>;
+}
+
+/** Starts `def` on core 0 (when taskset is there) and waits for its READY line. */
+export async function startServer(def: ServerDef, options: { pin: boolean; runtimeArgs?: string[]; env?: Record<string, string> }): Promise<Running> {
+  let command = [...def.command];
+  // Runtime flags (--cpu-prof...) go right after the node or bun binary.
+  if (options.runtimeArgs) command = [command[0]!, ...options.runtimeArgs, ...command.slice(1)];
+  // taskset execs the server, so the child's pid is the server's (RSS is read from /proc/<pid>).
+  if (options.pin) command = ['taskset', '-c', '0', ...command];
+  const child = spawn(command[0]!, command.slice(1), {
+    cwd: ROOT,
+    env: { ...process.env, PORT: '0', NO_COLOR: '1', ...def.env, ...options.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
+  const port = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${def.id} did not start within 60 s: ${stderr}`)), 60_000);
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      const match = /READY (\d+)/.exec(out);
+      if (match) {
+        clearTimeout(timer);
+        resolve(match[1]!);
+      }
+    });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`${def.id} exited with ${code} before it was ready: ${stderr}`));
+    });
+  });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  return {
+    def,
+    child,
+    pid: child.pid!,
+    url: `http://127.0.0.1:${port}`,
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+/** The case's request: path and headers (the validatesignature path comes from the signed file). */
+export function caseRequest(caseId: CaseId | 'constant', authorization: string): { path: string; headers: Record<string, string> } {
+  switch (caseId) {
+    case 'constant':
+      return { path: '/', headers: {} };
+    case 'validatesignature':
+      return { path: '/validatesignature', headers: {} };
+    case 'user':
+      return { path: `/merchant/users/${SINGLE_USER_ID}`, headers: { authorization } };
+    case 'page':
+      return { path: '/merchant/users?limit=100', headers: { authorization } };
+  }
+}
+
+/**
+ * CPU seconds the process has used (user + system, all threads), from
+ * /proc/<pid>/stat. Other work on the machine can take the server's core;
+ * CPU used per request stays meaningful when req/s does not.
+ */
+export function cpuSeconds(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name (which may contain spaces), 1-based: utime is 14, stime 15.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return NaN;
+  }
+}

@@ -1,0 +1,23 @@
+/**
+ * (2, 4, 5) merchant-api on the memory storage, served by the adapter of the
+ * runtime running this file: `merchant-api/node`, `/bun` or `/deno`, loaded
+ * from the built package (a snapshot of dist/, see bench/run.ts).
+ */
+import { announce, CURSOR_SECRET, exitOnSignal, makeUsers, MERCHANT_ID, MERCHANT_KEY, portFromEnv, PUBLIC_URL, TIMESTAMP_TOLERANCE } from './data.mjs';
+
+const runtime = 'Bun' in globalThis ? 'bun' : 'Deno' in globalThis ? 'deno' : 'node';
+// BENCH_DIST: another build to compare against (run.ts --baseline-dist).
+const distDir = globalThis.process?.env?.BENCH_DIST;
+const dist = distDir ? new URL(`file://${distDir.replace(/\/?$/, '/')}`) : new URL('../.dist/', import.meta.url);
+const { createMerchantApi, silentLogger } = await import(new URL('index.js', dist).href);
+const { MemoryStorage } = await import(new URL('storage/memory.js', dist).href);
+const { serve } = await import(new URL(`${runtime}.js`, dist).href);
+
+const storage = new MemoryStorage({
+  merchants: [{ id: MERCHANT_ID, status: 'active', keys: [MERCHANT_KEY] }],
+  users: makeUsers().map((user) => ({ merchant_id: MERCHANT_ID, ...user })),
+});
+const api = createMerchantApi({ storage, publicUrl: PUBLIC_URL, timestampTolerance: TIMESTAMP_TOLERANCE, cursorSecret: CURSOR_SECRET, logger: silentLogger });
+const served = await serve(api, { port: portFromEnv(), hostname: '127.0.0.1' });
+announce(new URL(served.url).port);
+exitOnSignal(() => served.close());
