@@ -40,29 +40,24 @@ export function parseQuery(search: string): [string, string][] {
 }
 
 function decodeComponent(search: string, from: number, to: number): string {
-  let text = search.slice(from, to);
-  if (text.includes('+')) text = text.replaceAll('+', ' ');
-  if (text.includes('%')) {
-    try {
-      text = decodeURIComponent(text);
-    } catch {
-      throw new MerchantApiError('malformed_request', 'The query string has invalid percent-encoding or invalid UTF-8.');
-    }
-  }
-  if (text.includes('\u0000')) throw new MerchantApiError('malformed_request', 'The query string contains a NUL byte.');
-  return text;
+  const text = search.slice(from, to);
+  return strictDecode(text.includes('+') ? text.replaceAll('+', ' ') : text, 'query string');
 }
 
 /** Decodes one path segment strictly (SPEC section 1), or throws a 400. */
 export function decodePathSegment(segment: string): string {
-  let text = segment;
-  if (text.includes('%')) {
+  return strictDecode(segment, 'path');
+}
+
+function strictDecode(text: string, where: string): string {
+  let decoded = text;
+  if (decoded.includes('%')) {
     try {
-      text = decodeURIComponent(text);
+      decoded = decodeURIComponent(decoded);
     } catch {
-      throw new MerchantApiError('malformed_request', 'The path has invalid percent-encoding or invalid UTF-8.');
+      throw new MerchantApiError('malformed_request', `The ${where} has invalid percent-encoding or invalid UTF-8.`);
     }
   }
-  if (text.includes('\u0000')) throw new MerchantApiError('malformed_request', 'The path contains a NUL byte.');
-  return text;
+  if (decoded.includes('\u0000')) throw new MerchantApiError('malformed_request', `The ${where} contains a NUL byte.`);
+  return decoded;
 }

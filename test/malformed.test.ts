@@ -9,7 +9,7 @@ import { silentLogger } from '../src/logger.js';
 import { MemoryStorage } from '../src/storage/memory.js';
 import { serve, type Served } from '../adapters/node.js';
 import { contractSeed } from './support/fixtures.js';
-import { rawRequest } from './support/raw-http.js';
+import { sendRaw } from './fixtures/http-client.js';
 
 const auth = `Basic ${Buffer.from('m1:key-one').toString('base64')}`;
 const get = (target: string, headers = '') => `GET ${target} HTTP/1.1\r\nHost: api.test\r\n${headers}Connection: close\r\n\r\n`;
@@ -87,14 +87,14 @@ describe('malformed requests against a real Node server', () => {
 
   for (const [name, request] of MALFORMED) {
     it(`answers 4xx JSON for ${name}, and keeps serving`, async () => {
-      const response = await rawRequest(port, request);
+      const response = await sendRaw(port, request);
       expect(response.status).toBeGreaterThanOrEqual(400);
       expect(response.status).toBeLessThan(500);
       expect(response.headers['content-type']).toBe('application/json');
       const body = JSON.parse(response.body);
       expect(body.status).toBe('error');
       expect(response.body).not.toMatch(/at .+\.(ts|js):\d+/);
-      const health = await rawRequest(port, get('/healthz'));
+      const health = await sendRaw(port, get('/healthz'));
       expect(health.status).toBe(200);
     });
   }
