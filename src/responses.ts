@@ -9,6 +9,7 @@ export type ErrorShape = 'signature' | 'envelope';
 
 /** Answers to HEAD carry the headers of GET and no body. */
 export function json(status: number, body: string, head: boolean, extra?: Record<string, string>): Response {
+  // A fresh object each time: @hono/node-server's Response writes Content-Length into it.
   const headers: Record<string, string> = { 'content-type': 'application/json', 'cache-control': 'no-store' };
   if (extra) Object.assign(headers, extra);
   return new Response(head ? null : body, { status, headers });

@@ -68,9 +68,31 @@ export function canonicalMessage({ method, url, params }: SignedRequest): string
   }
   // Sorted as (key, value) pairs, not as "k=v" strings: "=" sorts above "-", "." and digits.
   encoded.sort(comparePairs);
+  // pct() of the joined "k=v&k=v" string, built directly: its characters are
+  // unreserved, "%", "=" and "&", which encode as themselves, %25, %3D and %26.
   let joined = '';
-  for (let i = 0; i < encoded.length; i++) joined += `${i ? '&' : ''}${encoded[i]![0]}=${encoded[i]![1]}`;
-  return `${method.toUpperCase()}&${pct(url)}&${pct(joined)}`;
+  for (let i = 0; i < encoded.length; i++) {
+    joined += `${i ? '%26' : ''}${escapePercent(encoded[i]![0])}%3D${escapePercent(encoded[i]![1])}`;
+  }
+  return `${method.toUpperCase()}&${pctUrl(url)}&${joined}`;
+}
+
+function escapePercent(encoded: string): string {
+  return encoded.includes('%') ? encoded.replaceAll('%', '%25') : encoded;
+}
+
+// A server sees a handful of distinct base URLs; encoding each once saves the
+// longest encodeURIComponent of every request. Bounded: cleared when full.
+const encodedUrls = new Map<string, string>();
+
+function pctUrl(url: string): string {
+  let encoded = encodedUrls.get(url);
+  if (encoded === undefined) {
+    if (encodedUrls.size >= 256) encodedUrls.clear();
+    encoded = pct(url);
+    encodedUrls.set(url, encoded);
+  }
+  return encoded;
 }
 
 /** Lower-case hex HMAC-SHA224 of the canonical message, keyed with `secret`. */

@@ -25,9 +25,13 @@ interface MerchantUsers {
 export class MemoryStorage implements Storage {
   readonly #merchants = new Map<string, SeedMerchant>();
   readonly #users = new Map<string, MerchantUsers>();
-  readonly #salts = new Map<string, number>();
+  readonly inProcess = true;
+  // merchant id -> salt -> expiry second; per merchant, so no key is built per salt.
+  readonly #salts = new Map<string, Map<string, number>>();
   // Salts bucketed by expiry second, so expiring them never scans every salt.
-  readonly #saltsByExpiry = new Map<number, string[]>();
+  // Parallel arrays rather than an object per salt: less garbage at high rates.
+  readonly #saltsByExpiry = new Map<number, { merchants: Map<string, number>[]; salts: string[] }>();
+  #saltCount = 0;
   #lastSweep = 0;
   #closed = false;
 
@@ -61,13 +65,16 @@ export class MemoryStorage implements Storage {
   async recordSalt({ merchantId, salt, expiresAt, now }: SaltRecord): Promise<boolean> {
     this.#assertOpen();
     this.#sweep(now);
-    const key = `${merchantId}\u0000${salt}`;
-    const existing = this.#salts.get(key);
+    let merchantSalts = this.#salts.get(merchantId);
+    if (!merchantSalts) this.#salts.set(merchantId, (merchantSalts = new Map()));
+    const existing = merchantSalts.get(salt);
     if (existing !== undefined && existing >= now) return false;
-    this.#salts.set(key, expiresAt);
-    const bucket = this.#saltsByExpiry.get(expiresAt);
-    if (bucket) bucket.push(key);
-    else this.#saltsByExpiry.set(expiresAt, [key]);
+    if (existing === undefined) this.#saltCount++;
+    merchantSalts.set(salt, expiresAt);
+    let bucket = this.#saltsByExpiry.get(expiresAt);
+    if (!bucket) this.#saltsByExpiry.set(expiresAt, (bucket = { merchants: [], salts: [] }));
+    bucket.merchants.push(merchantSalts);
+    bucket.salts.push(salt);
     return true;
   }
 
@@ -100,11 +107,12 @@ export class MemoryStorage implements Storage {
     this.#closed = true;
     this.#salts.clear();
     this.#saltsByExpiry.clear();
+    this.#saltCount = 0;
   }
 
   /** How many salts are held now (for monitoring and tests). */
   get saltCount(): number {
-    return this.#salts.size;
+    return this.#saltCount;
   }
 
   #usersOf(merchantId: string): MerchantUsers {
@@ -116,9 +124,15 @@ export class MemoryStorage implements Storage {
   #sweep(now: number): void {
     if (now <= this.#lastSweep) return;
     this.#lastSweep = now;
-    for (const [expiresAt, keys] of this.#saltsByExpiry) {
+    for (const [expiresAt, { merchants, salts }] of this.#saltsByExpiry) {
       if (expiresAt >= now) continue;
-      for (const key of keys) if (this.#salts.get(key) === expiresAt) this.#salts.delete(key);
+      for (let i = 0; i < salts.length; i++) {
+        // A salt re-recorded after expiring sits in a later bucket too; only its own bucket removes it.
+        if (merchants[i]!.get(salts[i]!) === expiresAt) {
+          merchants[i]!.delete(salts[i]!);
+          this.#saltCount--;
+        }
+      }
       this.#saltsByExpiry.delete(expiresAt);
     }
   }
