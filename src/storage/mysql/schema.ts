@@ -3,6 +3,7 @@
  * Timestamps are `DATETIME(6)` in UTC and travel as strings, never `Date`.
  */
 import type { ColumnType, Generated } from 'kysely';
+import type { UserRecord } from '../../storage.js';
 
 /** A timestamp column the database fills on insert. */
 type CreatedAt = ColumnType<string, string | undefined, never>;
@@ -25,23 +26,13 @@ export interface MerchantKeysTable {
   revoked_at: string | null;
 }
 
-/** A person's record; shared with merchants through `user_shares`. */
-export interface UsersTable {
+/**
+ * A person's record: the API record's fields but `shared_user_id`, which
+ * belongs to each share. Timestamps here are `DATETIME(6)` text in UTC.
+ */
+export interface UsersTable extends Omit<UserRecord, 'shared_user_id'> {
   /** BIGINT: a string when the pool has `bigNumberStrings`, written as a decimal string. */
   id: ColumnType<string | number, string | undefined, never>;
-  first_name: string;
-  last_name: string;
-  email_address: string;
-  street: string;
-  zip_code: string;
-  city: string;
-  state: string | null;
-  country: string;
-  preferred_language: string;
-  date_joined: string;
-  deactivated_at: string | null;
-  agreed_to_terms_and_conditions: string | null;
-  agreed_to_marketing: string | null;
 }
 
 /** Which merchant sees which user under which id; one user may have several. */
