@@ -3,7 +3,7 @@
  * Timestamps are `DATETIME(6)` in UTC and travel as strings, never `Date`.
  */
 import type { ColumnType, Generated } from 'kysely';
-import type { UserRecord } from '../../storage.js';
+import { USER_RECORD_KEYS, type UserRecord } from '../../storage.js';
 
 /** A timestamp column the database fills on insert. */
 type CreatedAt = ColumnType<string, string | undefined, never>;
@@ -58,22 +58,10 @@ export interface MerchantApiDatabase {
   used_salts: UsedSaltsTable;
 }
 
-/** The user columns other than ids, in the API's order. */
-export const USER_FIELDS = [
-  'first_name',
-  'last_name',
-  'email_address',
-  'street',
-  'zip_code',
-  'city',
-  'state',
-  'country',
-  'preferred_language',
-  'date_joined',
-  'deactivated_at',
-  'agreed_to_terms_and_conditions',
-  'agreed_to_marketing',
-] as const;
+/** The user columns other than ids, in the API's order: the record's keys but its shared id. */
+export const USER_FIELDS = USER_RECORD_KEYS.filter(
+  (key): key is Exclude<(typeof USER_RECORD_KEYS)[number], 'shared_user_id'> => key !== 'shared_user_id',
+);
 
 /** Longest text any user column holds (characters); the import checks it first. */
 export const USER_FIELD_MAX_LENGTH = 255;
