@@ -31,7 +31,7 @@ export async function serve(api: MerchantApi, options: ServeOptions = {}): Promi
     // With a missing or invalid Host, Bun hands over a bare path ("/healthz")
     // instead of an absolute URL; Node's adapter answers those 400, so do we.
     fetch: (request) => (request.url.startsWith('/') ? errorResponse(BAD_HOST, 'envelope', request.method === 'HEAD') : api.fetch(request)),
-    // api.fetch never rejects; should Bun itself fail, answer the SPEC's JSON 500, not Bun's HTML page.
+    // api.fetch never rejects; should Bun itself fail, answer our JSON 500, not Bun's HTML page.
     error: (error) => errorResponse(error, 'envelope', false),
     tls: options.tls && { cert: options.tls.cert, key: options.tls.key },
     development: false,

@@ -56,7 +56,7 @@ export async function serve(api: MerchantApi, options: ServeOptions = {}): Promi
       onListen: (address) => {
         port = address.port;
       },
-      // api.fetch never rejects; should Deno itself fail, answer the SPEC's JSON 500, not plain text.
+      // api.fetch never rejects; should Deno itself fail, answer our JSON 500, not plain text.
       onError: (error) => errorResponse(error, 'envelope', false),
     },
     (request) => {

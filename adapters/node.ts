@@ -17,7 +17,7 @@ const BAD_REQUEST = new MerchantApiError('malformed_request', 'The request could
 
 /**
  * A `(req, res)` listener answering with the API. Requests Node can parse but
- * the Fetch API cannot represent (a bad Host) get the SPEC's JSON 400.
+ * the Fetch API cannot represent (a bad Host) get our JSON 400.
  *
  * @example
  * const listener = createRequestListener(api);

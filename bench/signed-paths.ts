@@ -1,7 +1,7 @@
 /**
  * Pre-signed `/validatesignature` paths, one per line, each with its own
  * salt: the load generator cannot compute HMAC-SHA224 per request in wrk's
- * Lua, so they are signed here (SPEC section 2) against the `publicUrl` all
+ * Lua, so they are signed here (docs/protocol.md#signing) against the `publicUrl` all
  * bench servers share, with a `ts` of now and the servers' wide tolerance.
  */
 import { createHmac } from 'node:crypto';

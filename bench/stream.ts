@@ -1,5 +1,5 @@
 /**
- * The streaming list (SPEC section 3: "memory stays flat however many users
+ * The streaming list (docs/protocol.md#users: "memory stays flat however many users
  * there are"): every user of the bench merchant in one response, timed on
  * the client, with the server's peak RSS growth read from /proc.
  */

@@ -1,6 +1,6 @@
 /**
  * `createMerchantApi`: the web-standard core, `(Request) => Promise<Response>`.
- * Routing is ours (SPEC section 1); every thrown error is rendered in one
+ * Routing is ours (docs/protocol.md#endpoints); every thrown error is rendered in one
  * place in the JSON shape of the endpoint it came from.
  */
 import { CursorCodec } from './cursor.js';

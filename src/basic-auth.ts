@@ -1,5 +1,5 @@
 /**
- * HTTP Basic authentication of merchants (SPEC section 3). Every failure,
+ * HTTP Basic authentication of merchants (docs/protocol.md#users). Every failure,
  * whether missing, malformed, unknown merchant or wrong key, is the same 401,
  * so a caller learns nothing about which merchant ids exist.
  */

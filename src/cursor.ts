@@ -1,5 +1,5 @@
 /**
- * Page cursors (SPEC section 3): opaque and tamper-proof, sealed with jose
+ * Page cursors (docs/protocol.md#users): opaque and tamper-proof, sealed with jose
  * as a compact JWE (`dir`, `A256GCM`), so a client can neither read nor
  * forge the keyset position. A cursor is bound to the merchant and to the
  * filters of the listing it came from.

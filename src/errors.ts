@@ -1,10 +1,10 @@
 /**
  * The one error type of merchant-api. Every failure the handler answers is a
- * `MerchantApiError`; `src/responses.ts` turns it into the SPEC's JSON shape
+ * `MerchantApiError`; `src/responses.ts` turns it into the documented JSON shape
  * of the endpoint that raised it, in one place.
  */
 
-/** Every error code the handler can answer with (SPEC sections 1, 3, 4). */
+/** Every error code the handler can answer with (docs/protocol.md#errors). */
 export type MerchantApiErrorCode =
   | 'not_found'
   | 'method_not_allowed'
@@ -32,7 +32,7 @@ const statusByCode: Record<MerchantApiErrorCode, number> = {
   internal_error: 500,
 };
 
-/** One problem as the SPEC's envelope lists it: `{code, message, param?}`. */
+/** One problem as the envelope lists it: `{code, message, param?}`. */
 export interface ErrorDetail {
   code: MerchantApiErrorCode;
   message: string;

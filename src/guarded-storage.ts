@@ -1,6 +1,6 @@
 /**
  * Wraps a storage so that every call is bounded in time and every failure
- * becomes the SPEC's 503 (section 4). The storage itself recovers (a pool
+ * becomes the documented 503 (docs/protocol.md#failures). The storage itself recovers (a pool
  * reconnects), so the next request after the backend is back succeeds.
  */
 import { MerchantApiError } from './errors.js';

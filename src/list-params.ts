@@ -1,5 +1,5 @@
 /**
- * The list endpoint's parameters (SPEC section 3). Every problem is reported
+ * The list endpoint's parameters (docs/protocol.md#users). Every problem is reported
  * at once, one error object each, with `param` naming it.
  */
 import { MerchantApiError, type ErrorDetail } from './errors.js';

@@ -1,7 +1,7 @@
 /**
  * Where the handler reports what an operator must see: storage failures and
  * unexpected errors. Fields are codes and names only: never a key, a salt,
- * a credential or a user field (SPEC section 5).
+ * a credential or a user field (docs/protocol.md#storage-and-secrets).
  */
 export interface Logger {
   info(event: string, fields?: Record<string, unknown>): void;

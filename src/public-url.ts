@@ -1,7 +1,7 @@
 /**
- * Which public URL did the merchant call? The signature covers it (SPEC
- * section 2), so the handler must know it: the `publicUrl` option (the only
- * trusted source in production), else `X-Forwarded-Proto`/`X-Forwarded-Host`
+ * Which public URL did the merchant call? The signature covers it (docs/protocol.md#signing),
+ * so the handler must know it: the `publicUrl` option (the only trusted
+ * source in production), else `X-Forwarded-Proto`/`X-Forwarded-Host`
  * when `trustProxy` is on, else the request URL.
  */
 

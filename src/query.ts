@@ -1,5 +1,5 @@
 /**
- * Strict query-string decoding (SPEC sections 2 and 4). `URLSearchParams`
+ * Strict query-string decoding (docs/protocol.md#signing and #failures). `URLSearchParams`
  * turns bad percent-encoding and invalid UTF-8 into U+FFFD silently; a
  * signature over such a value could never be checked honestly, so here they
  * are a 400 naming the problem.
@@ -44,7 +44,7 @@ function decodeComponent(search: string, from: number, to: number): string {
   return strictDecode(text.includes('+') ? text.replaceAll('+', ' ') : text, 'query string');
 }
 
-/** Decodes one path segment strictly (SPEC section 1), or throws a 400. */
+/** Decodes one path segment strictly (docs/protocol.md#endpoints), or throws a 400. */
 export function decodePathSegment(segment: string): string {
   return strictDecode(segment, 'path');
 }

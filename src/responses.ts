@@ -1,6 +1,6 @@
 /**
  * Every response the handler writes, and the one place where an error
- * becomes the SPEC's JSON shape for its endpoint (SPEC sections 1-4).
+ * becomes the documented JSON shape for its endpoint (docs/protocol.md).
  */
 import { MerchantApiError, type ErrorDetail } from './errors.js';
 

@@ -1,5 +1,5 @@
 /**
- * Request signing, SPEC section 2: the canonical message, HMAC-SHA224 over
+ * Request signing, docs/protocol.md#signing: the canonical message, HMAC-SHA224 over
  * it, and verification. Exported for merchants too: this is the same
  * algorithm as the public LaterPay PHP and Python clients.
  */

@@ -1,5 +1,5 @@
 /**
- * The storage interface the handler needs (SPEC section 5), and the records
+ * The storage interface the handler needs (docs/protocol.md#storage-and-secrets), and the records
  * it passes around. Implementations: `merchant-api/storage/memory` and
  * `merchant-api/storage/mysql`. The contract every implementation must meet
  * is `test/storage-contract.ts`.
@@ -14,7 +14,7 @@ export interface Merchant {
 }
 
 /**
- * A user record exactly as the API answers it (SPEC section 3): all 14 keys.
+ * A user record exactly as the API answers it (docs/protocol.md#users): all 14 keys.
  * Timestamps are canonical strings, `YYYY-MM-DDTHH:MM:SS.ffffff+00:00`
  * (see `src/timestamps.ts`), so microseconds never pass through a `Date`.
  */
@@ -75,7 +75,7 @@ export interface UserPageQuery {
   limit: number;
 }
 
-/** A salt to record for replay protection (SPEC section 2). */
+/** A salt to record for replay protection (docs/protocol.md#signing). */
 export interface SaltRecord {
   merchantId: string;
   salt: string;

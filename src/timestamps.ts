@@ -1,5 +1,5 @@
 /**
- * Timestamps as the SPEC writes them (section 3): UTC, exactly six fractional
+ * Timestamps as docs/protocol.md#users writes them: UTC, exactly six fractional
  * digits, explicit offset: `2019-12-12T12:19:17.193961+00:00`. A JavaScript
  * `Date` keeps only milliseconds, so the fraction is carried as text and only
  * the whole seconds go through `Date.UTC`.

@@ -1,6 +1,6 @@
 /**
  * Serialises user records with all 14 keys in the documented order,
- * whatever order a storage built its objects in (SPEC section 3).
+ * whatever order a storage built its objects in (docs/protocol.md#users).
  */
 import type { UserRecord } from './storage.js';
 

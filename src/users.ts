@@ -1,6 +1,5 @@
 /**
- * `GET|HEAD /merchant/users` and `/merchant/users/{shared_user_id}` (SPEC
- * section 3): one page by keyset with a sealed cursor, or every user as one
+ * `GET|HEAD /merchant/users` and `/merchant/users/{shared_user_id}` (docs/protocol.md#users): one page by keyset with a sealed cursor, or every user as one
  * JSON document streamed in batches so memory stays flat.
  */
 import { authenticate } from './basic-auth.js';

@@ -1,6 +1,6 @@
 /**
- * `GET|HEAD /validatesignature` (SPEC section 2): the outcome table, checked
- * in the SPEC's order, with byte-exact bodies.
+ * `GET|HEAD /validatesignature` (docs/protocol.md#signing): the outcome table, checked
+ * in the documented order, with byte-exact bodies.
  */
 import { MerchantApiError } from './errors.js';
 import type { StorageCall } from './guarded-storage.js';

@@ -1,4 +1,4 @@
-/** SPEC sections 1 and 4: routing, health, the OpenAPI document and failures. */
+/** docs/protocol.md#endpoints and #failures: routing, health, the OpenAPI document and failures. */
 import { describe, expect, it } from 'vitest';
 import { createMerchantApi } from '../src/api.js';
 import type { Logger } from '../src/logger.js';

@@ -1,9 +1,9 @@
-/** SPEC section 2: every outcome row of /validatesignature through api.fetch. */
+/** docs/protocol.md#signing: every outcome row of /validatesignature through api.fetch. */
 import { describe, expect, it } from 'vitest';
 import { sign, pct } from '../src/signing.js';
 import { call, NOW, ORIGIN, signedUrl, testApi } from './support/api.js';
 
-describe('GET /validatesignature outcomes, in the SPEC order', () => {
+describe('GET /validatesignature outcomes, in the documented order', () => {
   it('200 {"status":"ok","is_valid":true} for a valid request, with JSON headers', async () => {
     const { api } = testApi();
     const { response, text } = await call(api, signedUrl());

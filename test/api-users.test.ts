@@ -1,4 +1,4 @@
-/** SPEC section 3: the user endpoints through api.fetch. */
+/** docs/protocol.md#users: the user endpoints through api.fetch. */
 import { describe, expect, it } from 'vitest';
 import { createMerchantApi } from '../src/api.js';
 import { silentLogger } from '../src/logger.js';

@@ -1,5 +1,5 @@
 /**
- * The HTTP conformance suite: every row of SPEC sections 1-4 over real HTTP,
+ * The HTTP conformance suite: every row of docs/protocol.md over real HTTP,
  * written once and run against a real server process on each runtime
  * (test/http-node.test.ts, http-bun.test.ts, http-deno.test.ts), loaded with
  * `conformanceSeed()`. Signed URLs come from test/fixtures/test-signer.ts,
@@ -11,7 +11,7 @@ import { basicAuth, send, sendRaw, type HttpResponse, type RequestOptions } from
 import { asRecord, conformanceSeed, GENERATED_USERS, MERCHANTS, SPECIAL_IDS, type SeedUser } from './fixtures/seeds.js';
 import { freshSalt, hmacSha224, queryString, quote, signatureMessage, signedUrl, type Pair } from './fixtures/test-signer.js';
 
-/** Malformed requests sent as raw bytes (SPEC section 4: a 4xx JSON answer, and the server keeps serving). */
+/** Malformed requests sent as raw bytes (docs/protocol.md#failures: a 4xx JSON answer, and the server keeps serving). */
 export const MALFORMED = {
   'query with bad percent-encoding': (h: string) => get(h, '/validatesignature?cp=%zz&ts=1&salt=s&hmac=h'),
   'query with a truncated escape': (h: string) => get(h, '/merchant/users?active=%E', AUTH),
@@ -65,7 +65,7 @@ function get(host: string, target: string, extraHeaders = ''): string {
   return `GET ${target} HTTP/1.1\r\nHost: ${host}\r\n${extraHeaders}Connection: close\r\n\r\n`;
 }
 
-/** Every answer is JSON and never cached (SPEC preamble). */
+/** Every answer is JSON and never cached (docs/protocol.md#endpoints). */
 function expectJsonHeaders(response: { headers: Record<string, string | string[] | undefined> }): void {
   expect(response.headers['content-type']).toBe('application/json');
   expect(response.headers['cache-control']).toBe('no-store');
@@ -91,10 +91,10 @@ export function describeHttpConformance(options: ConformanceOptions): void {
   const { main, other, closed, unicode } = MERCHANTS;
   const asMain = basicAuth(main.id, main.keys[0]);
 
-  describe('GET /validatesignature (SPEC section 2)', () => {
+  describe('GET /validatesignature (docs/protocol.md#signing)', () => {
     it('uses a test signer that reproduces the known-answer vectors', () => {
       type Vector = { secret: string | null; method: string; url: string; pairs: Pair[]; hmac?: string; message?: string };
-      const { vectors } = JSON.parse(readFileSync(new URL('../../shared/vectors/signing.json', import.meta.url), 'utf8')) as { vectors: Vector[] };
+      const { vectors } = JSON.parse(readFileSync(new URL('./fixtures/signing-vectors.json', import.meta.url), 'utf8')) as { vectors: Vector[] };
       for (const v of vectors) {
         const message = signatureMessage(v.method, v.url, v.pairs);
         if (v.message !== undefined) expect(message).toBe(v.message);
@@ -251,7 +251,7 @@ export function describeHttpConformance(options: ConformanceOptions): void {
     });
   });
 
-  describe('GET /merchant/users authentication (SPEC section 3)', () => {
+  describe('GET /merchant/users authentication (docs/protocol.md#users)', () => {
     it('answers 401 with WWW-Authenticate and one same body for every credential problem', async () => {
       const attempts: Record<string, string>[] = [
         {},
@@ -292,7 +292,7 @@ export function describeHttpConformance(options: ConformanceOptions): void {
     });
   });
 
-  describe('GET /merchant/users/{shared_user_id} (SPEC section 3)', () => {
+  describe('GET /merchant/users/{shared_user_id} (docs/protocol.md#users)', () => {
     it('answers the one user as an array of one record with all 14 keys in order', async () => {
       const response = await call('/merchant/users/u-00042', { headers: asMain });
       expect(response.status).toBe(200);
@@ -336,13 +336,13 @@ export function describeHttpConformance(options: ConformanceOptions): void {
     });
   });
 
-  describe('GET /merchant/users listing (SPEC section 3)', () => {
+  describe('GET /merchant/users listing (docs/protocol.md#users)', () => {
     const all = () => usersOf(main.id);
 
     it('streams every user as one valid JSON document, in order, each once', async () => {
       const response = await call('/merchant/users', { headers: asMain });
       expect(response.status).toBe(200);
-      // Streamed: the length is not known up front (SPEC: memory stays flat).
+      // Streamed: the length is not known up front (docs/protocol.md#users: memory stays flat).
       expect(response.headers['content-length']).toBeUndefined();
       const answer = parsed(response);
       expect(answer.status).toBe('ok');
@@ -465,7 +465,7 @@ export function describeHttpConformance(options: ConformanceOptions): void {
     });
   });
 
-  describe('routing, health and the OpenAPI document (SPEC section 1)', () => {
+  describe('routing, health and the OpenAPI document (docs/protocol.md#endpoints)', () => {
     it('answers /healthz and /readyz with 200 JSON', async () => {
       for (const path of ['/healthz', '/readyz']) {
         const response = await call(path);
@@ -502,7 +502,7 @@ export function describeHttpConformance(options: ConformanceOptions): void {
     });
   });
 
-  describe('malformed requests (SPEC section 4)', () => {
+  describe('malformed requests (docs/protocol.md#failures)', () => {
     const runtimeAnswers: Partial<Record<string, number>> = options.runtimeAnswers ?? {};
     for (const [name, build] of Object.entries(MALFORMED)) {
       const byRuntime = runtimeAnswers[name];

@@ -1,5 +1,5 @@
 /**
- * SPEC section 4: a malformed request of any kind gets a 4xx JSON answer,
+ * docs/protocol.md#failures: a malformed request of any kind gets a 4xx JSON answer,
  * never a 5xx, never a crash; afterwards the server keeps serving. Sent as
  * raw bytes to a real Node server, since most of these no client would send.
  */

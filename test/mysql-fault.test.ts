@@ -1,5 +1,5 @@
 /**
- * SPEC section 4 for real: the connection to MariaDB is cut by a TCP proxy.
+ * docs/protocol.md#failures for real: the connection to MariaDB is cut by a TCP proxy.
  * While it is down or hanging, every endpoint answers 503 in its own JSON
  * shape within the bounded time and /readyz is 503; once it is back, service
  * resumes by itself, with no restart of anything.

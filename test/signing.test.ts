@@ -13,9 +13,9 @@ interface Vector {
   hmac?: string;
 }
 
-const { vectors } = JSON.parse(readFileSync(new URL('../../shared/vectors/signing.json', import.meta.url), 'utf8')) as { vectors: Vector[] };
+const { vectors } = JSON.parse(readFileSync(new URL('./fixtures/signing-vectors.json', import.meta.url), 'utf8')) as { vectors: Vector[] };
 
-describe('signing known-answer vectors (shared/vectors/signing.json)', () => {
+describe('signing known-answer vectors (test/fixtures/signing-vectors.json)', () => {
   it('has vectors to check', () => expect(vectors.length).toBeGreaterThanOrEqual(7));
 
   for (const [i, vector] of vectors.entries()) {

@@ -1,5 +1,5 @@
 /**
- * The storage contract (SPEC section 5), written once and run against every
+ * The storage contract (docs/protocol.md#storage-and-secrets), written once and run against every
  * implementation: `test/storage-memory.test.ts`, `test/storage-mysql.test.ts`.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

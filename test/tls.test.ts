@@ -1,7 +1,7 @@
 /**
  * HTTPS on every runtime: the standalone server with TLS_CERT_FILE and
  * TLS_KEY_FILE set, a self-signed certificate made for the test. The
- * signature's base_url is then the https URL (SPEC section 2).
+ * signature's base_url is then the https URL (docs/protocol.md#signing).
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';

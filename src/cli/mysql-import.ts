@@ -1,5 +1,5 @@
 /**
- * `merchant-api import FILE`: the SPEC's seed document (merchants, keys,
+ * `merchant-api import FILE`: the seed document (merchants, keys,
  * users; one transaction) or NDJSON of user records (`.ndjson`/`.jsonl`, or
  * `--format ndjson`; validated whole first, then written in batches). Prints
  * progress on a terminal, bad lines with their number, and a summary.

@@ -1,5 +1,5 @@
 /**
- * The in-memory storage, the embedded default (SPEC section 5). Loadable from
+ * The in-memory storage, the embedded default (docs/protocol.md#storage-and-secrets). Loadable from
  * the seed format; salts expire so memory stays bounded however long it runs.
  */
 import type { Merchant, SaltRecord, Storage, UserPageQuery, UserRecord } from '../storage.js';
@@ -142,7 +142,7 @@ export class MemoryStorage implements Storage {
   }
 }
 
-/** Creates a memory storage, validating `seed` (the SPEC's seed document) first. */
+/** Creates a memory storage, validating `seed` (the seed document) first. */
 export function createMemoryStorage(options: { seed?: unknown } = {}): MemoryStorage {
   return new MemoryStorage(options.seed === undefined ? undefined : parseSeed(options.seed));
 }

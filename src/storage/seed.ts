@@ -1,5 +1,5 @@
 /**
- * The seed format (SPEC section 5), shared by the memory storage and the CLI
+ * The seed format (docs/protocol.md#storage-and-secrets), shared by the memory storage and the CLI
  * import: merchants with their keys, and users with the merchant they are
  * shared with. Validation names the exact place of every problem, so a bad
  * seed file fails at start-up with a message an operator can act on.

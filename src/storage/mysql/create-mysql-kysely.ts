@@ -2,7 +2,7 @@
  * Builds a `Kysely` on a `mysql2` pool from a `mysql://` URL, for the
  * standalone server and the CLI. Library users may bring their own Kysely:
  * the storage never depends on these settings for correctness (it formats
- * timestamps in SQL), only for failure behaviour (SPEC section 4).
+ * timestamps in SQL), only for failure behaviour (docs/protocol.md#failures).
  */
 import { Kysely, MysqlDialect, type MysqlPool, type MysqlPoolConnection } from 'kysely';
 import { createPool, type PoolConnection, type PoolOptions } from 'mysql2';

@@ -1,5 +1,5 @@
 /**
- * Imports into MySQL: the SPEC's seed document, and NDJSON of user records
+ * Imports into MySQL: the seed document, and NDJSON of user records
  * (one `{"merchant_id": ..., ...14 keys}` per line) for files too large to
  * hold in memory. Nothing is half-written:
  * - a seed document is validated whole, then written in ONE transaction;

@@ -1,6 +1,6 @@
 /**
  * `merchant-api/storage/mysql`: the storage on MySQL/MariaDB through Kysely
- * and mysql2 (SPEC section 5), with its migrations, key sealing, merchant
+ * and mysql2 (docs/protocol.md#storage-and-secrets), with its migrations, key sealing, merchant
  * administration and imports. The caller owns the Kysely instance.
  *
  * @example

@@ -1,5 +1,5 @@
 /**
- * API keys at rest (SPEC section 5): a key is needed in the clear to check an
+ * API keys at rest (docs/protocol.md#storage-and-secrets): a key is needed in the clear to check an
  * HMAC, so the database holds it sealed as a compact JWE (`dir`, `A256GCM`)
  * under a master key that only the configuration holds. The merchant id sits
  * in the protected header, which GCM authenticates: a sealed key copied to

@@ -2,7 +2,7 @@
  * The schema as code, applied by Kysely's `Migrator` (`merchant-api migrate`).
  * Raw DDL because the details matter and the query builder hides them:
  * - ids and salts are `utf8mb4_nopad_bin` (MariaDB; `utf8mb4_0900_bin` on
- *   MySQL 8): case-sensitive, ordered by code point (SPEC section 5 measured
+ *   MySQL 8): case-sensitive, ordered by code point (measured
  *   `general_ci` colliding `AbC` with `abc`), and unlike `utf8mb4_bin` a
  *   trailing space is not ignored;
  * - every timestamp is `DATETIME(6)` holding UTC, so microseconds survive;

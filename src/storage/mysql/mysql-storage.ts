@@ -1,5 +1,5 @@
 /**
- * The storage interface on MySQL through an injected Kysely (SPEC section 5).
+ * The storage interface on MySQL through an injected Kysely (docs/protocol.md#storage-and-secrets).
  * The caller owns the pool; `createMysqlKysely` builds one from a URL.
  */
 import type { Kysely } from 'kysely';

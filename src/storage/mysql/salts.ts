@@ -1,8 +1,8 @@
 /**
- * Replay protection on MySQL (SPEC section 2): a salt is recorded by one
+ * Replay protection on MySQL (docs/protocol.md#signing): a salt is recorded by one
  * plain INSERT on the primary key `(merchant_id, salt)`, so of two instances
  * racing with one salt exactly one wins. Not `INSERT IGNORE`: it also hides
- * truncation and bad values (SPEC section 5). ER_DUP_ENTRY is the replay,
+ * truncation and bad values (docs/protocol.md#storage-and-secrets). ER_DUP_ENTRY is the replay,
  * unless the existing record has expired, which one conditional UPDATE
  * takes over atomically.
  */

@@ -1,7 +1,7 @@
 /**
  * Conversions between the API's canonical values and MySQL's, in one place,
  * plus the error mapping: every failure leaves the storage as a
- * `StorageUnavailableError` whose message names no value (SPEC section 5:
+ * `StorageUnavailableError` whose message names no value (docs/protocol.md#storage-and-secrets:
  * nothing secret or personal in a log) but says what to do.
  */
 import { sql, type RawBuilder } from 'kysely';
@@ -33,7 +33,7 @@ export function isStorableId(id: string): boolean {
 
 /**
  * The form a salt is stored in. Salts up to `MAX_ID_LENGTH` are kept whole
- * (never cut: SPEC section 5 measured a cut salt accepted twice). A longer
+ * (never cut: measured a cut salt accepted twice). A longer
  * one is kept as a tagged SHA-256, so the storage accepts every salt the
  * handler does; only the merchant's own salts could ever meet the tag.
  */

@@ -1,5 +1,5 @@
 /**
- * The user reads (SPEC section 3). Both use the primary key of
+ * The user reads (docs/protocol.md#users). Both use the primary key of
  * `user_shares (merchant_id, shared_user_id)`: one user is a point lookup,
  * a page is a range seek `shared_user_id > after ORDER BY shared_user_id
  * LIMIT n` whatever its position in the keyset (never OFFSET), and
