@@ -4,6 +4,7 @@
  */
 import { MerchantApiError, type ErrorDetail } from './errors.js';
 import type { UserFilter } from './storage.js';
+import { printable } from './printable.js';
 import { canonicalTimestamp } from './timestamps.js';
 
 export const MAX_PAGE_SIZE = 1000;
@@ -68,10 +69,4 @@ export function parseListParams(pairs: readonly [string, string][]): ListParams 
 
   if (problems.length) throw new MerchantApiError(problems[0]!.code, problems[0]!.message, { details: problems, status: 400 });
   return params;
-}
-
-/** Parameter names echoed in messages are cut short and stripped of control characters. */
-function printable(key: string): string {
-  const clean = key.replace(/[\u0000-\u001f\u007f]/g, '?');
-  return clean.length > 64 ? `${clean.slice(0, 64)}…` : clean;
 }

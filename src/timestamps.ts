@@ -5,8 +5,9 @@
  * the whole seconds go through `Date.UTC`.
  */
 
+// Any number of fractional digits (RFC 3339 sets no limit); only six are kept.
 const ISO_TIMESTAMP =
-  /^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,6}))?)?(Z|z|[+-]\d{2}:?\d{2})?)?$/;
+  /^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?(Z|z|[+-]\d{2}:?\d{2})?)?$/;
 
 /**
  * Parses an ISO 8601 timestamp into the canonical form, or returns undefined.
@@ -26,7 +27,7 @@ export function canonicalTimestamp(text: string): string | undefined {
   const minute = Number(mi);
   const second = Number(s);
   if (month < 1 || month > 12 || day < 1 || day > daysInMonth(year, month)) return undefined;
-  if (hour > 23 || minute > 59 || second > 59) return undefined;
+  if (hour > 23 || minute > 59 || second > 60) return undefined;
   let offsetMinutes = 0;
   if (offset !== 'Z' && offset !== 'z') {
     const digits = offset.replace(':', '');
@@ -35,22 +36,25 @@ export function canonicalTimestamp(text: string): string | undefined {
     if (offsetHours > 23 || offsetMins > 59) return undefined;
     offsetMinutes = (offsetHours * 60 + offsetMins) * (digits[0] === '-' ? -1 : 1);
   }
-  if (year < 1) return undefined;
   // Date.UTC maps years 0-99 to 1900-1999; setUTCFullYear does not.
   const date = new Date(0);
   date.setUTCFullYear(year, month - 1, day);
-  date.setUTCHours(hour, minute, second, 0);
+  // A leap second (:60) has no instant of its own in Unix time: it is read as
+  // the last microsecond of second :59, so it still sorts inside its minute.
+  const leapSecond = second === 60;
+  date.setUTCHours(hour, minute, leapSecond ? 59 : second, 0);
   const epochSeconds = date.getTime() / 1000 - offsetMinutes * 60;
   const utcYear = new Date(epochSeconds * 1000).getUTCFullYear();
-  if (utcYear < 1 || utcYear > 9999) return undefined;
-  return formatEpochSeconds(epochSeconds, fraction.padEnd(6, '0'));
+  if (utcYear < 0 || utcYear > 9999) return undefined;
+  // Truncated, not rounded: rounding could carry into the next second.
+  return formatEpochSeconds(epochSeconds, leapSecond ? '999999' : fraction.slice(0, 6).padEnd(6, '0'));
 }
 
 /** Whole Unix seconds plus a six-digit fraction, in the canonical form. */
 export function formatEpochSeconds(epochSeconds: number, micros = '000000'): string {
   const date = new Date(epochSeconds * 1000);
   const year = date.getUTCFullYear();
-  if (year < 1 || year > 9999) throw new RangeError('timestamp outside years 0001-9999');
+  if (year < 0 || year > 9999) throw new RangeError('timestamp outside years 0000-9999');
   return `${date.toISOString().slice(0, 19)}.${micros}+00:00`;
 }
 

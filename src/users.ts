@@ -9,6 +9,7 @@ import type { StorageCall } from './guarded-storage.js';
 import type { Logger } from './logger.js';
 import { parseListParams, type ListParams } from './list-params.js';
 import { json } from './responses.js';
+import { printable } from './printable.js';
 import { pct } from './signing.js';
 import type { Merchant, UserFilter } from './storage.js';
 import { userJson, usersJson } from './user-json.js';
@@ -31,7 +32,7 @@ const NOT_FOUND = new MerchantApiError('not_found', 'No user with this shared_us
 export async function getUser(ctx: UsersContext, sharedUserId: string): Promise<Response> {
   const merchant = await authenticate(ctx.request, (id) => ctx.storage('getMerchant', (s) => s.getMerchant(id)));
   if (ctx.pairs.length > 0) {
-    const details = ctx.pairs.map(([key]) => ({ code: 'unknown_parameter' as const, message: `Unknown parameter: ${key}. This endpoint takes none.`, param: key }));
+    const details = ctx.pairs.map(([key]) => ({ code: 'unknown_parameter' as const, message: `Unknown parameter: ${printable(key)}. This endpoint takes none.`, param: key }));
     throw new MerchantApiError('unknown_parameter', details[0]!.message, { details });
   }
   const user = await ctx.storage('getUser', (s) => s.getUser(merchant.id, sharedUserId));

@@ -134,6 +134,15 @@ export function storageContract(name: string, create: (seed: Seed) => Promise<St
       expect(combined.map((u) => u.shared_user_id)).toEqual(['b-003']);
     });
 
+    it('takes bounds at the ends of the range: year 0000 and 9999', async () => {
+      const ids = async (filter: { joinedAfter?: string; joinedBefore?: string }) =>
+        (await storage.listUsers({ merchantId: 'm1', filter, limit: 100 })).map((u) => u.shared_user_id);
+      expect(await ids({ joinedAfter: '0000-01-01T00:00:00.000000+00:00' })).toEqual(M1_ORDER);
+      expect(await ids({ joinedBefore: '0000-01-01T00:00:00.000000+00:00' })).toEqual([]);
+      expect(await ids({ joinedBefore: '9999-12-31T23:59:59.999999+00:00' })).toEqual(M1_ORDER);
+      expect(await ids({ joinedAfter: '9999-12-31T23:59:59.999999+00:00' })).toEqual([]);
+    });
+
     it('returns every key of a record exactly, microseconds and Unicode included', async () => {
       const expected = seed.users.find((u) => u.merchant_id === 'm1' && u.shared_user_id === 'b-003')!;
       const { merchant_id: _, ...record } = expected;

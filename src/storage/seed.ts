@@ -106,7 +106,7 @@ export function parseSeedUser(value: unknown, at: string, problems: string[]): S
     if (field === null && NULLABLE.has(key)) {
       user[key] = null;
     } else if (key === 'shared_user_id') {
-      user[key] = identifier(field, place, problems) ?? null;
+      user[key] = sharedUserId(field, place, problems) ?? null;
     } else if (typeof field !== 'string') {
       problems.push(`${place}: ${field === undefined ? 'is missing' : NULLABLE.has(key) ? 'must be a string or null' : 'must be a string'}`);
     } else if (TIMESTAMPS.has(key)) {
@@ -137,6 +137,20 @@ function identifier(value: unknown, at: string, problems: string[]): string | un
     return undefined;
   }
   return value;
+}
+
+/**
+ * A user id must be addressable as `/merchant/users/{id}`: URL normalisation
+ * removes the dot segments `.` and `..` (also when sent as `%2E`), so a user
+ * with such an id could be listed but never read alone.
+ */
+function sharedUserId(value: unknown, at: string, problems: string[]): string | undefined {
+  const id = identifier(value, at, problems);
+  if (id === '.' || id === '..') {
+    problems.push(`${at}: "." and ".." cannot be used, because URLs drop such path segments`);
+    return undefined;
+  }
+  return id;
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {
