@@ -7,12 +7,30 @@ import { MerchantApiError, type ErrorDetail } from './errors.js';
 /** Which JSON shape an endpoint answers errors in. */
 export type ErrorShape = 'signature' | 'envelope';
 
-/** Answers to HEAD carry the headers of GET and no body. */
+const utf8 = new TextEncoder();
+
+/**
+ * Answers to HEAD carry the headers of GET, Content-Length included, and no
+ * body. (The streamed whole list has no length to give; it does not come here.)
+ */
 export function json(status: number, body: string, head: boolean, extra?: Record<string, string>): Response {
   // A fresh object each time: @hono/node-server's Response writes Content-Length into it.
   const headers: Record<string, string> = { 'content-type': 'application/json', 'cache-control': 'no-store' };
   if (extra) Object.assign(headers, extra);
-  return new Response(head ? null : body, { status, headers });
+  if (!head) return new Response(body, { status, headers });
+  headers['content-length'] = String(utf8.encode(body).byteLength);
+  return new Response(null, { status, headers });
+}
+
+/**
+ * HEAD of a streamed answer: the headers of GET, whose length is not known in
+ * advance. The body is an empty stream rather than null, because Bun and Deno
+ * write `Content-Length: 0` for a null body; given a stream they frame the
+ * HEAD answer as they would frame GET's, and never read it.
+ */
+export function streamedHead(): Response {
+  const body = new ReadableStream<Uint8Array>({ pull: (controller) => controller.close() }, { highWaterMark: 0 });
+  return new Response(body, { status: 200, headers: { 'content-type': 'application/json', 'cache-control': 'no-store' } });
 }
 
 /** The validatesignature body for an error; `message` absent for the 404. */

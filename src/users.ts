@@ -8,7 +8,7 @@ import { MerchantApiError } from './errors.js';
 import type { StorageCall } from './guarded-storage.js';
 import type { Logger } from './logger.js';
 import { parseListParams, type ListParams } from './list-params.js';
-import { json } from './responses.js';
+import { json, streamedHead } from './responses.js';
 import { printable } from './printable.js';
 import { pct } from './signing.js';
 import type { Merchant, UserFilter } from './storage.js';
@@ -77,7 +77,7 @@ async function streamAll(ctx: UsersContext, merchant: Merchant, filter: UserFilt
   const read = (after: string | undefined) =>
     ctx.storage('listUsers', (s) => s.listUsers({ merchantId: merchant.id, filter, after, limit: batchSize }));
   let batch = await read(undefined);
-  if (ctx.head) return json(200, '', true);
+  if (ctx.head) return streamedHead();
 
   const encoder = new TextEncoder();
   let first = true;

@@ -357,6 +357,8 @@ export function describeHttpConformance(options: ConformanceOptions): void {
       const head = await call('/merchant/users', { method: 'HEAD', headers: asMain });
       expect([head.status, head.body]).toEqual([200, '']);
       expectJsonHeaders(head);
+      // Like GET, whose streamed length is not known in advance: no length rather than a wrong one.
+      expect(head.headers['content-length']).not.toBe('0');
     });
 
     it('pages with limit: next_cursor and a Link header until the last page, covering each user once', async () => {
@@ -488,6 +490,18 @@ export function describeHttpConformance(options: ConformanceOptions): void {
         expect(response.status).toBe(404);
         expect(parsed(response)).toMatchObject({ status: 'error', errors: [{ code: 'not_found', message: expect.any(String) }] });
       }
+    });
+
+    it('answers HEAD with the Content-Length of the GET answer wherever that length is known', async () => {
+      const paths = ['/healthz', '/readyz', '/openapi.json', '/merchant/users/u-00001', '/merchant/users?limit=2', '/merchant/users/no-such-user', '/nope', '/merchant/users?limit=0'];
+      for (const path of paths) {
+        const get = await call(path, { headers: asMain });
+        const head = await call(path, { method: 'HEAD', headers: asMain });
+        expect([path, head.status, head.body]).toEqual([path, get.status, '']);
+        expect([path, head.headers['content-length']]).toEqual([path, String(Buffer.byteLength(get.body))]);
+      }
+      const signed = await send(signedUrl({ secret: main.keys[0], url: endpoint(), cp: main.id, method: 'HEAD' }), { method: 'HEAD' });
+      expect(signed.headers['content-length']).toBe(String(Buffer.byteLength(OK)));
     });
 
     it('answers 405 with an Allow header to another method on a known path', async () => {
