@@ -11,7 +11,7 @@ import { listenUrl, type Served, type ServeOptions } from './serve-options.js';
 
 export type { Served, ServeOptions } from './serve-options.js';
 
-const BAD_HOST = new MerchantApiError('malformed_request', 'The request could not be parsed (missing or bad Host header).');
+const BAD_HOST = new MerchantApiError('malformed_request', 'The request could not be parsed (missing, repeated or bad Host header).');
 
 /**
  * Starts a `Bun.serve` server for the API; resolves once it listens.
@@ -30,7 +30,12 @@ export async function serve(api: MerchantApi, options: ServeOptions = {}): Promi
     hostname,
     // With a missing or invalid Host, Bun hands over a bare path ("/healthz")
     // instead of an absolute URL; Node's adapter answers those 400, so do we.
-    fetch: (request) => (request.url.startsWith('/') ? errorResponse(BAD_HOST, 'envelope', request.method === 'HEAD') : api.fetch(request)),
+    // Bun joins repeated Host lines into one value ("a, b"), which no valid
+    // Host contains; RFC 9112 section 3.2 makes such a request a 400.
+    fetch: (request) =>
+      request.url.startsWith('/') || request.headers.get('host')?.includes(',')
+        ? errorResponse(BAD_HOST, 'envelope', request.method === 'HEAD')
+        : api.fetch(request),
     // api.fetch never rejects; should Bun itself fail, answer our JSON 500, not Bun's HTML page.
     error: (error) => errorResponse(error, 'envelope', false),
     tls: options.tls && { cert: options.tls.cert, key: options.tls.key },

@@ -24,9 +24,35 @@ const BAD_REQUEST = new MerchantApiError('malformed_request', 'The request could
  * http.createServer((req, res) => req.url?.startsWith('/merchant-api') ? listener(req, res) : other(req, res));
  */
 export function createRequestListener(api: MerchantApi): RequestListener {
-  return getRequestListener((request) => api.fetch(request), {
+  const listener = getRequestListener((request) => api.fetch(request), {
     errorHandler: () => errorResponse(BAD_REQUEST, 'envelope', false),
   }) as (req: IncomingMessage, res: ServerResponse) => void;
+  return (req, res) => (hasTwoHosts(req.rawHeaders) ? answerTwoHosts(req, res) : listener(req, res));
+}
+
+const TWO_HOSTS = new MerchantApiError('malformed_request', 'The request has more than one Host header.');
+
+/**
+ * RFC 9112 section 3.2: a request with more than one Host line is a 400. Node
+ * keeps the first and drops the rest from `req.headers`; only the raw list
+ * shows them.
+ */
+function hasTwoHosts(rawHeaders: string[]): boolean {
+  let seen = false;
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i]!;
+    if (name.length === 4 && name.toLowerCase() === 'host') {
+      if (seen) return true;
+      seen = true;
+    }
+  }
+  return false;
+}
+
+async function answerTwoHosts(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const response = errorResponse(TWO_HOSTS, 'envelope', req.method === 'HEAD');
+  res.writeHead(response.status, { ...Object.fromEntries(response.headers), connection: 'close' });
+  res.end(req.method === 'HEAD' ? undefined : await response.text());
 }
 
 /**

@@ -27,6 +27,7 @@ export const MALFORMED = {
   'header with a control character': (h: string) => get(h, '/healthz', 'X-Ctl: a\x01b\r\n'),
   'garbage instead of a request line': () => 'HELLO WORLD\r\n\r\n',
   'Host header with a slash in it': () => 'GET /users HTTP/1.1\r\nHost: x/merchant\r\nConnection: close\r\n\r\n',
+  'two Host header lines': (h: string) => get(h, '/healthz', 'Host: other.example\r\n'),
   'path with bad percent-encoding': (h: string) => get(h, '/merchant/users/%E0%A4%A', AUTH),
   'path with a percent-encoded NUL': (h: string) => get(h, '/merchant/users/a%00b', AUTH),
   'path climbing out with ../': (h: string) => get(h, '/merchant/users/../../../etc/passwd', AUTH),
@@ -518,6 +519,11 @@ export function describeHttpConformance(options: ConformanceOptions): void {
 
   describe('malformed requests (docs/protocol.md#failures)', () => {
     const runtimeAnswers: Partial<Record<string, number>> = options.runtimeAnswers ?? {};
+    it('answers 400 to a request with two Host header lines (RFC 9112 section 3.2)', async () => {
+      const { host, port } = new URL(base());
+      const response = await sendRaw(Number(port), MALFORMED['two Host header lines'](host));
+      expect(response.status).toBe(400);
+    });
     for (const [name, build] of Object.entries(MALFORMED)) {
       const byRuntime = runtimeAnswers[name];
       it(`${name}: ${byRuntime ? `${byRuntime} from the runtime's HTTP layer` : 'a 4xx JSON answer'}, and the server keeps serving`, async () => {

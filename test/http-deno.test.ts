@@ -15,5 +15,6 @@ describeHttpConformance({
     'header longer than 64 KiB': 400,
     'header with a control character': 400,
     'garbage instead of a request line': 400,
+    'two Host header lines': 400,
   },
 });
