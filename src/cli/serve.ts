@@ -9,8 +9,8 @@ import { createMerchantApi } from '../api.js';
 import { consoleLogger } from '../logger.js';
 import { signUrl } from '../signing.js';
 import type { Storage } from '../storage.js';
-import { createMemoryStorage } from '../storage/memory.js';
-import { SeedError } from '../storage/seed.js';
+import { MemoryStorage } from '../storage/memory.js';
+import { parseSeed, SeedError, type Seed } from '../storage/seed.js';
 import type { Served, ServeOptions } from '../../adapters/serve-options.js';
 import type { MerchantApi } from '../api.js';
 import { readServerConfig, type ServerConfig } from './config.js';
@@ -99,16 +99,17 @@ async function openStorage(config: ServerConfig, runtime: ServeRuntime, io: CliI
   } catch (error) {
     throw new CliUsageError(`SEED_FILE ${name} is not valid JSON: ${(error as Error).message}`);
   }
+  let parsed: Seed;
   try {
-    const storage = createMemoryStorage({ seed });
-    const counts = seed as { merchants: unknown[]; users: unknown[] };
-    return {
-      storage,
-      description: `storage: in memory, loaded from ${name}: ${counts.merchants.length} merchants, ${counts.users.length} users; changes are lost on exit`,
-      demo: config.seedFile === undefined,
-    };
+    parsed = parseSeed(seed);
   } catch (error) {
     if (error instanceof SeedError) throw new CliUsageError(`SEED_FILE ${name}: ${error.message}`);
     throw error;
   }
+  // Counted from the validated seed: "users" may be absent from the file.
+  return {
+    storage: new MemoryStorage(parsed),
+    description: `storage: in memory, loaded from ${name}: ${parsed.merchants.length} merchants, ${parsed.users.length} users; changes are lost on exit`,
+    demo: config.seedFile === undefined,
+  };
 }
