@@ -1,5 +1,5 @@
 /**
- * The MySQL command line end to end (issue 3): migrate, import the seed and
+ * The MySQL command line end to end: migrate, import the seed and
  * NDJSON, administer merchants, and after each step the HTTP answers of a
  * server on that database reflect it, matching the memory storage's.
  */
@@ -112,12 +112,13 @@ describe.skipIf(!available)('merchant-api CLI on MySQL', () => {
   it('rejects an NDJSON file with bad lines by line number, writing nothing and quoting no value', async () => {
     const good = (id: string) => JSON.stringify(user('acme-books', id));
     const file = join(dir, 'bad.ndjson');
-    await writeFile(file, [good('nd-1'), '{"merchant_id": "acme-books", oops', good('nd-3'), JSON.stringify({ ...user('acme-books', 'nd-4'), date_joined: 'secret-ish yesterday' }), '', JSON.stringify(user('nobody', 'nd-6'))].join('\n'));
+    await writeFile(file, [good('nd-1'), '{"merchant_id": "acme-books", oops', good('nd-3'), JSON.stringify({ ...user('acme-books', 'nd-4'), date_joined: 'secret-ish yesterday' }), '', JSON.stringify(user('nobody', 'nd-6')), JSON.stringify(user('acme-books', '..'))].join('\n'));
     const result = await run(['import', file]);
     expect(result.code).toBe(1);
     expect(result.err).toMatch(/line 2: not valid JSON/);
     expect(result.err).toMatch(/line 4: date_joined: not an ISO 8601 timestamp/);
     expect(result.err).toMatch(/line 6: merchant_id: no such merchant/);
+    expect(result.err).toContain('line 7: shared_user_id: `.` and `..` cannot be used, because URLs drop such path segments');
     expect(result.err).toMatch(/Nothing was imported/);
     expect(result.err).not.toContain('secret-ish');
     expect(await storage.getUser('acme-books', 'nd-1')).toBeUndefined();

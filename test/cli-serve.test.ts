@@ -32,7 +32,7 @@ describe('merchant-api serve with SEED_FILE', () => {
     };
     const SEED_FILE = seedFile({ merchants: [{ id: 'm', keys: ['k'] }], users: [user] });
     const { code, output } = await runProcess('node', ['dist/cli.js', 'serve'], { PORT: '0', SEED_FILE });
-    expect(output).toContain('users[0].shared_user_id: "." and ".." cannot be used');
+    expect(output).toContain('users[0].shared_user_id: `.` and `..` cannot be used');
     expect(output).not.toContain('a@example.com');
     expect(code).toBe(2);
   });

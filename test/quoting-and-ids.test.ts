@@ -69,7 +69,7 @@ describe('ids that no URL can address', () => {
         expect(error).toBeInstanceOf(SeedError);
         problems = (error as SeedError).problems;
       }
-      expect(problems).toEqual([`users[0].shared_user_id: "." and ".." cannot be used, because URLs drop such path segments`]);
+      expect(problems).toEqual(['users[0].shared_user_id: `.` and `..` cannot be used, because URLs drop such path segments']);
     });
   }
 

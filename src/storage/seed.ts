@@ -147,7 +147,7 @@ function identifier(value: unknown, at: string, problems: string[]): string | un
 function sharedUserId(value: unknown, at: string, problems: string[]): string | undefined {
   const id = identifier(value, at, problems);
   if (id === '.' || id === '..') {
-    problems.push(`${at}: "." and ".." cannot be used, because URLs drop such path segments`);
+    problems.push(`${at}: \`.\` and \`..\` cannot be used, because URLs drop such path segments`);
     return undefined;
   }
   return id;
