@@ -7,6 +7,8 @@ import { defineConfig } from 'tsup';
  */
 export const entries = {
   index: 'src/index.ts',
+  signing: 'src/signing.ts',
+  metrics: 'src/metrics.ts',
   node: 'adapters/node.ts',
   bun: 'adapters/bun.ts',
   deno: 'adapters/deno.ts',

@@ -3,11 +3,9 @@
  * options and result as `merchant-api/node`. Deno already speaks
  * `Request`/`Response`, so this only maps options and bounds the graceful close.
  */
-import type { MerchantApi } from '../src/api.js';
-import { MerchantApiError } from '../src/errors.js';
-import { errorResponse } from '../src/responses.js';
+import { errorResponse, MerchantApiError, type MerchantApi } from '../src/index.js';
 import type { DenoGlobal } from './runtime-types.js';
-import { listenUrl, type Served, type ServeOptions } from './serve-options.js';
+import { closeWithin, listenUrl, resolveServeOptions, type Served, type ServeOptions } from './serve-options.js';
 
 export type { Served, ServeOptions } from './serve-options.js';
 
@@ -45,45 +43,33 @@ function normalised(request: Request): Request | undefined {
 export async function serve(api: MerchantApi, options: ServeOptions = {}): Promise<Served> {
   const { Deno } = globalThis as unknown as { Deno?: DenoGlobal };
   if (!Deno) throw new TypeError('merchant-api/deno runs only under Deno; use merchant-api/node or merchant-api/bun.');
-  const hostname = options.hostname ?? '127.0.0.1';
-  let port = options.port ?? 8787;
+  const { hostname, shutdownTimeout, tls } = resolveServeOptions(options);
+  let { port } = resolveServeOptions(options);
   const server = Deno.serve(
     {
       port,
       hostname,
-      ...(options.tls && { cert: options.tls.cert, key: options.tls.key }),
+      ...(tls && { cert: tls.cert, key: tls.key }),
       // Deno.serve listens synchronously and calls onListen before returning.
       onListen: (address) => {
         port = address.port;
       },
       // api.fetch never rejects; should Deno itself fail, answer our JSON 500, not plain text.
-      onError: (error) => errorResponse(error, 'envelope', false),
+      onError: (error) => errorResponse(error),
     },
-    (request) => {
+    (request, info) => {
       const checked = normalised(request);
-      return checked ? api.fetch(checked) : errorResponse(BAD_TARGET, 'envelope', request.method === 'HEAD');
+      return checked ? api.fetch(checked, { clientAddress: info.remoteAddr.hostname }) : errorResponse(BAD_TARGET, { head: request.method === 'HEAD' });
     },
   );
-  const timeoutMs = options.shutdownTimeout ?? 8000;
   let closing: Promise<void> | undefined;
+  // shutdown() stops accepting and resolves when in-flight requests (streams
+  // included) have finished. After the timeout this stops waiting, but Deno
+  // (2.9) cannot cut the connections left: aborting the server's signal once
+  // a graceful shutdown has begun throws BadResource. They end when the
+  // process exits, as the standalone server does right after.
   return {
-    url: listenUrl(Boolean(options.tls), hostname, port),
-    close: () => (closing ??= closeGracefully(server.shutdown(), timeoutMs)),
+    url: listenUrl(Boolean(tls), hostname, port),
+    close: () => (closing ??= closeWithin(server.shutdown(), shutdownTimeout)),
   };
-}
-
-/**
- * `shutdown()` stops accepting and resolves when in-flight requests (streams
- * included) have finished. After `timeoutMs` this stops waiting, but Deno
- * (2.9) cannot cut the connections left: aborting the server's signal once a
- * graceful shutdown has begun throws BadResource. They end when the process
- * exits, as the standalone server does right after.
- */
-async function closeGracefully(shutdown: Promise<void>, timeoutMs: number): Promise<void> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const deadline = new Promise<void>((resolve) => {
-    timer = setTimeout(resolve, timeoutMs);
-  });
-  await Promise.race([shutdown.catch(() => undefined), deadline]);
-  clearTimeout(timer);
 }

@@ -6,10 +6,8 @@ import { getRequestListener } from '@hono/node-server';
 import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
-import type { MerchantApi } from '../src/api.js';
-import { MerchantApiError } from '../src/errors.js';
-import { envelopeError, errorResponse } from '../src/responses.js';
-import { listenUrl, type Served, type ServeOptions } from './serve-options.js';
+import { errorResponse, MerchantApiError, type MerchantApi } from '../src/index.js';
+import { closeWithin, listenUrl, resolveServeOptions, type Served, type ServeOptions } from './serve-options.js';
 
 export type { Served, ServeOptions } from './serve-options.js';
 
@@ -24,8 +22,8 @@ const BAD_REQUEST = new MerchantApiError('malformed_request', 'The request could
  * http.createServer((req, res) => req.url?.startsWith('/merchant-api') ? listener(req, res) : other(req, res));
  */
 export function createRequestListener(api: MerchantApi): RequestListener {
-  const listener = getRequestListener((request) => api.fetch(request), {
-    errorHandler: () => errorResponse(BAD_REQUEST, 'envelope', false),
+  const listener = getRequestListener((request, env) => api.fetch(request, { clientAddress: (env as { incoming: IncomingMessage }).incoming.socket.remoteAddress }), {
+    errorHandler: () => errorResponse(BAD_REQUEST),
   }) as (req: IncomingMessage, res: ServerResponse) => void;
   return (req, res) => (hasTwoHosts(req.rawHeaders) ? answerTwoHosts(req, res) : listener(req, res));
 }
@@ -50,7 +48,7 @@ function hasTwoHosts(rawHeaders: string[]): boolean {
 }
 
 async function answerTwoHosts(req: IncomingMessage, res: ServerResponse): Promise<void> {
-  const response = errorResponse(TWO_HOSTS, 'envelope', req.method === 'HEAD');
+  const response = errorResponse(TWO_HOSTS, { head: req.method === 'HEAD' });
   res.writeHead(response.status, { ...Object.fromEntries(response.headers), connection: 'close' });
   res.end(req.method === 'HEAD' ? undefined : await response.text());
 }
@@ -71,7 +69,7 @@ export function answerClientErrors(server: Server): void {
         : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
           ? [408, 'Request Timeout', 'The request took too long to arrive.']
           : [400, 'Bad Request', 'The request could not be parsed.'];
-    const body = envelopeError([{ code: 'malformed_request', message }]);
+    const body = `{"status":"error","data":[],"errors":[${JSON.stringify({ code: 'malformed_request', message })}]}`;
     socket.end(
       `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncache-control: no-store\r\n` +
         `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
@@ -88,24 +86,22 @@ export function answerClientErrors(server: Server): void {
  * process.on('SIGTERM', () => server.close());
  */
 export async function serve(api: MerchantApi, options: ServeOptions = {}): Promise<Served> {
-  const hostname = options.hostname ?? '127.0.0.1';
+  const { port, hostname, shutdownTimeout, tls } = resolveServeOptions(options);
   const listener = createRequestListener(api);
   // Node would answer a missing Host with a bare 400 itself; the listener answers it in JSON.
   const serverOptions = { requireHostHeader: false };
-  const server: Server = options.tls
-    ? createHttpsServer({ ...serverOptions, cert: options.tls.cert, key: options.tls.key }, listener)
-    : createServer(serverOptions, listener);
+  const server: Server = tls ? createHttpsServer({ ...serverOptions, cert: tls.cert, key: tls.key }, listener) : createServer(serverOptions, listener);
   answerClientErrors(server);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(options.port ?? 8787, hostname, () => {
+    server.listen(port, hostname, () => {
       server.off('error', reject);
       resolve();
     });
   });
   const address = server.address();
-  const port = typeof address === 'object' && address ? address.port : (options.port ?? 8787);
-  return { url: listenUrl(Boolean(options.tls), hostname, port), close: () => closeGracefully(server, options.shutdownTimeout ?? 8000) };
+  const bound = typeof address === 'object' && address ? address.port : port;
+  return { url: listenUrl(Boolean(tls), hostname, bound), close: () => closeGracefully(server, shutdownTimeout) };
 }
 
 /**
@@ -113,15 +109,12 @@ export async function serve(api: MerchantApi, options: ServeOptions = {}): Promi
  * connections as soon as they are idle; after `timeoutMs` cuts what is left.
  */
 function closeGracefully(server: Server, timeoutMs: number): Promise<void> {
-  return new Promise((resolve) => {
-    if (!server.listening) return resolve();
-    const idleSweep = setInterval(() => server.closeIdleConnections(), 50);
-    const deadline = setTimeout(() => server.closeAllConnections(), timeoutMs);
-    server.close(() => {
-      clearInterval(idleSweep);
-      clearTimeout(deadline);
-      resolve();
-    });
-    server.closeIdleConnections();
-  });
+  if (!server.listening) return Promise.resolve();
+  const idleSweep = setInterval(() => server.closeIdleConnections(), 50);
+  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+  server.closeIdleConnections();
+  return closeWithin(closed, timeoutMs, () => {
+    server.closeAllConnections();
+    return closed;
+  }).finally(() => clearInterval(idleSweep));
 }

@@ -8,7 +8,7 @@
 export interface BunServeOptions {
   port: number;
   hostname: string;
-  fetch(request: Request): Response | Promise<Response>;
+  fetch(request: Request, server: BunServer): Response | Promise<Response>;
   /** Called when `fetch` throws; never expected, since the API never rejects. */
   error(error: Error): Response | Promise<Response>;
   tls?: { cert: string; key: string };
@@ -21,6 +21,8 @@ export interface BunServeOptions {
 /** The server `Bun.serve` returns. */
 export interface BunServer {
   readonly port: number;
+  /** The peer address of a request's connection. */
+  requestIP(request: Request): { address: string; port: number } | null;
   /** Stops accepting; resolves when every connection is closed. `true` cuts in-flight requests. */
   stop(closeActiveConnections?: boolean): Promise<void>;
 }
@@ -41,6 +43,11 @@ export interface DenoServeOptions {
   onError(error: unknown): Response | Promise<Response>;
 }
 
+/** What `Deno.serve` tells a handler about the connection. */
+export interface DenoServeHandlerInfo {
+  remoteAddr: { hostname: string; port: number };
+}
+
 /** The server `Deno.serve` returns. */
 export interface DenoHttpServer {
   /** Stops accepting; resolves when in-flight requests have finished. */
@@ -48,5 +55,5 @@ export interface DenoHttpServer {
 }
 
 export interface DenoGlobal {
-  serve(options: DenoServeOptions, handler: (request: Request) => Response | Promise<Response>): DenoHttpServer;
+  serve(options: DenoServeOptions, handler: (request: Request, info: DenoServeHandlerInfo) => Response | Promise<Response>): DenoHttpServer;
 }

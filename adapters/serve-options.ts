@@ -26,3 +26,31 @@ export function listenUrl(secure: boolean, hostname: string, port: number): stri
   const host = hostname === '0.0.0.0' || hostname === '::' || hostname === '' ? 'localhost' : hostname.includes(':') ? `[${hostname}]` : hostname;
   return `${secure ? 'https' : 'http'}://${host}:${port}`;
 }
+
+export const DEFAULT_PORT = 8787;
+export const DEFAULT_HOSTNAME = '127.0.0.1';
+export const DEFAULT_SHUTDOWN_TIMEOUT_MS = 8000;
+
+/** The options with every default filled in, the same on every runtime. */
+export function resolveServeOptions(options: ServeOptions): { port: number; hostname: string; shutdownTimeout: number; tls: ServeOptions['tls'] } {
+  return {
+    port: options.port ?? DEFAULT_PORT,
+    hostname: options.hostname ?? DEFAULT_HOSTNAME,
+    shutdownTimeout: options.shutdownTimeout ?? DEFAULT_SHUTDOWN_TIMEOUT_MS,
+    tls: options.tls,
+  };
+}
+
+/**
+ * Waits for a graceful stop, at most `timeoutMs`; then calls `cut` (when the
+ * runtime can cut what is left) and resolves.
+ */
+export async function closeWithin(stopped: Promise<unknown>, timeoutMs: number, cut?: () => unknown): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const deadline = new Promise<'timeout'>((resolve) => {
+    timer = setTimeout(() => resolve('timeout'), timeoutMs);
+  });
+  const outcome = await Promise.race([stopped.catch(() => undefined), deadline]);
+  clearTimeout(timer);
+  if (outcome === 'timeout') await cut?.();
+}

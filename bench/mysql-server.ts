@@ -7,11 +7,12 @@
 import process from 'node:process';
 import { serve } from '../adapters/node.js';
 import { createMerchantApi } from '../src/api.js';
+import { readMysqlConfig } from '../src/cli/config.js';
 import { openMysqlStorage } from '../src/cli/mysql.js';
 import { silentLogger } from '../src/logger.js';
 
 const io = { env: process.env, out: (line: string) => console.log(line), err: (line: string) => console.error(line) };
-const storage = await openMysqlStorage(io);
+const storage = await openMysqlStorage(readMysqlConfig(process.env), io);
 const served = await serve(createMerchantApi({ storage, logger: silentLogger }), { port: 0, hostname: '127.0.0.1' });
 console.log(`listening ${served.url}`);
 process.once('SIGTERM', async () => {

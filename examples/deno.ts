@@ -7,7 +7,8 @@
  *   curl -u demo-merchant:demo-secret 'http://127.0.0.1:8787/merchant/users?limit=2'
  */
 import process from 'node:process';
-import { createMerchantApi, signUrl } from 'merchant-api';
+import { createMerchantApi } from 'merchant-api';
+import { signUrl } from 'merchant-api/signing';
 import { serve } from 'merchant-api/deno';
 import { createMemoryStorage } from 'merchant-api/storage/memory';
 import seed from './seed.json' with { type: 'json' };

@@ -6,7 +6,7 @@
  *
  * BASE_URL, MERCHANT_ID and API_KEY default to the demo server and merchant.
  */
-import { signUrl } from 'merchant-api';
+import { signUrl } from 'merchant-api/signing';
 
 const baseUrl = process.env.BASE_URL ?? 'http://127.0.0.1:8787';
 const merchantId = process.env.MERCHANT_ID ?? 'demo-merchant';

@@ -1,19 +1,25 @@
 /**
  * `createMerchantApi`: the web-standard core, `(Request) => Promise<Response>`.
- * Routing is ours (docs/protocol.md#endpoints); every thrown error is rendered in one
- * place in the JSON shape of the endpoint it came from.
+ * One pipeline runs the route table (src/routes/table.ts): match, hooks,
+ * authentication, handler, and one place where every answer, error or not,
+ * becomes a `Response` in the JSON shape of its endpoint.
  */
+import { accessLogHooks } from './access-log.js';
+import { authenticate } from './basic-auth.js';
+import { createContext, type RequestContext, type RequestInfo } from './context.js';
 import { CursorCodec } from './cursor.js';
 import { MerchantApiError } from './errors.js';
-import { guardStorage } from './guarded-storage.js';
-import { consoleLogger, describeError, type Logger } from './logger.js';
+import { guardStorage, type StorageOperation } from './guarded-storage.js';
+import { composeHooks, type MerchantApiHooks } from './hooks.js';
+import { createJsonLogger, describeError, type Logger } from './logger.js';
 import { openApiDocument } from './openapi.js';
 import { createPublicBaseResolver } from './public-url.js';
-import { decodePathSegment, parseQuery } from './query.js';
-import { errorResponse, json, type ErrorShape } from './responses.js';
+import { errorReply, toResponse, type ErrorShape, type Reply } from './responses.js';
+import { createMatcher, NOT_FOUND } from './routes/match.js';
+import type { HandlerDeps, Route } from './routes/route.js';
+import { allowedMethods, ROUTES } from './routes/table.js';
 import type { Storage } from './storage.js';
-import { getUser, listUsers } from './users.js';
-import { validateSignature } from './validate-signature.js';
+import { tracingHooks } from './tracing.js';
 
 export interface MerchantApiOptions {
   /** Where merchants, keys, salts and users live. The caller owns it and closes it. */
@@ -37,28 +43,25 @@ export interface MerchantApiOptions {
   streamBatchSize?: number;
   /** Clock in milliseconds since the epoch, for tests. Default `Date.now`. */
   now?: () => number;
-  /** Where storage failures and unexpected errors are reported. Default: JSON lines on the console. */
+  /** Where the access log and events go: any logger with pino's shape. Default: JSON lines on standard output. */
   logger?: Logger;
+  /** One line per request on the logger. Default true. */
+  accessLog?: boolean;
+  /** Your own hooks (quota, metrics, tracing); several sets run in order. */
+  hooks?: MerchantApiHooks | readonly MerchantApiHooks[];
+  /** A span per request and storage call through `@opentelemetry/api`: a no-op until an SDK is registered. Default true. */
+  tracing?: boolean;
 }
 
 export interface MerchantApi {
   /** Answers one request. Never rejects: every failure is a JSON response. */
-  fetch(request: Request): Promise<Response>;
+  fetch(request: Request, info?: RequestInfo): Promise<Response>;
 }
 
-type Route =
-  | { name: 'validatesignature' | 'users' | 'healthz' | 'readyz' | 'openapi'; id?: undefined }
-  | { name: 'user'; id: string };
-
-// The fixed routes, allocated once rather than per request.
-const VALIDATESIGNATURE: Route = { name: 'validatesignature' };
-const USERS: Route = { name: 'users' };
-const HEALTHZ: Route = { name: 'healthz' };
-const READYZ: Route = { name: 'readyz' };
-const OPENAPI: Route = { name: 'openapi' };
-
-const NOT_FOUND = new MerchantApiError('not_found', 'No such endpoint.');
-const METHOD_NOT_ALLOWED = new MerchantApiError('method_not_allowed', 'Only GET and HEAD are allowed here.');
+/** A `Response` a hook answered with, carried past the handler. */
+class HookAnswer {
+  constructor(readonly response: Response) {}
+}
 
 /**
  * Creates the handler.
@@ -73,66 +76,132 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
   const tolerance = options.timestampTolerance ?? 300;
   if (!Number.isInteger(tolerance) || tolerance < 1) throw new TypeError('timestampTolerance must be a whole number of seconds, at least 1.');
   const storageTimeout = options.storageTimeout ?? 5000;
-  const streamBatchSize = options.streamBatchSize ?? 1000;
-  const logger = options.logger ?? consoleLogger;
-  const now = options.now ?? Date.now;
-  const resolveBases = createPublicBaseResolver(options);
-  const storage = guardStorage(options.storage, storageTimeout, logger);
-  const cursors = new CursorCodec(options.cursorSecret);
-  const openApiBody = JSON.stringify(openApiDocument(basePath));
+  if (!(storageTimeout > 0)) throw new TypeError('storageTimeout must be a positive number of milliseconds.');
+  const logger = options.logger ?? createJsonLogger();
+  const given = options.hooks === undefined ? [] : Array.isArray(options.hooks) ? options.hooks : [options.hooks as MerchantApiHooks];
+  const hooks = composeHooks([
+    ...(options.tracing === false ? [] : [tracingHooks()]),
+    ...(options.accessLog === false ? [] : [accessLogHooks(logger)]),
+    ...given,
+  ]);
 
-  // Not async: the hot endpoints return their own promise, so one promise and
-  // one microtask per request fewer (bench/); fetch() awaits and catches.
-  function handle(request: Request, route: Route, path: string, search: string, origin: string, head: boolean): Response | Promise<Response> {
-    switch (route.name) {
-      case 'healthz':
-        return json(200, '{"status":"ok"}', head);
-      case 'readyz':
-        return storage('ping', (s) => s.ping()).then(() => json(200, '{"status":"ok"}', head));
-      case 'openapi':
-        return json(200, openApiBody, head);
-      case 'validatesignature':
-        return validateSignature({
-          method: request.method,
-          head,
-          bases: resolveBases(request, origin),
-          path,
-          pairs: parseQuery(search),
-          nowMs: now(),
-          tolerance,
-          storage,
-        });
-      case 'users':
-      case 'user': {
-        const ctx = {
-          request,
-          head,
-          pairs: parseQuery(search),
-          storage,
-          cursors,
-          logger,
-          listUrl: `${resolveBases(request, origin)[0]}${basePath}/merchant/users`,
-          streamBatchSize,
-        };
-        return route.name === 'user' ? getUser(ctx, route.id) : listUsers(ctx);
-      }
+  const storage = guardStorage<RequestContext>(
+    options.storage,
+    storageTimeout,
+    (operation: StorageOperation, ctx, error) => logger.error({ event: 'storage_unavailable', request_id: ctx.requestId, operation, ...describeError(error) }),
+    hooks.onStorageCall && ((operation, ctx) => hooks.onStorageCall!(ctx, operation) ?? undefined),
+  );
+  const onAuthenticated = hooks.onAuthenticated;
+  const deps: HandlerDeps = {
+    storage,
+    cursors: new CursorCodec(options.cursorSecret),
+    resolveBases: createPublicBaseResolver(options),
+    tolerance,
+    now: options.now ?? Date.now,
+    basePath,
+    streamBatchSize: options.streamBatchSize ?? 1000,
+    openApiBody: JSON.stringify(openApiDocument(basePath)),
+    authenticated(ctx, merchantId) {
+      ctx.merchantId = merchantId;
+      if (!onAuthenticated) return;
+      return Promise.resolve(onAuthenticated(ctx)).then((answer) => {
+        if (answer) throw new HookAnswer(answer);
+      });
+    },
+  };
+  const match = createMatcher(ROUTES);
+
+  /** Everything up to the reply; throws for errors. Not async: fewer promises on the hot path. */
+  function run(ctx: RequestContext, route: Route, path: string, search: string, origin: string, params: Record<string, string>): Reply | Promise<Reply> {
+    if (route.auth === 'basic') {
+      return authenticate(ctx, (id) => storage('getMerchant', ctx, (s) => s.getMerchant(id))).then(async (merchant) => {
+        const hooked = deps.authenticated(ctx, merchant.id);
+        if (hooked) await hooked;
+        return route.handle(ctx, { path, search, origin, params, merchant }, deps);
+      });
+    }
+    return route.handle(ctx, { path, search, origin, params, merchant: undefined }, deps);
+  }
+
+  function failed(ctx: RequestContext, error: unknown, shape: ErrorShape): Reply | Response {
+    if (error instanceof HookAnswer) return error.response;
+    if (error instanceof MerchantApiError) {
+      ctx.errorCode = error.code;
+    } else {
+      ctx.errorCode = 'internal_error';
+      logger.error({ event: 'unexpected_error', request_id: ctx.requestId, route: ctx.route ?? null, ...describeError(error) });
+    }
+    if (hooks.onError) safely('onError', () => hooks.onError!(ctx, error));
+    return errorReply(error, shape);
+  }
+
+  function safely(hook: string, call: () => void): void {
+    try {
+      call();
+    } catch (error) {
+      logger.error({ event: 'hook_failed', hook, ...describeError(error) });
     }
   }
 
+  const onFinish = hooks.onFinish;
+  function finisher(ctx: RequestContext, status: number, started: number) {
+    return (bytes: number, aborted: boolean) => {
+      if (aborted) logger.error({ event: 'stream_aborted', request_id: ctx.requestId, route: ctx.route ?? null, bytes });
+      if (onFinish) safely('onFinish', () => onFinish(ctx, { status, bytes, durationMs: performance.now() - started, aborted }));
+    };
+  }
+
+  function respond(ctx: RequestContext, answer: Reply | Response, head: boolean, started: number): Response {
+    if (ctx.authFailure !== undefined) {
+      logger.warn({ event: 'auth_failed', reason: ctx.authFailure, request_id: ctx.requestId, route: ctx.route ?? null, client_address: ctx.clientAddress ?? null });
+    }
+    let response: Response;
+    if (answer instanceof Response) {
+      response = answer;
+      const length = Number(response.headers.get('content-length') ?? 0);
+      finisher(ctx, response.status, started)(length, false);
+    } else {
+      response = toResponse(answer, head, { 'x-request-id': ctx.requestId }, finisherFor(ctx, answer.status, started));
+    }
+    if (!hooks.onResponse) return response;
+    try {
+      return hooks.onResponse(ctx, response) ?? response;
+    } catch (error) {
+      logger.error({ event: 'hook_failed', hook: 'onResponse', ...describeError(error) });
+      return response;
+    }
+  }
+
+  const finisherFor = (ctx: RequestContext, status: number, started: number) => (onFinish ? finisher(ctx, status, started) : undefined);
+
   return {
-    async fetch(request: Request): Promise<Response> {
+    async fetch(request: Request, info?: RequestInfo): Promise<Response> {
+      const started = performance.now();
+      const ctx = createContext(request, info);
       const head = request.method === 'HEAD';
       let shape: ErrorShape = 'envelope';
+      let answer: Reply | Response;
       try {
         const { origin, path, search } = splitUrl(request.url);
-        const route = matchRoute(path, basePath);
-        if (route.name === 'validatesignature') shape = 'signature';
-        if (!head && request.method !== 'GET') throw METHOD_NOT_ALLOWED;
-        return await handle(request, route, path, search, origin, head);
+        const found = match(stripBasePath(path, basePath));
+        if (!found) throw NOT_FOUND;
+        const { route, params } = found;
+        ctx.route = route.pattern;
+        shape = route.errorShape;
+        if (request.method !== route.method && !(head && route.method === 'GET')) {
+          const allow = allowedMethods(route);
+          throw new MerchantApiError('method_not_allowed', `Only ${allow.replace(', ', ' and ')} are allowed here.`, { headers: { allow } });
+        }
+        if (hooks.onRequest) {
+          const early = hooks.onRequest(ctx);
+          const answered = early instanceof Promise ? await early : early;
+          if (answered) throw new HookAnswer(answered);
+        }
+        answer = await run(ctx, route, path, search, origin, params);
       } catch (error) {
-        if (!(error instanceof MerchantApiError)) logger.error('unexpected_error', describeError(error));
-        return errorResponse(error, shape, head);
+        answer = failed(ctx, error, shape);
       }
+      return respond(ctx, answer, head, started);
     },
   };
 }
@@ -152,30 +221,11 @@ function splitUrl(url: string): { origin: string; path: string; search: string }
     : { origin: url.slice(0, pathStart), path: url.slice(pathStart, q), search: url.slice(q + 1, end) };
 }
 
-function matchRoute(fullPath: string, basePath: string): Route {
-  let path = fullPath;
-  if (basePath) {
-    if (!path.startsWith(basePath) || (path.length > basePath.length && path[basePath.length] !== '/')) throw NOT_FOUND;
-    path = path.slice(basePath.length) || '/';
-  }
-  switch (path) {
-    case '/validatesignature':
-      return VALIDATESIGNATURE;
-    case '/merchant/users':
-    case '/merchant/users/':
-      return USERS;
-    case '/healthz':
-      return HEALTHZ;
-    case '/readyz':
-      return READYZ;
-    case '/openapi.json':
-      return OPENAPI;
-  }
-  if (path.startsWith('/merchant/users/')) {
-    const segment = path.slice('/merchant/users/'.length);
-    if (!segment.includes('/')) return { name: 'user', id: decodePathSegment(segment) };
-  }
-  throw NOT_FOUND;
+/** The path below the base path, or '' when the request is not under it. */
+function stripBasePath(path: string, basePath: string): string {
+  if (!basePath) return path;
+  if (!path.startsWith(basePath) || (path.length > basePath.length && path[basePath.length] !== '/')) return '';
+  return path.slice(basePath.length) || '/';
 }
 
 function normaliseBasePath(basePath: string | undefined): string {

@@ -5,6 +5,7 @@
  */
 import { constantTimeDigestEqual, sha256 } from './crypto.js';
 import { MerchantApiError } from './errors.js';
+import type { AuthFailureReason, RequestContext } from './context.js';
 import type { Merchant } from './storage.js';
 
 const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
@@ -38,22 +39,32 @@ export function parseBasicAuth(header: string | null): { id: string; key: string
 
 /**
  * The merchant the request authenticates as. Throws the 401 for any
- * credential problem, and 403 for a disabled merchant with a valid key.
+ * credential problem (noting the reason on the context, for logs and
+ * metrics only), and 403 for a disabled merchant with a valid key.
  * `getMerchant` is the (guarded) storage lookup; only it waits on the
  * storage, so parsing and comparing stay outside the storage deadline.
  */
-export async function authenticate(request: Request, getMerchant: (id: string) => Promise<Merchant | undefined>): Promise<Merchant> {
-  const credentials = parseBasicAuth(request.headers.get('authorization'));
-  if (!credentials || credentials.key === '') throw UNAUTHORIZED;
+export async function authenticate(ctx: RequestContext, getMerchant: (id: string) => Promise<Merchant | undefined>): Promise<Merchant> {
+  const header = ctx.request.headers.get('authorization');
+  const credentials = parseBasicAuth(header);
+  if (!credentials || credentials.key === '') throw fail(ctx, header === null ? 'missing_credentials' : 'malformed_credentials');
   const merchant = await getMerchant(credentials.id);
-  if (!merchant) throw UNAUTHORIZED;
+  if (!merchant) throw fail(ctx, 'unknown_merchant');
   // Every key is compared, in constant time, so timing does not tell which matched.
   const given = keyDigest(credentials.key);
   let matched = false;
   for (const key of merchant.keys) if (constantTimeDigestEqual(keyDigest(key), given)) matched = true;
-  if (!matched) throw UNAUTHORIZED;
-  if (merchant.status !== 'active') throw new MerchantApiError('merchant_disabled', 'This account is disabled.');
+  if (!matched) throw fail(ctx, 'wrong_key');
+  ctx.merchantId = merchant.id;
+  if (merchant.status !== 'active') throw DISABLED;
   return merchant;
+}
+
+const DISABLED = new MerchantApiError('merchant_disabled', 'This account is disabled.');
+
+function fail(ctx: RequestContext, reason: AuthFailureReason): MerchantApiError {
+  ctx.authFailure = reason;
+  return UNAUTHORIZED;
 }
 
 /**

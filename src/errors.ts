@@ -50,11 +50,13 @@ export class MerchantApiError extends Error {
   readonly code: MerchantApiErrorCode;
   readonly status: number;
   readonly details: ErrorDetail[];
+  /** Headers the answer carries, such as `Allow` or `Retry-After`. */
+  readonly headers: Readonly<Record<string, string>> | undefined;
 
   constructor(
     code: MerchantApiErrorCode,
     message: string,
-    options: { param?: string; cause?: unknown; details?: ErrorDetail[]; status?: number } = {},
+    options: { param?: string; cause?: unknown; details?: ErrorDetail[]; status?: number; headers?: Record<string, string> } = {},
   ) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'MerchantApiError';
@@ -63,16 +65,22 @@ export class MerchantApiError extends Error {
     const detail: ErrorDetail = { code, message };
     if (options.param !== undefined) detail.param = options.param;
     this.details = options.details ?? [detail];
+    this.headers = options.headers;
   }
 }
 
 /**
- * Thrown by a storage when its backend cannot be reached or timed out. The
- * handler answers 503 for it (and for any other error a storage throws).
+ * What a storage throws when its backend cannot be reached, fails or timed
+ * out: a `MerchantApiError` with code `storage_unavailable` (503), so every
+ * storage, the memory one included, fails the same way. The message is for
+ * operators and never reaches a client, which gets the generic 503.
+ *
+ * @example
+ * throw new StorageUnavailableError('MySQL getMerchant failed (ECONNREFUSED).', { cause });
  */
-export class StorageUnavailableError extends Error {
-  constructor(message = 'Storage unavailable.', options?: { cause?: unknown }) {
-    super(message, options);
+export class StorageUnavailableError extends MerchantApiError {
+  constructor(message = 'Storage unavailable.', options: { cause?: unknown } = {}) {
+    super('storage_unavailable', message, options);
     this.name = 'StorageUnavailableError';
   }
 }

@@ -86,15 +86,11 @@ export interface SaltRecord {
 }
 
 /**
- * Everything the handler asks of a storage. Any method may throw; the handler
- * answers 503 for a storage failure and bounds every call by a timeout.
+ * Everything the handler asks of a storage. A backend failure should throw
+ * `StorageUnavailableError`; the handler answers 503 for it (and for anything
+ * else a storage throws) and bounds every call by a timeout.
  */
 export interface Storage {
-  /**
-   * True when no call waits on I/O (the memory storage): such a call cannot
-   * hang, so the handler skips its deadline timer. Leave unset otherwise.
-   */
-  readonly inProcess?: boolean;
   /** The merchant with its active keys, or undefined when no merchant has this id. */
   getMerchant(id: string): Promise<Merchant | undefined>;
   /**

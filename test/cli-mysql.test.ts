@@ -9,10 +9,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createMerchantApi, signUrl, silentLogger, type MerchantApi, type Storage } from '../src/index.js';
+import { createMerchantApi, silentLogger, type MerchantApi, type Storage } from '../src/index.js';
+import { signUrl } from '../src/signing.js';
 import { mysqlCommands, openMysqlStorage } from '../src/cli/mysql.js';
 import { runCli } from '../src/cli/run.js';
 import type { CliIo } from '../src/cli/io.js';
+import { readMysqlConfig, type MysqlConfig } from '../src/cli/config.js';
 import { createMemoryStorage } from '../src/storage/memory.js';
 import { generateMasterKey } from '../src/storage/mysql/index.js';
 import { createTestDatabase, mysqlAvailable, type TestDatabase } from './support/mysql.js';
@@ -24,6 +26,11 @@ const BASE = 'http://merchant-api.test';
 interface Captured extends CliIo {
   lines: string[];
   errors: string[];
+}
+
+/** The arguments of openMysqlStorage for an environment. */
+function open(env: Record<string, string | undefined>): [MysqlConfig, CliIo] {
+  return [readMysqlConfig(env), capture(env)];
 }
 
 function capture(env: Record<string, string | undefined>): Captured {
@@ -63,7 +70,7 @@ describe.skipIf(!available)('merchant-api CLI on MySQL', () => {
     expect(await run(['merchant', 'add', 'x'], { MASTER_KEY: undefined })).toMatchObject({ code: 2, err: expect.stringMatching(/MASTER_KEY is not set.*randomBytes/) });
     expect(await run(['merchant', 'add', 'x'], { MASTER_KEY: 'c2hvcnQ' })).toMatchObject({ code: 2, err: expect.stringMatching(/exactly 32 bytes/) });
     expect(await run(['merchant', 'add', 'x'], { MASTER_KEY: 'short' })).toMatchObject({ code: 2, err: expect.stringMatching(/exactly 32 bytes/) });
-    await expect(openMysqlStorage(capture({ DATABASE_URL: database.url }))).rejects.toThrow(/MASTER_KEY is not set/);
+    await expect(openMysqlStorage(...open({ DATABASE_URL: database.url }))).rejects.toThrow(/MASTER_KEY is not set/);
     expect(await run(['merchant', 'frobnicate'])).toMatchObject({ code: 2 });
     expect(await run(['import'])).toMatchObject({ code: 2, err: expect.stringMatching(/Usage: merchant-api import FILE/) });
   });
@@ -77,7 +84,7 @@ describe.skipIf(!available)('merchant-api CLI on MySQL', () => {
   it('imports examples/seed.json, and the server answers exactly as the memory storage does', async () => {
     const result = await run(['import', 'examples/seed.json']);
     expect(result).toMatchObject({ code: 0, out: expect.stringMatching(/3 merchant\(s\) created, 0 updated; 4 key\(s\) added; 12 user\(s\) inserted, 0 updated/) });
-    storage = await openMysqlStorage(capture(env));
+    storage = await openMysqlStorage(...open(env));
     api = createMerchantApi({ storage, logger: silentLogger });
     const seed = JSON.parse(await readFile('examples/seed.json', 'utf8'));
     const memory = createMerchantApi({ storage: createMemoryStorage({ seed }), logger: silentLogger });
@@ -131,7 +138,7 @@ describe.skipIf(!available)('merchant-api CLI on MySQL', () => {
     await writeFile(file, `\uFEFF${lines.join('\r\n')}\r\n`);
     const progress: string[] = [];
     const io = { ...capture(env), progress: (line: string) => progress.push(line) };
-    expect(await mysqlCommands.import!([file, '--batch-size', '10'], io)).toBe(0);
+    expect(await mysqlCommands.import!([file, '--batch-size', '10'], io, readMysqlConfig(io.env))).toBe(0);
     expect(io.lines.join('\n')).toMatch(/25 user\(s\) inserted, 1 updated/);
     expect(progress.some((line) => /26\/26 users/.test(line))).toBe(true);
     const body = (await (await users('acme-books', 'acme-books-key-2025', '/merchant/users/nd-00')).json()) as { data: Array<{ first_name: string }> };
@@ -180,12 +187,12 @@ describe.skipIf(!available)('merchant-api CLI on MySQL', () => {
   });
 
   it('refuses to serve with a MASTER_KEY that does not open the stored keys', async () => {
-    await expect(openMysqlStorage(capture({ ...env, MASTER_KEY: generateMasterKey() }))).rejects.toThrow(/another MASTER_KEY.*Refusing to start/);
+    await expect(openMysqlStorage(...open({ ...env, MASTER_KEY: generateMasterKey() }))).rejects.toThrow(/another MASTER_KEY.*Refusing to start/);
   });
 
   it('starts serving on an unreachable database with a warning, answering 503 until it answers', async () => {
     const io = capture({ ...env, DATABASE_URL: 'mysql://root@127.0.0.1:1/nothing?connectTimeout=1000' });
-    const down = await openMysqlStorage(io);
+    const down = await openMysqlStorage(readMysqlConfig(io.env), io);
     try {
       expect(io.errors.join('\n')).toMatch(/Warning: .*ECONNREFUSED.*Serving 503 until MySQL answers/);
       const answer = await createMerchantApi({ storage: down, logger: silentLogger }).fetch(new Request(`${BASE}/readyz`));

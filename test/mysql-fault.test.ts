@@ -5,7 +5,8 @@
  * resumes by itself, with no restart of anything.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createMerchantApi, signUrl, silentLogger, type MerchantApi } from '../src/index.js';
+import { createMerchantApi, silentLogger, type MerchantApi } from '../src/index.js';
+import { signUrl } from '../src/signing.js';
 import { createMysqlKysely, importSeed, MysqlStorage } from '../src/storage/mysql/index.js';
 import { createTestDatabase, MYSQL_URL, mysqlAvailable, urlOf, type TestDatabase } from './support/mysql.js';
 import { TcpProxy } from './support/tcp-proxy.js';

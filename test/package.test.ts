@@ -35,7 +35,7 @@ describe('package exports', () => {
       }
       const { createMerchantApi } = await import('merchant-api');
       const { createMemoryStorage } = require('merchant-api/storage/memory');
-      const api = createMerchantApi({ storage: createMemoryStorage() });
+      const api = createMerchantApi({ storage: createMemoryStorage(), accessLog: false });
       console.log((await api.fetch(new Request('http://x/healthz'))).status);
     `;
     const { code, output } = await runProcess('node', ['--input-type=module', '-e', `import { createRequire } from 'node:module'; const require = createRequire(import.meta.url + '/../package.json');${script}`]);

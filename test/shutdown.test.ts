@@ -1,7 +1,7 @@
 /**
  * Graceful shutdown of the standalone server on every runtime: SIGTERM while
  * a slow client is halfway through the streamed full list. The server must
- * stop accepting, finish that response, close the storage ("Stopped." is
+ * stop accepting, finish that response, close the storage (the "stopped" event is
  * printed after it) and exit 0 within 10 s.
  */
 import { Buffer } from 'node:buffer';
@@ -61,7 +61,7 @@ for (const runtime of RUNTIMES) {
         await sleep(500);
         // Half a second later the client has read nothing more, and the server still waits for it.
         expect(server.child.exitCode).toBeNull();
-        expect(server.output()).toContain('SIGTERM: shutting down');
+        expect(server.output()).toContain('"event":"shutdown","signal":"SIGTERM"');
         await expect(send(`${server.url}/healthz`)).rejects.toThrow(/ECONNREFUSED|ECONNRESET|socket hang up/);
 
         const body = await readRest(response, firstChunk);
@@ -72,8 +72,8 @@ for (const runtime of RUNTIMES) {
 
         expect(await server.exited).toBe(0);
         expect(Date.now() - signalledAt).toBeLessThan(10_000);
-        // serve.ts prints "Stopped." only after storage.close() resolved.
-        expect(server.output()).toMatch(/SIGTERM: shutting down[^]*Stopped\./);
+        // serve.ts logs "stopped" only after storage.close() resolved.
+        expect(server.output()).toMatch(/"event":"shutdown","signal":"SIGTERM"[^]*"event":"stopped"/);
       } finally {
         await server.stop(1000);
       }

@@ -1,8 +1,25 @@
 /**
- * The standalone server's configuration, read from the environment (the
- * README's configuration table). Every bad value is named in one error.
+ * Everything the command line reads from the environment, read and
+ * validated here and nowhere else (docs/configuration.md), then passed
+ * down. Every bad value is named in one error.
  */
+import { LOG_LEVELS } from '../logger.js';
+import { MasterKeyError, parseMasterKey, type MasterKey } from '../storage/mysql/key-sealing.js';
 import { CliUsageError } from './io.js';
+
+type Env = Record<string, string | undefined>;
+
+/** What the MySQL commands and the MySQL storage need. */
+export interface MysqlConfig {
+  /** DATABASE_URL, when set. */
+  databaseUrl?: string;
+  /** MASTER_KEY, parsed on first use (only some commands need it). */
+  masterKey(): MasterKey;
+  /** KEY_CACHE_TTL in milliseconds (default 10 s; 0 disables the cache). */
+  keyCacheTtlMs: number;
+  /** STORAGE_TIMEOUT in milliseconds: every storage call, and every query of the server. */
+  storageTimeout: number;
+}
 
 export interface ServerConfig {
   port: number;
@@ -16,42 +33,91 @@ export interface ServerConfig {
   cursorSecret?: string;
   tls?: { certFile: string; keyFile: string };
   databaseUrl?: string;
+  mysql: MysqlConfig;
+  logLevel: (typeof LOG_LEVELS)[number];
+  accessLog: boolean;
+  /** METRICS_PORT: serve Prometheus metrics on their own listener (same HOST). */
+  metricsPort?: number;
 }
 
-export function readServerConfig(env: Record<string, string | undefined>): ServerConfig {
+/** Reads settings, collecting every problem rather than stopping at the first. */
+function reader(env: Env) {
   const problems: string[] = [];
+  const text = (name: string): string | undefined => (env[name] === undefined || env[name] === '' ? undefined : env[name]);
   const int = (name: string, fallback: number, min: number, max: number): number => {
-    const raw = env[name];
-    if (raw === undefined || raw === '') return fallback;
+    const raw = text(name);
+    if (raw === undefined) return fallback;
     if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) {
       problems.push(`${name} must be a whole number from ${min} to ${max} (got "${raw}")`);
       return fallback;
     }
     return Number(raw);
   };
-  const text = (name: string): string | undefined => (env[name] === undefined || env[name] === '' ? undefined : env[name]);
+  const bool = (name: string, fallback: boolean): boolean => {
+    const raw = (text(name) ?? String(fallback)).toLowerCase();
+    if (!['true', 'false', '1', '0', 'yes', 'no'].includes(raw)) problems.push(`${name} must be true or false (got "${env[name]}")`);
+    return ['true', '1', 'yes'].includes(raw);
+  };
+  const check = () => {
+    if (problems.length) throw new CliUsageError(`Invalid configuration: ${problems.join('; ')}.`);
+  };
+  return { problems, text, int, bool, check };
+}
 
-  const trust = (text('TRUST_PROXY') ?? 'false').toLowerCase();
-  if (!['true', 'false', '1', '0', 'yes', 'no'].includes(trust)) problems.push(`TRUST_PROXY must be true or false (got "${env.TRUST_PROXY}")`);
-  const cursorSecret = text('CURSOR_SECRET');
-  if (cursorSecret !== undefined && new TextEncoder().encode(cursorSecret).length < 32) problems.push('CURSOR_SECRET must be at least 32 bytes long');
-  const certFile = text('TLS_CERT_FILE');
-  const keyFile = text('TLS_KEY_FILE');
-  if ((certFile === undefined) !== (keyFile === undefined)) problems.push('TLS_CERT_FILE and TLS_KEY_FILE must be set together');
-  const publicUrl = text('PUBLIC_URL')?.split(',').map((s) => s.trim()).filter(Boolean);
+export function readMysqlConfig(env: Env): MysqlConfig {
+  const r = reader(env);
+  const config = mysqlSettings(env, r);
+  r.check();
+  return config;
+}
+
+function mysqlSettings(env: Env, r: ReturnType<typeof reader>): MysqlConfig {
+  let parsed: MasterKey | undefined;
+  return {
+    databaseUrl: r.text('DATABASE_URL'),
+    masterKey() {
+      try {
+        return (parsed ??= parseMasterKey(env.MASTER_KEY));
+      } catch (error) {
+        if (error instanceof MasterKeyError) throw new CliUsageError(error.message);
+        throw error;
+      }
+    },
+    keyCacheTtlMs: r.int('KEY_CACHE_TTL', 10, 0, 3600) * 1000,
+    storageTimeout: r.int('STORAGE_TIMEOUT', 5000, 1, 600_000),
+  };
+}
+
+export function readServerConfig(env: Env): ServerConfig {
+  const r = reader(env);
+  const trustProxy = r.bool('TRUST_PROXY', false);
+  const cursorSecret = r.text('CURSOR_SECRET');
+  if (cursorSecret !== undefined && new TextEncoder().encode(cursorSecret).length < 32) r.problems.push('CURSOR_SECRET must be at least 32 bytes long');
+  const certFile = r.text('TLS_CERT_FILE');
+  const keyFile = r.text('TLS_KEY_FILE');
+  if ((certFile === undefined) !== (keyFile === undefined)) r.problems.push('TLS_CERT_FILE and TLS_KEY_FILE must be set together');
+  const logLevel = (r.text('LOG_LEVEL') ?? 'info').toLowerCase();
+  if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) r.problems.push(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got "${env.LOG_LEVEL}")`);
+  const metricsPort = r.text('METRICS_PORT') === undefined ? undefined : r.int('METRICS_PORT', 0, 0, 65535);
+  const port = r.int('PORT', 8787, 0, 65535);
+  const mysql = mysqlSettings(env, r);
 
   const config: ServerConfig = {
-    port: int('PORT', 8787, 0, 65535),
-    hostname: text('HOST') ?? '127.0.0.1',
-    seedFile: text('SEED_FILE'),
-    publicUrl,
-    trustProxy: ['true', '1', 'yes'].includes(trust),
-    timestampTolerance: int('TIMESTAMP_TOLERANCE', 300, 1, 86_400),
-    storageTimeout: int('STORAGE_TIMEOUT', 5000, 1, 600_000),
+    port,
+    hostname: r.text('HOST') ?? '127.0.0.1',
+    seedFile: r.text('SEED_FILE'),
+    publicUrl: r.text('PUBLIC_URL')?.split(',').map((s) => s.trim()).filter(Boolean),
+    trustProxy,
+    timestampTolerance: r.int('TIMESTAMP_TOLERANCE', 300, 1, 86_400),
+    storageTimeout: mysql.storageTimeout,
     cursorSecret,
     tls: certFile && keyFile ? { certFile, keyFile } : undefined,
-    databaseUrl: text('DATABASE_URL'),
+    databaseUrl: mysql.databaseUrl,
+    mysql,
+    logLevel: logLevel as ServerConfig['logLevel'],
+    accessLog: r.bool('ACCESS_LOG', true),
+    metricsPort,
   };
-  if (problems.length) throw new CliUsageError(`Invalid configuration: ${problems.join('; ')}.`);
+  r.check();
   return config;
 }

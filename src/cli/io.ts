@@ -1,3 +1,5 @@
+import type { MysqlConfig } from './config.js';
+
 /**
  * What a CLI command gets from the process: its environment and where to
  * write. Commands never touch `process` themselves, so tests run them in
@@ -16,7 +18,7 @@ export interface CliIo {
 }
 
 /** A CLI command: its arguments after the command name; resolves to the exit code. */
-export type CliCommand = (args: string[], io: CliIo) => Promise<number>;
+export type CliCommand = (args: string[], io: CliIo, config: MysqlConfig) => Promise<number>;
 
 /** A usage or configuration problem: printed as one line, exit code 2. */
 export class CliUsageError extends Error {

@@ -1,48 +1,29 @@
 /**
- * What the MySQL commands read from the environment, and how their failures
- * read: one line that says what to do, never a key, a user field or SQL.
+ * The MySQL commands' database access, and how their failures read: one line that says what to do, never a key, a user field or SQL.
  */
 import type { Kysely } from 'kysely';
 import { StorageUnavailableError } from '../errors.js';
 import { createMysqlKysely, type MysqlKyselyOptions } from '../storage/mysql/create-mysql-kysely.js';
 import { ImportValidationError } from '../storage/mysql/import.js';
-import { MasterKeyError, parseMasterKey, type MasterKey } from '../storage/mysql/key-sealing.js';
+import { MasterKeyError } from '../storage/mysql/key-sealing.js';
 import { MerchantAdminError } from '../storage/mysql/merchant-admin.js';
 import type { MerchantApiDatabase } from '../storage/mysql/schema.js';
 import { storageError } from '../storage/mysql/sql-values.js';
+import type { MysqlConfig } from './config.js';
 import { CliUsageError, type CliIo } from './io.js';
 
 /** DATABASE_URL, or a usage error saying what it looks like. */
-export function databaseUrl(io: CliIo): string {
-  const url = io.env.DATABASE_URL;
-  if (!url) throw new CliUsageError('DATABASE_URL is not set: e.g. DATABASE_URL=mysql://user:password@127.0.0.1:3306/merchant_api');
-  return url;
-}
-
-/** MASTER_KEY parsed, or a usage error saying how to make one. */
-export function masterKey(io: CliIo): MasterKey {
-  try {
-    return parseMasterKey(io.env.MASTER_KEY);
-  } catch (error) {
-    if (error instanceof MasterKeyError) throw new CliUsageError(error.message);
-    throw error;
-  }
-}
-
-/** KEY_CACHE_TTL in seconds (default 10, 0 disables) as milliseconds. */
-export function keyCacheTtlMs(io: CliIo): number {
-  const text = io.env.KEY_CACHE_TTL;
-  if (text === undefined || text === '') return 10_000;
-  if (!/^\d+$/.test(text) || Number(text) > 3600) throw new CliUsageError('KEY_CACHE_TTL must be a whole number of seconds from 0 to 3600.');
-  return Number(text) * 1000;
+export function databaseUrl(config: MysqlConfig): string {
+  if (!config.databaseUrl) throw new CliUsageError('DATABASE_URL is not set: e.g. DATABASE_URL=mysql://user:password@127.0.0.1:3306/merchant_api');
+  return config.databaseUrl;
 }
 
 /** Runs `work` on a Kysely for DATABASE_URL and ends the pool afterwards. */
-export async function withDatabase<T>(io: CliIo, work: (db: Kysely<MerchantApiDatabase>) => Promise<T>, options: MysqlKyselyOptions = {}): Promise<T> {
+export async function withDatabase<T>(config: MysqlConfig, work: (db: Kysely<MerchantApiDatabase>) => Promise<T>, options: MysqlKyselyOptions = {}): Promise<T> {
   let db: Kysely<MerchantApiDatabase>;
   try {
     // Administration may run long statements (migrations, big batches): no query timeout.
-    db = createMysqlKysely(databaseUrl(io), { connectionLimit: 2, queryTimeout: 0, ...options });
+    db = createMysqlKysely(databaseUrl(config), { connectionLimit: 2, queryTimeout: 0, ...options });
   } catch (error) {
     if (error instanceof TypeError) throw new CliUsageError(error.message);
     throw error;

@@ -9,7 +9,8 @@ import { parseArgs } from 'node:util';
 import { parseSeed, SeedError } from '../storage/seed.js';
 import { importSeed, importUserFile, ImportValidationError, redact, type ImportSummary } from '../storage/mysql/import.js';
 import { CliUsageError, type CliCommand, type CliIo } from './io.js';
-import { masterKey, runMysqlCommand, withDatabase } from './mysql-env.js';
+import type { MysqlConfig } from './config.js';
+import { runMysqlCommand, withDatabase } from './mysql-env.js';
 
 const USAGE = `Usage: merchant-api import FILE [--format seed|ndjson] [--batch-size N]
   seed:   {"merchants": [...], "users": [...]} as in examples/seed.json (default)
@@ -19,7 +20,7 @@ const USAGE = `Usage: merchant-api import FILE [--format seed|ndjson] [--batch-s
 const SHOWN_PROBLEMS = 20;
 
 /** The `import` command. */
-export const importCommand: CliCommand = async (args, io) => {
+export const importCommand: CliCommand = async (args, io, config) => {
   let parsed;
   try {
     parsed = parseArgs({ args, options: { format: { type: 'string' }, 'batch-size': { type: 'string' } }, allowPositionals: true, strict: true });
@@ -38,7 +39,7 @@ export const importCommand: CliCommand = async (args, io) => {
   const onProgress = progressReporter(io);
   return runMysqlCommand(io, `import ${file}`, async () => {
     try {
-      const summary = format === 'seed' ? await importSeedFile(io, file, batchSize, onProgress) : await withDatabase(io, (db) => importUserFile(db, file, { batchSize, onProgress }));
+      const summary = format === 'seed' ? await importSeedFile(config, file, batchSize, onProgress) : await withDatabase(config, (db) => importUserFile(db, file, { batchSize, onProgress }));
       io.progress?.('');
       io.out(`Imported ${file} in ${((performance.now() - started) / 1000).toFixed(1)} s: ${describe(summary)}.`);
       return 0;
@@ -57,7 +58,7 @@ export const importCommand: CliCommand = async (args, io) => {
   });
 };
 
-async function importSeedFile(io: CliIo, file: string, batchSize: number, onProgress: (done: number, total: number) => void): Promise<ImportSummary> {
+async function importSeedFile(config: MysqlConfig, file: string, batchSize: number, onProgress: (done: number, total: number) => void): Promise<ImportSummary> {
   let document: unknown;
   try {
     document = JSON.parse(await readFile(file, 'utf8'));
@@ -67,8 +68,8 @@ async function importSeedFile(io: CliIo, file: string, batchSize: number, onProg
   }
   const seed = parseSeed(document);
   // Sealing keys needs the master key; a users-only seed does not.
-  const key = seed.merchants.length > 0 ? masterKey(io) : undefined;
-  return withDatabase(io, (db) => importSeed(db, key, seed, { batchSize, onProgress }));
+  const key = seed.merchants.length > 0 ? config.masterKey() : undefined;
+  return withDatabase(config, (db) => importSeed(db, key, seed, { batchSize, onProgress }));
 }
 
 function describe(summary: ImportSummary): string {

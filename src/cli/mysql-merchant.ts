@@ -6,7 +6,8 @@
 import { parseArgs } from 'node:util';
 import { addMerchant, listMerchants, rotateMerchantKey, setMerchantStatus } from '../storage/mysql/merchant-admin.js';
 import { CliUsageError, type CliCommand, type CliIo } from './io.js';
-import { keyCacheTtlMs, masterKey, runMysqlCommand, withDatabase } from './mysql-env.js';
+import type { MysqlConfig } from './config.js';
+import { runMysqlCommand, withDatabase } from './mysql-env.js';
 
 const USAGE = `Usage: merchant-api merchant <subcommand>
   add ID [--disabled] [--json]        add a merchant with a new random API key (printed once)
@@ -16,28 +17,28 @@ const USAGE = `Usage: merchant-api merchant <subcommand>
   list [--json]                       every merchant with its status and key counts`;
 
 /** The `merchant` command. */
-export const merchantCommand: CliCommand = async (args, io) => {
+export const merchantCommand: CliCommand = async (args, io, config) => {
   const [sub, ...rest] = args;
   switch (sub) {
     case 'add':
-      return add(rest, io);
+      return add(rest, io, config);
     case 'disable':
     case 'enable':
-      return setStatus(sub, rest, io);
+      return setStatus(sub, rest, io, config);
     case 'rotate-key':
-      return rotate(rest, io);
+      return rotate(rest, io, config);
     case 'list':
-      return list(rest, io);
+      return list(rest, io, config);
     default:
       throw new CliUsageError(sub === undefined ? USAGE : `Unknown merchant subcommand "${sub}".\n${USAGE}`);
   }
 };
 
-async function add(args: string[], io: CliIo): Promise<number> {
+async function add(args: string[], io: CliIo, config: MysqlConfig): Promise<number> {
   const { id, values } = parse(args, { disabled: { type: 'boolean' }, json: { type: 'boolean' } });
-  const key = masterKey(io);
+  const key = config.masterKey();
   return runMysqlCommand(io, 'merchant add', () =>
-    withDatabase(io, async (db) => {
+    withDatabase(config, async (db) => {
       const status = values.disabled ? 'disabled' : 'active';
       const { apiKey } = await addMerchant(db, key, id, { status });
       if (values.json) io.out(JSON.stringify({ merchant_id: id, status, api_key: apiKey }));
@@ -50,11 +51,11 @@ async function add(args: string[], io: CliIo): Promise<number> {
   );
 }
 
-async function setStatus(action: 'disable' | 'enable', args: string[], io: CliIo): Promise<number> {
+async function setStatus(action: 'disable' | 'enable', args: string[], io: CliIo, config: MysqlConfig): Promise<number> {
   const { id } = parse(args, {});
-  const ttl = keyCacheTtlMs(io) / 1000;
+  const ttl = config.keyCacheTtlMs / 1000;
   return runMysqlCommand(io, `merchant ${action}`, () =>
-    withDatabase(io, async (db) => {
+    withDatabase(config, async (db) => {
       await setMerchantStatus(db, id, action === 'disable' ? 'disabled' : 'active');
       io.out(`Merchant "${id}" ${action}d. Running servers notice within ${ttl} s (KEY_CACHE_TTL).`);
       return 0;
@@ -62,12 +63,12 @@ async function setStatus(action: 'disable' | 'enable', args: string[], io: CliIo
   );
 }
 
-async function rotate(args: string[], io: CliIo): Promise<number> {
+async function rotate(args: string[], io: CliIo, config: MysqlConfig): Promise<number> {
   const { id, values } = parse(args, { 'revoke-old': { type: 'boolean' }, json: { type: 'boolean' } });
-  const key = masterKey(io);
-  const ttl = keyCacheTtlMs(io) / 1000;
+  const key = config.masterKey();
+  const ttl = config.keyCacheTtlMs / 1000;
   return runMysqlCommand(io, 'merchant rotate-key', () =>
-    withDatabase(io, async (db) => {
+    withDatabase(config, async (db) => {
       const { apiKey, revoked } = await rotateMerchantKey(db, key, id, { revokeOld: Boolean(values['revoke-old']) });
       if (values.json) {
         io.out(JSON.stringify({ merchant_id: id, api_key: apiKey, revoked }));
@@ -81,7 +82,7 @@ async function rotate(args: string[], io: CliIo): Promise<number> {
   );
 }
 
-async function list(args: string[], io: CliIo): Promise<number> {
+async function list(args: string[], io: CliIo, config: MysqlConfig): Promise<number> {
   let values: { json?: boolean };
   try {
     values = parseArgs({ args, options: { json: { type: 'boolean' } }, allowPositionals: false, strict: true }).values;
@@ -89,7 +90,7 @@ async function list(args: string[], io: CliIo): Promise<number> {
     throw new CliUsageError(`${(error as Error).message}\n${USAGE}`);
   }
   return runMysqlCommand(io, 'merchant list', () =>
-    withDatabase(io, async (db) => {
+    withDatabase(config, async (db) => {
       const merchants = await listMerchants(db);
       if (values.json) {
         io.out(JSON.stringify(merchants));

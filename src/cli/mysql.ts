@@ -1,5 +1,5 @@
 /**
- * The MySQL side of the `merchant-api` bin (issue 3): `migrate`, `import`,
+ * The MySQL side of the `merchant-api` bin: `migrate`, `import`,
  * `merchant ...`, and the storage `serve` opens when DATABASE_URL is set.
  * Configuration: DATABASE_URL, MASTER_KEY, KEY_CACHE_TTL (seconds, default
  * 10), STORAGE_TIMEOUT (ms, default 5000: also the per-query timeout).
@@ -14,10 +14,11 @@ import { storageError } from '../storage/mysql/sql-values.js';
 import { CliUsageError, type CliCommand, type CliIo } from './io.js';
 import { importCommand } from './mysql-import.js';
 import { merchantCommand } from './mysql-merchant.js';
-import { databaseUrl, keyCacheTtlMs, masterKey, runMysqlCommand, withDatabase } from './mysql-env.js';
+import type { MysqlConfig } from './config.js';
+import { databaseUrl, runMysqlCommand, withDatabase } from './mysql-env.js';
 
 /** `merchant-api migrate [--status]`: applies pending migrations (idempotent), or lists them. */
-const migrateCommand: CliCommand = async (args, io) => {
+const migrateCommand: CliCommand = async (args, io, config) => {
   let status = false;
   try {
     status = Boolean(parseArgs({ args, options: { status: { type: 'boolean' } }, strict: true }).values.status);
@@ -25,7 +26,7 @@ const migrateCommand: CliCommand = async (args, io) => {
     throw new CliUsageError(`${(error as Error).message}\nUsage: merchant-api migrate [--status]`);
   }
   return runMysqlCommand(io, 'migrate', () =>
-    withDatabase(io, async (db) => {
+    withDatabase(config, async (db) => {
       if (status) {
         for (const migration of await createMigrator(db).getMigrations()) {
           io.out(`${migration.executedAt ? 'applied' : 'pending'}  ${migration.name}`);
@@ -53,11 +54,11 @@ export const mysqlCommands: Record<string, CliCommand> = {
  * another one. An unreachable database does not stop the start: the server
  * answers 503 (and /readyz 503) until MySQL answers, then recovers by itself.
  */
-export async function openMysqlStorage(io: CliIo): Promise<Storage> {
-  const url = databaseUrl(io);
-  const key = masterKey(io);
-  const ttl = keyCacheTtlMs(io);
-  const timeout = Number(io.env.STORAGE_TIMEOUT) > 0 ? Number(io.env.STORAGE_TIMEOUT) : 5000;
+export async function openMysqlStorage(config: MysqlConfig, io: CliIo): Promise<Storage> {
+  const url = databaseUrl(config);
+  const key = config.masterKey();
+  const ttl = config.keyCacheTtlMs;
+  const timeout = config.storageTimeout;
   let db;
   try {
     db = createMysqlKysely(url, { connectTimeout: timeout, queryTimeout: timeout });

@@ -3,6 +3,7 @@
  * to its command, and turns usage errors into one line and exit code 2.
  */
 import { CliUsageError, type CliCommand, type CliIo } from './io.js';
+import { readMysqlConfig } from './config.js';
 import { serveCommand, type ServeRuntime } from './serve.js';
 
 export interface CliRuntime extends ServeRuntime {
@@ -35,7 +36,7 @@ export async function runCli(args: string[], io: CliIo, runtime: CliRuntime): Pr
     if (command === 'serve') return await serveCommand(runtime, io);
     const other = runtime.commands?.[command];
     if (!other) throw new CliUsageError(`Unknown command "${command}".\n${USAGE}`);
-    return await other(rest, io);
+    return await other(rest, io, readMysqlConfig(io.env));
   } catch (error) {
     if (error instanceof CliUsageError) {
       io.err(error.message);

@@ -6,21 +6,22 @@
  */
 import { readFile } from 'node:fs/promises';
 import { createMerchantApi } from '../api.js';
-import { consoleLogger } from '../logger.js';
+import { createJsonLogger } from '../logger.js';
+import { createMetrics } from '../metrics.js';
 import { signUrl } from '../signing.js';
 import type { Storage } from '../storage.js';
 import { MemoryStorage } from '../storage/memory.js';
 import { parseSeed, SeedError, type Seed } from '../storage/seed.js';
 import type { Served, ServeOptions } from '../../adapters/serve-options.js';
 import type { MerchantApi } from '../api.js';
-import { readServerConfig, type ServerConfig } from './config.js';
+import { readServerConfig, type MysqlConfig, type ServerConfig } from './config.js';
 import { CliUsageError, type CliIo } from './io.js';
 
 /** An adapter's `serve`, the only runtime-specific piece the command needs. */
 export type ServeFunction = (api: MerchantApi, options: ServeOptions) => Promise<Served>;
 
 /** Opens the MySQL storage for DATABASE_URL (provided by the MySQL CLI module). */
-export type OpenMysqlStorage = (io: CliIo) => Promise<Storage>;
+export type OpenMysqlStorage = (config: MysqlConfig, io: CliIo) => Promise<Storage>;
 
 export interface ServeRuntime {
   name: string;
@@ -32,9 +33,13 @@ const DEMO_SEED = new URL('../examples/seed.json', import.meta.url);
 
 export async function serveCommand(runtime: ServeRuntime, io: CliIo): Promise<number> {
   const config = readServerConfig(io.env);
+  // Log lines (JSON) go where the CLI writes, gathered per event-loop turn.
+  const logger = createJsonLogger({ level: config.logLevel, write: (lines) => io.out(lines.slice(0, -1)) });
   const { storage, description, demo } = await openStorage(config, runtime, io);
-  let served: Served;
+  let served: Served | undefined;
+  let metricsServer: Served | undefined;
   try {
+    const metrics = config.metricsPort === undefined ? undefined : createMetrics({ saltCount: storage instanceof MemoryStorage ? () => storage.saltCount : undefined });
     const api = createMerchantApi({
       storage,
       publicUrl: config.publicUrl,
@@ -42,17 +47,23 @@ export async function serveCommand(runtime: ServeRuntime, io: CliIo): Promise<nu
       timestampTolerance: config.timestampTolerance,
       storageTimeout: config.storageTimeout,
       cursorSecret: config.cursorSecret,
-      logger: consoleLogger,
+      logger,
+      accessLog: config.accessLog,
+      hooks: metrics ? [metrics.hooks] : [],
     });
     const tls = config.tls && { cert: await readTlsFile('TLS_CERT_FILE', config.tls.certFile), key: await readTlsFile('TLS_KEY_FILE', config.tls.keyFile) };
     served = await runtime.serve(api, { port: config.port, hostname: config.hostname, tls });
+    // Metrics on a listener of their own, so they are never public by accident.
+    if (metrics) metricsServer = await runtime.serve(metrics, { port: config.metricsPort, hostname: config.hostname });
   } catch (error) {
+    await served?.close();
     await storage.close();
     throw error;
   }
 
   // One write, so whoever waits for the first line has the rest too.
   const lines = [`merchant-api listening on ${served.url} (${runtime.name}, ${description})`];
+  if (metricsServer) lines.push(`Metrics: ${metricsServer.url}/metrics`);
   if (!config.cursorSecret) lines.push('CURSOR_SECRET is not set: page cursors work only on this instance until it restarts.');
   if (demo) {
     const publicBase = config.publicUrl?.[0] ?? served.url;
@@ -65,10 +76,12 @@ export async function serveCommand(runtime: ServeRuntime, io: CliIo): Promise<nu
   io.out(lines.join('\n'));
 
   const signal = await (io.stopSignal ?? new Promise<string>(() => {}));
-  io.out(`${signal}: shutting down; finishing in-flight requests.`);
-  await served.close();
+  logger.info({ event: 'shutdown', signal }, 'finishing in-flight requests');
+  logger.flush();
+  await Promise.all([served.close(), metricsServer?.close()]);
   await storage.close();
-  io.out('Stopped.');
+  logger.info({ event: 'stopped' });
+  logger.flush();
   return 0;
 }
 
@@ -83,7 +96,7 @@ async function readTlsFile(variable: string, file: string): Promise<string> {
 async function openStorage(config: ServerConfig, runtime: ServeRuntime, io: CliIo): Promise<{ storage: Storage; description: string; demo: boolean }> {
   if (config.databaseUrl) {
     if (!runtime.openMysqlStorage) throw new CliUsageError(`DATABASE_URL is set, but MySQL storage is not available on ${runtime.name}.`);
-    return { storage: await runtime.openMysqlStorage(io), description: 'storage: MySQL', demo: false };
+    return { storage: await runtime.openMysqlStorage(config.mysql, io), description: 'storage: MySQL', demo: false };
   }
   const file = config.seedFile ?? DEMO_SEED;
   const name = config.seedFile ?? 'the bundled examples/seed.json';

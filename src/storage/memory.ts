@@ -4,6 +4,7 @@
  */
 import type { Merchant, SaltRecord, Storage, UserPageQuery, UserRecord } from '../storage.js';
 import { USER_RECORD_KEYS } from '../storage.js';
+import { StorageUnavailableError } from '../errors.js';
 import { compareCodePoints } from '../order.js';
 import { parseSeed, type Seed, type SeedMerchant } from './seed.js';
 
@@ -25,7 +26,6 @@ interface MerchantUsers {
 export class MemoryStorage implements Storage {
   readonly #merchants = new Map<string, SeedMerchant>();
   readonly #users = new Map<string, MerchantUsers>();
-  readonly inProcess = true;
   // merchant id -> salt -> expiry second; per merchant, so no key is built per salt.
   readonly #salts = new Map<string, Map<string, number>>();
   // Salts bucketed by expiry second, so expiring them never scans every salt.
@@ -138,7 +138,7 @@ export class MemoryStorage implements Storage {
   }
 
   #assertOpen(): void {
-    if (this.#closed) throw new Error('The memory storage is closed.');
+    if (this.#closed) throw new StorageUnavailableError('The memory storage is closed.');
   }
 }
 

@@ -1,0 +1,50 @@
+/**
+ * What the handler knows about one request as it goes through the pipeline,
+ * and what hooks see (docs/observability.md#hooks).
+ */
+
+/** Why an authentication failed, as logged and counted. */
+export type AuthFailureReason = 'missing_credentials' | 'malformed_credentials' | 'unknown_merchant' | 'wrong_key' | 'bad_signature';
+
+export interface RequestContext {
+  readonly request: Request;
+  /** The request's `X-Request-Id` when valid (1-128 visible ASCII characters), else a new UUID. */
+  readonly requestId: string;
+  /** The request method, upper case. */
+  readonly method: string;
+  /** The matched route's pattern, such as `/merchant/users/{shared_user_id}`; undefined for an unknown path. */
+  route: string | undefined;
+  /** The client's address as the adapter saw it (the socket's peer), when it told. */
+  readonly clientAddress: string | undefined;
+  /** When the request arrived, in milliseconds since the epoch. */
+  readonly startTime: number;
+  /** The authenticated merchant's id, from the moment it is known. */
+  merchantId: string | undefined;
+  /** The error code of the answer, when it is an error. */
+  errorCode: string | undefined;
+  /** Set when authentication failed, with the reason. */
+  authFailure: AuthFailureReason | undefined;
+}
+
+/** What an adapter tells the handler about a request beyond the `Request` itself. */
+export interface RequestInfo {
+  /** The client's address: the socket's peer (not a forwarded header). */
+  clientAddress?: string;
+}
+
+const VALID_REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
+
+export function createContext(request: Request, info: RequestInfo | undefined): RequestContext {
+  const given = request.headers.get('x-request-id');
+  return {
+    request,
+    requestId: given !== null && VALID_REQUEST_ID.test(given) ? given : crypto.randomUUID(),
+    method: request.method,
+    route: undefined,
+    clientAddress: info?.clientAddress,
+    startTime: Date.now(),
+    merchantId: undefined,
+    errorCode: undefined,
+    authFailure: undefined,
+  };
+}

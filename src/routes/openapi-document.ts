@@ -1,0 +1,8 @@
+/** `GET /openapi.json`: the OpenAPI document of every route (built in src/openapi.ts, serialised once). */
+import { reply, type Reply } from '../responses.js';
+import type { HandlerDeps, RouteInput } from './route.js';
+import type { RequestContext } from '../context.js';
+
+export function openApiDocumentRoute(_ctx: RequestContext, _input: RouteInput, deps: HandlerDeps): Reply {
+  return reply(200, deps.openApiBody);
+}

@@ -1,0 +1,60 @@
+/**
+ * What a route is, and what its handler gets. The table itself is
+ * `src/routes/table.ts`; the pipeline that runs it is `src/api.ts`.
+ */
+import type { RequestContext } from '../context.js';
+import type { CursorCodec } from '../cursor.js';
+import type { StorageCall } from '../guarded-storage.js';
+import type { PublicBaseResolver } from '../public-url.js';
+import type { ErrorShape, Reply } from '../responses.js';
+import type { Merchant } from '../storage.js';
+
+/** How a route authenticates: a signed query, HTTP Basic (done before the handler), or not at all. */
+export type RouteAuth = 'signature' | 'basic' | 'none';
+
+/** What the pipeline hands a handler besides the context. */
+export interface RouteInput {
+  /** The full path as received, still percent-encoded (the signature covers it). */
+  path: string;
+  /** The query string without `?`. */
+  search: string;
+  /** Scheme and authority of the request URL. */
+  origin: string;
+  /** Path parameters, percent-decoded: `{ shared_user_id: 'u-1' }`. */
+  params: Record<string, string>;
+  /** The merchant, on routes with `basic` authentication. */
+  merchant: Merchant | undefined;
+}
+
+/** What every handler may use, fixed when the handler is created. */
+export interface HandlerDeps {
+  storage: StorageCall<RequestContext>;
+  cursors: CursorCodec;
+  resolveBases: PublicBaseResolver;
+  /** Accepted distance of `ts` from now, in seconds. */
+  tolerance: number;
+  now: () => number;
+  basePath: string;
+  streamBatchSize: number;
+  /** The OpenAPI document, serialised once. */
+  openApiBody: string;
+  /** Marks the merchant authenticated and runs the `onAuthenticated` hooks. */
+  authenticated(ctx: RequestContext, merchantId: string): void | Promise<void>;
+}
+
+export type Handler = (ctx: RequestContext, input: RouteInput, deps: HandlerDeps) => Reply | Promise<Reply>;
+
+export interface Route {
+  /** The operation's name, also its OpenAPI `operationId`. */
+  id: string;
+  method: 'GET';
+  /** Path under the base path; `{name}` matches one percent-decoded segment. */
+  pattern: string;
+  auth: RouteAuth;
+  /** The JSON shape its errors take. */
+  errorShape: ErrorShape;
+  /** True when `pattern` + `/` is the same route. */
+  trailingSlash?: boolean;
+  summary: string;
+  handle: Handler;
+}

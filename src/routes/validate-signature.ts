@@ -1,0 +1,106 @@
+/**
+ * `GET /validatesignature` (docs/protocol.md#validating-a-signature): the outcome table, checked
+ * in the documented order, with byte-exact bodies.
+ */
+import type { RequestContext } from '../context.js';
+import { MerchantApiError } from '../errors.js';
+import { decodePathSegment, parseQuery } from '../query.js';
+import { reply, SIGNATURE_OK, signatureError, type Reply } from '../responses.js';
+import { canonicalMessage, verify } from '../signing.js';
+import { MAX_ID_LENGTH } from '../storage.js';
+import type { HandlerDeps, RouteInput } from './route.js';
+
+const REQUIRED = ['salt', 'cp', 'ts', 'hmac'] as const;
+const WHOLE_SECONDS = /^-?\d{1,15}$/;
+
+const UNKNOWN_MERCHANT = reply(404, signatureError(undefined));
+const DISABLED = reply(403, signatureError('This account is disabled.'));
+const MISMATCH = reply(400, signatureError('Signature does not match.'));
+const NOT_WHOLE_SECONDS = reply(400, signatureError('Invalid timestamp: ts must be a Unix time in whole seconds.'));
+const REPLAYED = reply(400, signatureError('This salt was already used: every request needs a new salt.'));
+const VALID = reply(200, SIGNATURE_OK);
+
+export async function validateSignature(ctx: RequestContext, input: RouteInput, deps: HandlerDeps): Promise<Reply> {
+  const pairs = parseQuery(input.search);
+  const values = requiredValues(pairs);
+
+  const merchant = await deps.storage('getMerchant', ctx, (s) => s.getMerchant(values.cp));
+  if (!merchant) {
+    ctx.authFailure = 'unknown_merchant';
+    return UNKNOWN_MERCHANT;
+  }
+  if (merchant.status !== 'active') return DISABLED;
+
+  const bases = deps.resolveBases(ctx.request, input.origin);
+  if (!signatureMatches(ctx.method, bases, input.path, pairs, values.hmac, merchant.keys)) {
+    ctx.authFailure = 'bad_signature';
+    return MISMATCH;
+  }
+  const hooks = deps.authenticated(ctx, merchant.id);
+  if (hooks) await hooks;
+
+  const nowSeconds = Math.floor(deps.now() / 1000);
+  if (!WHOLE_SECONDS.test(values.ts)) return NOT_WHOLE_SECONDS;
+  const ts = Number(values.ts);
+  if (Math.abs(nowSeconds - ts) > deps.tolerance) {
+    return reply(400, signatureError(`Invalid timestamp: ts is outside the accepted window of ${deps.tolerance} seconds from the server's time.`));
+  }
+
+  const record = { merchantId: merchant.id, salt: values.salt, expiresAt: ts + deps.tolerance, now: nowSeconds };
+  const fresh = await deps.storage('recordSalt', ctx, (s) => s.recordSalt(record));
+  return fresh ? VALID : REPLAYED;
+}
+
+/** The four required values, or a 400 naming every absent, empty or repeated one. */
+function requiredValues(pairs: [string, string][]): Record<(typeof REQUIRED)[number], string> {
+  // Fast path, no allocation but the result: each of the four exactly once,
+  // non-empty and short enough, as every valid request has them.
+  let salt: string | undefined;
+  let cp: string | undefined;
+  let ts: string | undefined;
+  let hmac: string | undefined;
+  let seen = 0;
+  for (let i = 0; i < pairs.length; i++) {
+    const [key, value] = pairs[i]!;
+    if (key === 'salt') (salt = value), seen++;
+    else if (key === 'cp') (cp = value), seen++;
+    else if (key === 'ts') (ts = value), seen++;
+    else if (key === 'hmac') (hmac = value), seen++;
+  }
+  if (seen === 4 && salt && cp && ts && hmac && cp.length <= MAX_ID_LENGTH && salt.length <= MAX_ID_LENGTH) return { salt, cp, ts, hmac };
+  return describeProblems(pairs);
+}
+
+/** Throws the 400 naming every absent, empty, repeated or too long parameter. */
+function describeProblems(pairs: [string, string][]): never {
+  const found: Record<string, string | undefined> = {};
+  const repeated = new Set<string>();
+  for (const [key, value] of pairs) {
+    if (key !== 'salt' && key !== 'cp' && key !== 'ts' && key !== 'hmac') continue;
+    if (key in found) repeated.add(key);
+    found[key] = value;
+  }
+  const missing = REQUIRED.filter((key) => !found[key]);
+  const twice = REQUIRED.filter((key) => repeated.has(key) && found[key]);
+  const messages: string[] = [];
+  if (missing.length) messages.push(`Missing required parameter${missing.length > 1 ? 's' : ''}: ${missing.join(', ')}.`);
+  if (twice.length) messages.push(`Parameter given more than once: ${twice.join(', ')}.`);
+  const tooLong = (['cp', 'salt'] as const).filter((key) => !missing.includes(key) && found[key]!.length > MAX_ID_LENGTH);
+  if (tooLong.length) messages.push(`Invalid parameter: ${tooLong.join(', ')} longer than ${MAX_ID_LENGTH} characters.`);
+  throw new MerchantApiError('invalid_parameter', messages.join(' '));
+}
+
+/**
+ * Tries every public base URL the merchant may have called, and for a path
+ * with escapes both its encoded and its decoded form: clients sign the URL
+ * string they hold, which may be either.
+ */
+function signatureMatches(method: string, bases: string[], path: string, pairs: [string, string][], hmac: string, keys: string[]): boolean {
+  const decoded = path.includes('%') ? decodePathSegment(path) : undefined;
+  let matched = false;
+  for (const base of bases) {
+    if (verify(hmac, keys, canonicalMessage({ method, url: base + path, params: pairs }))) matched = true;
+    if (decoded !== undefined && verify(hmac, keys, canonicalMessage({ method, url: base + decoded, params: pairs }))) matched = true;
+  }
+  return matched;
+}

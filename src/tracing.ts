@@ -1,0 +1,64 @@
+/**
+ * Traces through `@opentelemetry/api` (docs/observability.md#traces): a
+ * server span per request, continuing an incoming W3C `traceparent` through
+ * the registered propagator, and a child span per storage call. Until the
+ * embedding application registers an SDK every call here is the API's no-op.
+ */
+import { context, propagation, SpanKind, SpanStatusCode, trace, type Context, type Span, type TextMapGetter } from '@opentelemetry/api';
+import type { RequestContext } from './context.js';
+import type { MerchantApiHooks } from './hooks.js';
+
+const headerGetter: TextMapGetter<Headers> = {
+  keys: (headers) => [...headers.keys()],
+  get: (headers, key) => headers.get(key) ?? undefined,
+};
+
+interface Traced {
+  span: Span;
+  context: Context;
+}
+
+export function tracingHooks(): MerchantApiHooks {
+  const tracer = trace.getTracer('merchant-api');
+  const spans = new WeakMap<RequestContext, Traced>();
+
+  const start = (ctx: RequestContext): Traced => {
+    const parent = propagation.extract(context.active(), ctx.request.headers, headerGetter);
+    const span = tracer.startSpan(ctx.route === undefined ? ctx.method : `${ctx.method} ${ctx.route}`, { kind: SpanKind.SERVER, startTime: ctx.startTime }, parent);
+    // Attributes only for a span that records: without an SDK this stays a no-op.
+    if (span.isRecording()) {
+      span.setAttribute('http.request.method', ctx.method);
+      if (ctx.route !== undefined) span.setAttribute('http.route', ctx.route);
+      if (ctx.clientAddress !== undefined) span.setAttribute('client.address', ctx.clientAddress);
+      span.setAttribute('merchant_api.request_id', ctx.requestId);
+    }
+    const traced = { span, context: trace.setSpan(parent, span) };
+    spans.set(ctx, traced);
+    return traced;
+  };
+
+  return {
+    onRequest(ctx) {
+      start(ctx);
+    },
+    onStorageCall(ctx, operation) {
+      const parent = spans.get(ctx)?.context ?? context.active();
+      const span = tracer.startSpan(`storage ${operation}`, { kind: SpanKind.CLIENT, attributes: { 'merchant_api.storage.operation': operation } }, parent);
+      return (error) => {
+        if (error !== undefined) span.setStatus({ code: SpanStatusCode.ERROR, message: error instanceof Error ? error.name : 'error' });
+        span.end();
+      };
+    },
+    onFinish(ctx, summary) {
+      // 404 and 405 are answered before onRequest runs: their span starts here, back-dated.
+      const { span } = spans.get(ctx) ?? start(ctx);
+      spans.delete(ctx);
+      if (!span.isRecording()) return;
+      span.setAttribute('http.response.status_code', summary.status);
+      if (ctx.merchantId !== undefined) span.setAttribute('merchant_api.merchant_id', ctx.merchantId);
+      if (ctx.errorCode !== undefined) span.setAttribute('merchant_api.error_code', ctx.errorCode);
+      if (summary.status >= 500 || summary.aborted) span.setStatus({ code: SpanStatusCode.ERROR });
+      span.end();
+    },
+  };
+}
