@@ -3,6 +3,7 @@
  * gracefully on SIGTERM or Ctrl-C.
  *
  *   npm run build && npx bun examples/bun.ts
+ *   PORT=8801 npx bun examples/bun.ts          # beside examples/deno.ts
  *   curl -u demo-merchant:demo-secret 'http://127.0.0.1:8787/merchant/users?limit=2'
  */
 import process from 'node:process';
@@ -14,7 +15,10 @@ import seed from './seed.json' with { type: 'json' };
 
 const storage = createMemoryStorage({ seed });
 const api = createMerchantApi({ storage });
-const server = await serve(api, { port: Number(process.env.PORT ?? 8787) });
+// PORT (default 8787; 0 picks a free port), so the Bun and Deno examples can run side by side.
+const port = Number(process.env.PORT || 8787);
+if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`PORT must be a whole number from 0 to 65535 (got "${process.env.PORT}")`);
+const server = await serve(api, { port });
 console.log(`merchant-api listening on ${server.url} (Bun)`);
 console.log(`Try: curl '${signUrl('demo-secret', `${server.url}/validatesignature`, { cp: 'demo-merchant' })}'`);
 

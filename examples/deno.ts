@@ -3,7 +3,8 @@
  * gracefully on SIGTERM or Ctrl-C. Deno resolves the packages from
  * node_modules through package.json; no deno.json is needed.
  *
- *   npm run build && npx deno run -A examples/deno.ts
+ *   npm run build && npx deno run --allow-net --allow-read --allow-env examples/deno.ts
+ *   PORT=8802 npx deno run --allow-net --allow-read --allow-env examples/deno.ts   # beside examples/bun.ts
  *   curl -u demo-merchant:demo-secret 'http://127.0.0.1:8787/merchant/users?limit=2'
  */
 import process from 'node:process';
@@ -15,7 +16,10 @@ import seed from './seed.json' with { type: 'json' };
 
 const storage = createMemoryStorage({ seed });
 const api = createMerchantApi({ storage });
-const server = await serve(api, { port: Number(process.env.PORT ?? 8787) });
+// PORT (default 8787; 0 picks a free port), so the Bun and Deno examples can run side by side.
+const port = Number(process.env.PORT || 8787);
+if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`PORT must be a whole number from 0 to 65535 (got "${process.env.PORT}")`);
+const server = await serve(api, { port });
 console.log(`merchant-api listening on ${server.url} (Deno)`);
 console.log(`Try: curl '${signUrl('demo-secret', `${server.url}/validatesignature`, { cp: 'demo-merchant' })}'`);
 

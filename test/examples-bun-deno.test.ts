@@ -1,7 +1,8 @@
 /** examples/bun.ts and examples/deno.ts run under their runtime (Deno with the start:deno permissions), on the demo seed. */
+import { createServer } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { basicAuth, send } from './fixtures/http-client.js';
-import { startServer, type Runtime } from './fixtures/runtime.js';
+import { startServer, type Runtime, type ServerProcess } from './fixtures/runtime.js';
 import { signedUrl } from './fixtures/test-signer.js';
 
 for (const runtime of ['bun', 'deno'] as Runtime[]) {
@@ -20,6 +21,36 @@ for (const runtime of ['bun', 'deno'] as Runtime[]) {
       } finally {
         await example.stop(1000);
       }
+    });
+  });
+}
+
+describe('examples/bun.ts and examples/deno.ts side by side', () => {
+  it('each listens on the PORT it is given', async () => {
+    const ports = [await freePort(), await freePort()];
+    const started: ServerProcess[] = [];
+    try {
+      started.push(...(await Promise.all([startServer('bun', 'examples/bun.ts', { PORT: String(ports[0]) }), startServer('deno', 'examples/deno.ts', { PORT: String(ports[1]) })])));
+      expect(started.map((server) => server.url)).toEqual(ports.map((port) => `http://127.0.0.1:${port}`));
+      for (const server of started) expect((await send(`${server.url}/healthz`)).body).toBe('{"status":"ok"}');
+    } finally {
+      await Promise.all(started.map((server) => server.stop()));
+    }
+  });
+
+  it('refuses a PORT that is not a port', async () => {
+    await expect(startServer('bun', 'examples/bun.ts', { PORT: 'eighty' })).rejects.toThrow(/PORT must be a whole number from 0 to 65535 \(got "eighty"\)/);
+  });
+});
+
+/** A port nothing listens on right now. */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
     });
   });
 }
