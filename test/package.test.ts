@@ -43,10 +43,38 @@ describe('package exports', () => {
     expect(code).toBe(0);
   });
 
+  it('maps every subpath in typesVersions to its import types, for TypeScript with moduleResolution node10', () => {
+    // node10 ignores "exports"; typesVersions is how it finds a subpath's types (and the same files as "types" for ".").
+    const mapped = pkg.typesVersions['*'];
+    expect(Object.keys(mapped).sort()).toEqual(subpaths.filter((s) => s !== '.').map((s) => s.slice(2)).sort());
+    for (const subpath of subpaths.filter((s) => s !== '.')) expect(mapped[subpath.slice(2)], subpath).toEqual([pkg.exports[subpath].import.types]);
+    expect(pkg.types).toBe(pkg.exports['.'].import.types);
+  });
+
   it('ships a bin that prints its usage', async () => {
     expect(pkg.bin['merchant-api']).toBe('./dist/cli.js');
     const { code, output } = await runProcess('node', ['dist/cli.js', 'help']);
     expect(code).toBe(0);
     expect(output).toMatch(/^Usage: merchant-api <command>/);
+  });
+});
+
+describe('package metadata', () => {
+  it('has a LICENSE with the license package.json names, and a CHANGELOG with an Unreleased section and this version', () => {
+    expect(pkg.license).toBe('MIT');
+    expect(readFileSync(`${ROOT}LICENSE`, 'utf8')).toMatch(/^MIT License\n/);
+    const changelog = readFileSync(`${ROOT}CHANGELOG.md`, 'utf8');
+    expect(changelog).toMatch(/^## \[Unreleased\]$/m);
+    expect(changelog).toMatch(new RegExp(`^## \\[${pkg.version.replaceAll('.', '\\.')}\\] - \\d{4}-\\d{2}-\\d{2}$`, 'm'));
+  });
+
+  it('builds dist/ on prepare, so an install from a git URL has it', () => {
+    expect(pkg.scripts.prepare).toMatch(/^npm run build\b/);
+  });
+
+  it('decides every install script of its dependencies in allowScripts (npm install prints no install-scripts warning)', async () => {
+    const { code, output } = await runProcess('npm', ['install-scripts', 'ls']);
+    expect(output).toContain('No packages with unreviewed install scripts.');
+    expect(code).toBe(0);
   });
 });
