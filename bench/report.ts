@@ -117,6 +117,11 @@ export function targets(rows: Row[], ms: Measurement[], streams: StreamResult[])
   ratioTarget('user');
   const vsHono = pairedRatio(ms, 'validatesignature', 'merchant-api-node', 'hono-node');
   out.push({ name: 'validatesignature on the Node adapter vs the Hono app', goal: '>= 1.5x', measured: vsHono === undefined ? 'not run' : `${fmt(vsHono, 2)}x`, met: vsHono === undefined ? undefined : vsHono >= 1.5 });
+  for (const c of ['validatesignature', 'user', 'page']) {
+    const quiet = pairedRatio(ms, c, 'merchant-api-node-quiet', 'merchant-api-node');
+    const cost = quiet === undefined ? undefined : (quiet - 1) * 100;
+    out.push({ name: `${c}: cost of the access log and hooks (vs the same build with them off)`, goal: '<= 5%', measured: cost === undefined ? 'not run' : `${fmt(cost, 1)}%`, met: cost === undefined ? undefined : cost <= 5 });
+  }
   const bun = pairedRatio(ms, 'validatesignature', 'merchant-api-bun', 'merchant-api-node');
   out.push({ name: 'validatesignature on Bun vs on Node', goal: '>= 2x', measured: bun === undefined ? 'not run' : `${fmt(bun, 2)}x`, met: bun === undefined ? undefined : bun >= 2 });
   for (const r of rows.filter((x) => x.server === 'merchant-api-deno')) {

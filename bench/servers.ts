@@ -3,7 +3,7 @@
  * `taskset`, on a free loopback port, ready once it prints `READY <port>`.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { CaseId } from './options.js';
 import { SINGLE_USER_ID } from './servers/data.mjs';
@@ -31,6 +31,13 @@ export const SERVERS: ServerDef[] = [
   { id: 'fetch-constant', label: '(0b) fetch handler on @hono/node-server, constant JSON', command: ['node', 'bench/servers/fetch-constant-node.mjs'], cases: 'constant' },
   { id: 'node-plain', label: '(1) node:http, straightforward', command: ['node', 'bench/servers/plain-node.mjs'], cases: 'all' },
   { id: 'merchant-api-node', label: '(2) merchant-api, Node', command: ['node', 'bench/servers/merchant-api.mjs'], cases: 'all' },
+  {
+    id: 'merchant-api-node-quiet',
+    label: "(2q) merchant-api, Node, no access log and no tracing hooks",
+    command: ['node', 'bench/servers/merchant-api.mjs'],
+    cases: 'all',
+    env: { BENCH_OBSERVABILITY: 'off' },
+  },
   { id: 'hono-node', label: '(3) Hono app, Node', command: ['node', 'bench/servers/hono-node.mjs'], cases: 'all' },
   {
     id: 'merchant-api-bun',
@@ -69,20 +76,26 @@ export async function startServer(def: ServerDef, options: { pin: boolean; runti
   if (options.runtimeArgs) command = [command[0]!, ...options.runtimeArgs, ...command.slice(1)];
   // taskset execs the server, so the child's pid is the server's (RSS is read from /proc/<pid>).
   if (options.pin) command = ['taskset', '-c', '0', ...command];
+  // Standard output (merchant-api's access log) goes to a file, as a deploy
+  // would send it to a file or a log collector; the harness reads only stderr.
+  mkdirSync(`${ROOT}bench/results`, { recursive: true });
+  const stdout = openSync(`${ROOT}bench/results/${def.id}.stdout.log`, 'w');
   const child = spawn(command[0]!, command.slice(1), {
     cwd: ROOT,
     env: { ...process.env, PORT: '0', NO_COLOR: '1', ...def.env, ...options.env },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: ['ignore', stdout, 'pipe'],
   });
+  closeSync(stdout);
   let stderr = '';
-  child.stderr!.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
   const port = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`${def.id} did not start within 60 s: ${stderr}`)), 60_000);
-    let out = '';
-    child.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      const match = /READY (\d+)/.exec(out);
+    let ready = false;
+    child.stderr!.on('data', (d: Buffer) => {
+      stderr = (stderr + d.toString()).slice(-4000);
+      if (ready) return;
+      const match = /READY (\d+)/.exec(stderr);
       if (match) {
+        ready = true;
         clearTimeout(timer);
         resolve(match[1]!);
       }

@@ -5,9 +5,31 @@
  */
 import type { RequestContext } from './context.js';
 import type { MerchantApiHooks, RequestSummary } from './hooks.js';
-import type { Logger } from './logger.js';
+import { WRITE_INFO_MEMBERS, type Logger } from './logger.js';
 
 export function accessLogHooks(logger: Logger): MerchantApiHooks {
+  const writeMembers = (logger as { [WRITE_INFO_MEMBERS]?: (members: string) => void })[WRITE_INFO_MEMBERS];
+  if (writeMembers) {
+    // The built-in logger: the line is written as text, without an object in between.
+    const quotedRoutes = new Map<string | undefined, string>([[undefined, 'null']]);
+    const route = (pattern: string | undefined) => {
+      let quoted = quotedRoutes.get(pattern);
+      if (quoted === undefined) quotedRoutes.set(pattern, (quoted = JSON.stringify(pattern)));
+      return quoted;
+    };
+    return {
+      onFinish(ctx, summary) {
+        let members =
+          `"event":"request","request_id":${quote(ctx.requestId)},"method":${quote(ctx.method)},"route":${route(ctx.route)}` +
+          `,"status":${summary.status},"duration_ms":${Math.round(summary.durationMs * 1000) / 1000},"bytes":${summary.bytes}`;
+        if (ctx.merchantId !== undefined) members += `,"merchant_id":${JSON.stringify(ctx.merchantId)}`;
+        if (ctx.clientAddress !== undefined) members += `,"client_address":${quote(ctx.clientAddress)}`;
+        if (ctx.errorCode !== undefined) members += `,"code":${quote(ctx.errorCode)}`;
+        if (summary.aborted) members += ',"aborted":true';
+        writeMembers(members);
+      },
+    };
+  }
   return {
     onFinish(ctx: RequestContext, summary: RequestSummary) {
       const line: Record<string, unknown> = {
@@ -26,4 +48,12 @@ export function accessLogHooks(logger: Logger): MerchantApiHooks {
       logger.info(line);
     },
   };
+}
+
+const PLAIN = /^[\x20-\x7e]*$/;
+const NEEDS_ESCAPE = /["\\]/;
+
+/** A JSON string of printable ASCII without quotes or backslashes needs no escaping (request ids, methods, addresses, codes). */
+function quote(text: string): string {
+  return PLAIN.test(text) && !NEEDS_ESCAPE.test(text) ? `"${text}"` : JSON.stringify(text);
 }

@@ -47,16 +47,46 @@ export function createJsonLogger(options: JsonLoggerOptions = {}): Logger & { fl
   const threshold = RANK[options.level ?? 'info'];
   if (threshold === undefined) throw new TypeError(`level must be one of ${LOG_LEVELS.join(', ')}`);
   const sink = options.write ? bufferedWriter(options.write) : stdoutWriter();
+  const enabled = (level: LogLevel) => RANK[level] >= threshold;
   const at = (level: LogLevel) => {
-    if (RANK[level] < threshold) return () => {};
+    if (!enabled(level)) return () => {};
     const prefix = `,"level":"${level}"`;
     return (fields: object, message?: string) => {
       const body = JSON.stringify(fields);
       const rest = body.length > 2 ? `,${body.slice(1, -1)}` : '';
-      sink.push(`{"time":"${new Date().toISOString()}"${prefix}${rest}${message === undefined ? '' : `,"msg":${JSON.stringify(message)}`}}\n`);
+      sink.push(`{"time":"${isoNow()}"${prefix}${rest}${message === undefined ? '' : `,"msg":${JSON.stringify(message)}`}}\n`);
     };
   };
-  return { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error'), flush: () => sink.flush() };
+  const info = at('info');
+  return {
+    debug: at('debug'),
+    info,
+    warn: at('warn'),
+    error: at('error'),
+    flush: () => sink.flush(),
+    // The access log's fast path: its fields already as JSON members.
+    [WRITE_INFO_MEMBERS]: enabled('info') ? (members: string) => sink.push(`{"time":"${isoNow()}","level":"info",${members}}\n`) : () => {},
+  } as Logger & { flush(): void };
+}
+
+/**
+ * Marks the built-in logger's way to write an info line from ready JSON
+ * members (`"a":1,"b":"x"`), which saves the access log a JSON.stringify of
+ * an object built only to be stringified, on every request.
+ */
+export const WRITE_INFO_MEMBERS = Symbol('merchant-api.writeInfoMembers');
+
+let lastMs = 0;
+let lastIso = '';
+
+/** `new Date().toISOString()`, made once per millisecond however many lines share it. */
+function isoNow(): string {
+  const now = Date.now();
+  if (now !== lastMs) {
+    lastMs = now;
+    lastIso = new Date(now).toISOString();
+  }
+  return lastIso;
 }
 
 interface Sink {

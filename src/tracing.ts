@@ -22,16 +22,16 @@ export function tracingHooks(): MerchantApiHooks {
   const tracer = trace.getTracer('merchant-api');
   const spans = new WeakMap<RequestContext, Traced>();
 
-  const start = (ctx: RequestContext): Traced => {
+  const start = (ctx: RequestContext): Traced | undefined => {
     const parent = propagation.extract(context.active(), ctx.request.headers, headerGetter);
     const span = tracer.startSpan(ctx.route === undefined ? ctx.method : `${ctx.method} ${ctx.route}`, { kind: SpanKind.SERVER, startTime: ctx.startTime }, parent);
-    // Attributes only for a span that records: without an SDK this stays a no-op.
-    if (span.isRecording()) {
-      span.setAttribute('http.request.method', ctx.method);
-      if (ctx.route !== undefined) span.setAttribute('http.route', ctx.route);
-      if (ctx.clientAddress !== undefined) span.setAttribute('client.address', ctx.clientAddress);
-      span.setAttribute('merchant_api.request_id', ctx.requestId);
-    }
+    // Without an SDK (or when sampled out) the span records nothing: keep no
+    // state and start no child spans, so the no-op stays nearly free.
+    if (!span.isRecording()) return undefined;
+    span.setAttribute('http.request.method', ctx.method);
+    if (ctx.route !== undefined) span.setAttribute('http.route', ctx.route);
+    if (ctx.clientAddress !== undefined) span.setAttribute('client.address', ctx.clientAddress);
+    span.setAttribute('merchant_api.request_id', ctx.requestId);
     const traced = { span, context: trace.setSpan(parent, span) };
     spans.set(ctx, traced);
     return traced;
@@ -42,7 +42,8 @@ export function tracingHooks(): MerchantApiHooks {
       start(ctx);
     },
     onStorageCall(ctx, operation) {
-      const parent = spans.get(ctx)?.context ?? context.active();
+      const parent = spans.get(ctx)?.context;
+      if (parent === undefined) return undefined;
       const span = tracer.startSpan(`storage ${operation}`, { kind: SpanKind.CLIENT, attributes: { 'merchant_api.storage.operation': operation } }, parent);
       return (error) => {
         if (error !== undefined) span.setStatus({ code: SpanStatusCode.ERROR, message: error instanceof Error ? error.name : 'error' });
@@ -51,9 +52,10 @@ export function tracingHooks(): MerchantApiHooks {
     },
     onFinish(ctx, summary) {
       // 404 and 405 are answered before onRequest runs: their span starts here, back-dated.
-      const { span } = spans.get(ctx) ?? start(ctx);
+      const traced = spans.get(ctx) ?? (ctx.route === undefined || ctx.errorCode === 'method_not_allowed' ? start(ctx) : undefined);
+      if (traced === undefined) return;
       spans.delete(ctx);
-      if (!span.isRecording()) return;
+      const { span } = traced;
       span.setAttribute('http.response.status_code', summary.status);
       if (ctx.merchantId !== undefined) span.setAttribute('merchant_api.merchant_id', ctx.merchantId);
       if (ctx.errorCode !== undefined) span.setAttribute('merchant_api.error_code', ctx.errorCode);

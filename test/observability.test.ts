@@ -138,6 +138,20 @@ describe('the access log', () => {
     expect(JSON.stringify(lines)).not.toMatch(/wrong-key|key-one|nobody|Basic/);
   });
 
+  it('writes the same line through the built-in logger, escaping what needs it', async () => {
+    const written: string[] = [];
+    const logger = createJsonLogger({ write: (text) => written.push(text) });
+    const api = createMerchantApi({ storage: new MemoryStorage(contractSeed()), logger, tracing: false });
+    await get(api, '/merchant/users/a-001', { ...M1, 'x-request-id': 'quote"and\\back' });
+    await get(api, '/nope', {}, 'PURGE');
+    logger.flush();
+    const lines = written.join('').trim().split('\n').map((line) => JSON.parse(line));
+    expect(lines).toEqual([
+      { time: expect.stringMatching(/^\d{4}-\d\d-\d\dT/), level: 'info', event: 'request', request_id: 'quote"and\\back', method: 'GET', route: '/merchant/users/{shared_user_id}', status: 200, duration_ms: expect.any(Number), bytes: expect.any(Number), merchant_id: 'm1' },
+      { time: expect.any(String), level: 'info', event: 'request', request_id: expect.any(String), method: 'PURGE', route: null, status: 404, duration_ms: expect.any(Number), bytes: expect.any(Number), code: 'not_found' },
+    ]);
+  });
+
   it('is off with accessLog: false; events stay', async () => {
     const { api, lines } = apiWith({ accessLog: false });
     await get(api, '/healthz');

@@ -59,7 +59,8 @@ export function portFromEnv() {
 
 /** The line the orchestrator waits for. */
 export function announce(port) {
-  console.log(`READY ${port}`);
+  // On stderr: stdout is the access log's, which the harness sends to a file.
+  console.error(`READY ${port}`);
 }
 
 /** Exit cleanly on SIGTERM/SIGINT, so `--cpu-prof` gets written. */

@@ -9,7 +9,7 @@ const runtime = 'Bun' in globalThis ? 'bun' : 'Deno' in globalThis ? 'deno' : 'n
 // BENCH_DIST: another build to compare against (run.ts --baseline-dist).
 const distDir = globalThis.process?.env?.BENCH_DIST;
 const dist = distDir ? new URL(`file://${distDir.replace(/\/?$/, '/')}`) : new URL('../.dist/', import.meta.url);
-const { createMerchantApi, silentLogger } = await import(new URL('index.js', dist).href);
+const { createMerchantApi } = await import(new URL('index.js', dist).href);
 const { MemoryStorage } = await import(new URL('storage/memory.js', dist).href);
 const { serve } = await import(new URL(`${runtime}.js`, dist).href);
 
@@ -17,7 +17,19 @@ const storage = new MemoryStorage({
   merchants: [{ id: MERCHANT_ID, status: 'active', keys: [MERCHANT_KEY] }],
   users: makeUsers().map((user) => ({ merchant_id: MERCHANT_ID, ...user })),
 });
-const api = createMerchantApi({ storage, publicUrl: PUBLIC_URL, timestampTolerance: TIMESTAMP_TOLERANCE, cursorSecret: CURSOR_SECRET, logger: silentLogger });
+// As deployed: the access log on standard output (which the bench reads and
+// drops) and the tracing hooks (no SDK: no-op). BENCH_OBSERVABILITY=off turns
+// both off, to measure what they cost.
+// BENCH_OBSERVABILITY=log or =trace keeps only that one, to see what each costs.
+const observability = globalThis.process?.env?.BENCH_OBSERVABILITY ?? 'on';
+const api = createMerchantApi({
+  storage,
+  publicUrl: PUBLIC_URL,
+  timestampTolerance: TIMESTAMP_TOLERANCE,
+  cursorSecret: CURSOR_SECRET,
+  accessLog: observability === 'on' || observability === 'log',
+  tracing: observability === 'on' || observability === 'trace',
+});
 const served = await serve(api, { port: portFromEnv(), hostname: '127.0.0.1' });
 announce(new URL(served.url).port);
 exitOnSignal(() => served.close());
