@@ -1,5 +1,5 @@
 /**
- * `npm run bench:mysql`: the MySQL storage at a million users (issue 3).
+ * `npm run bench:mysql`: the MySQL storage at a million users.
  * Loads 1,000,000 users for one merchant into a scratch database with the
  * importer's batched multi-row upserts in key order, then prints: single-user
  * read p50/p99 (storage and HTTP), a 100-user keyset page at the start,

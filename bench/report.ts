@@ -1,4 +1,4 @@
-/** Medians over rounds, the printed table, and the issue's targets (issue 5) checked against them. */
+/** Medians over rounds, the printed table, and the performance targets checked against them. */
 import type { LoadResult } from './load.js';
 import type { StreamResult } from './stream.js';
 

@@ -1,8 +1,8 @@
 /**
- * `npm run bench` (issue 5): each server in turn on loopback, pinned to core
+ * `npm run bench`: each server in turn on loopback, pinned to core
  * 0, loaded from core 1 with the same connections and duration, in several
  * rounds whose order alternates; medians, ratios against the constant-JSON
- * Node server of the same round, the issue's targets, and the streaming list.
+ * Node server of the same round, the performance targets, and the streaming list.
  * Writes bench/results/bench-<time>.json. Never part of `npm test`.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -238,7 +238,7 @@ async function main(options: BenchOptions): Promise<void> {
     `${pin ? '; server on core 0, load on core 1' : ''}`;
   console.log(`\n${header}\n\n${table(rows)}`);
   if (streamResults.length) console.log(`\nStreaming list of ${userCount().toLocaleString('en-US')} users:\n\n${streamTable(streamResults)}`);
-  console.log(`\nTargets (issue 5):\n\n${targetTable(goals)}`);
+  console.log(`\nTargets:\n\n${targetTable(goals)}`);
 
   const file = `${RESULTS}bench-${stamp}.json`;
   writeFileSync(file, `${JSON.stringify({ started, finished: new Date(), loadAverageAtEnd: loadavg(), machine: info, options, loader, pinned: pin, rows, streams: streamResults, targets: goals, measurements }, null, 2)}\n`);

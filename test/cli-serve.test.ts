@@ -24,6 +24,12 @@ describe('merchant-api serve with SEED_FILE', () => {
     }
   });
 
+  it('refuses a PUBLIC_URL that is not an http(s) URL as a configuration error, exit 2', async () => {
+    const { code, output } = await runProcess('node', ['dist/cli.js', 'serve'], { PORT: '0', PUBLIC_URL: 'https://api.example.com, ftp://files.example.com' });
+    expect(output.trim()).toBe('Invalid configuration: PUBLIC_URL: publicUrl "ftp://files.example.com" must be http or https.');
+    expect(code).toBe(2);
+  });
+
   it('refuses a user id that no URL can address, naming its place, and exits 2', async () => {
     const user = {
       merchant_id: 'm', shared_user_id: '..', first_name: 'A', last_name: 'B', email_address: 'a@example.com', street: 'S',

@@ -4,6 +4,7 @@
  * down. Every bad value is named in one error.
  */
 import { LOG_LEVELS } from '../logger.js';
+import { normalisePublicUrl } from '../public-url.js';
 import { MasterKeyError, parseMasterKey, type MasterKey } from '../storage/mysql/key-sealing.js';
 import { CliUsageError } from './io.js';
 
@@ -106,7 +107,7 @@ export function readServerConfig(env: Env): ServerConfig {
     port,
     hostname: r.text('HOST') ?? '127.0.0.1',
     seedFile: r.text('SEED_FILE'),
-    publicUrl: r.text('PUBLIC_URL')?.split(',').map((s) => s.trim()).filter(Boolean),
+    publicUrl: publicUrls(r),
     trustProxy,
     timestampTolerance: r.int('TIMESTAMP_TOLERANCE', 300, 1, 86_400),
     storageTimeout: mysql.storageTimeout,
@@ -120,4 +121,17 @@ export function readServerConfig(env: Env): ServerConfig {
   };
   r.check();
   return config;
+}
+
+/** PUBLIC_URL: one or more comma-separated http(s) URLs, each checked here so a typo is a configuration error. */
+function publicUrls(r: ReturnType<typeof reader>): string[] | undefined {
+  const urls = r.text('PUBLIC_URL')?.split(',').map((s) => s.trim()).filter(Boolean);
+  for (const url of urls ?? []) {
+    try {
+      normalisePublicUrl(url);
+    } catch (error) {
+      r.problems.push(`PUBLIC_URL: ${(error as Error).message}`);
+    }
+  }
+  return urls;
 }

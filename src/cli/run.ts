@@ -13,7 +13,7 @@ export interface CliRuntime extends ServeRuntime {
 
 const USAGE = `Usage: merchant-api <command>
 
-  serve                                 start the server (default); configured by environment, see README
+  serve                                 start the server (default); configured by environment, see docs/configuration.md
   migrate [--status]                    create or update the MySQL schema, or list migrations
   import FILE [--format seed|ndjson] [--batch-size N]
                                         import a seed document or an NDJSON users file into MySQL
