@@ -16,6 +16,7 @@ export type MerchantApiErrorCode =
   | 'malformed_request'
   | 'uri_too_long'
   | 'storage_unavailable'
+  | 'too_many_requests'
   | 'internal_error';
 
 const statusByCode: Record<MerchantApiErrorCode, number> = {
@@ -29,6 +30,7 @@ const statusByCode: Record<MerchantApiErrorCode, number> = {
   malformed_request: 400,
   uri_too_long: 414,
   storage_unavailable: 503,
+  too_many_requests: 429,
   internal_error: 500,
 };
 

@@ -4,7 +4,7 @@
  * recovers (a pool reconnects), so the next request after the backend is
  * back succeeds.
  */
-import { StorageUnavailableError } from './errors.js';
+import { MerchantApiError, StorageUnavailableError } from './errors.js';
 import type { Storage } from './storage.js';
 
 /** The storage methods the handler calls, as named in logs, metrics and spans. */
@@ -38,6 +38,13 @@ export function guardStorage<C>(
       function fail(error: unknown): void {
         if (!deadlines.delete(pending)) return;
         done?.(error);
+        // A storage may refuse with an answer of its own (a full replay store
+        // is a 503 with Retry-After, a merchant over its share a 429): passed
+        // through as it is. Anything else is a failure of the backend.
+        if (error instanceof MerchantApiError && !(error instanceof StorageUnavailableError)) {
+          reject(error);
+          return;
+        }
         onFailure(operation, context, error);
         reject(error instanceof StorageUnavailableError ? error : new StorageUnavailableError(`The storage ${operation} failed.`, { cause: error }));
       }
