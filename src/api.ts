@@ -19,6 +19,9 @@ import { createMatcher, NOT_FOUND } from './routes/match.js';
 import type { HandlerDeps, Route } from './routes/route.js';
 import { allowedMethods, ROUTES } from './routes/table.js';
 import type { Storage } from './storage.js';
+import { FailureThrottle, type Block, type ThrottleOptions } from './throttle.js';
+import { parseBasicAuth } from './basic-auth.js';
+import { parseQuery } from './query.js';
 import { tracingHooks } from './tracing.js';
 
 export interface MerchantApiOptions {
@@ -51,6 +54,14 @@ export interface MerchantApiOptions {
   hooks?: MerchantApiHooks | readonly MerchantApiHooks[];
   /** A span per request and storage call through `@opentelemetry/api`: a no-op until an SDK is registered. Default true. */
   tracing?: boolean;
+  /**
+   * Throttling of failed authentication per client address and per
+   * (merchant, address) (docs/security.md#throttling); `false` turns it off.
+   * Needs the client address, which the adapters pass to `fetch`.
+   */
+  throttle?: ThrottleOptions | false;
+  /** Listing requests (`GET /merchant/users`) one merchant may have running at once; the next gets 429. Default 4. */
+  merchantConcurrency?: number;
 }
 
 export interface MerchantApi {
@@ -110,11 +121,62 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
     },
   };
   const match = createMatcher(ROUTES);
+  const trustProxy = options.trustProxy === true;
+  const throttle = options.throttle === false ? undefined : new FailureThrottle(options.throttle);
+  const concurrency = options.merchantConcurrency ?? 4;
+  if (!Number.isInteger(concurrency) || concurrency < 1) throw new TypeError('merchantConcurrency must be a whole number, at least 1.');
+  // Listing requests running now, by merchant (entries leave at zero, so this stays small).
+  const listing = new Map<string, number>();
+
+  /** 429 before any key is compared or any storage read, for an address or (merchant, address) blocked after failures. */
+  function checkThrottle(ctx: RequestContext, route: Route, search: string): void {
+    if (!throttle || ctx.clientAddress === undefined || route.auth === 'none') return;
+    const block = throttle.blocked(ctx.clientAddress, () => claimedMerchant(ctx, route, search), Math.floor(deps.now() / 1000));
+    if (block) throw refuse(ctx, block.scope === 'address' ? 'auth_address' : 'auth_pair', tooManyFailures(block));
+  }
+
+  function refuse(ctx: RequestContext, reason: string, error: MerchantApiError): MerchantApiError {
+    ctx.throttled = reason;
+    logger.warn({ event: 'throttled', reason, request_id: ctx.requestId, route: ctx.route ?? null, client_address: ctx.clientAddress ?? null });
+    return error;
+  }
+
+  /** Counts the outcome of an authentication for the throttle. */
+  function countAuthentication(ctx: RequestContext): void {
+    if (!throttle || ctx.clientAddress === undefined) return;
+    if (ctx.authFailure !== undefined) throttle.failed(ctx.clientAddress, ctx.claimedMerchantId, Math.floor(deps.now() / 1000));
+    else if (ctx.merchantId !== undefined) throttle.succeeded(ctx.clientAddress, ctx.merchantId);
+  }
+
+  /** Takes one of the merchant's listing slots, or refuses; the slot is given back when the answer is finished. */
+  function takeListingSlot(ctx: RequestContext, merchantId: string): () => void {
+    const running = listing.get(merchantId) ?? 0;
+    if (running >= concurrency) {
+      throw refuse(
+        ctx,
+        'merchant_concurrency',
+        new MerchantApiError('too_many_requests', `At most ${concurrency} listings of one merchant run at once; retry when one has finished.`, {
+          headers: { 'retry-after': '1', 'ratelimit-policy': `"listings";q=${concurrency}`, ratelimit: '"listings";r=0;t=1' },
+        }),
+      );
+    }
+    listing.set(merchantId, running + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const left = (listing.get(merchantId) ?? 1) - 1;
+      if (left <= 0) listing.delete(merchantId);
+      else listing.set(merchantId, left);
+    };
+  }
+  const releases = new WeakMap<RequestContext, () => void>();
 
   /** Everything up to the reply; throws for errors. Not async: fewer promises on the hot path. */
   function run(ctx: RequestContext, route: Route, path: string, search: string, origin: string, params: Record<string, string>): Reply | Promise<Reply> {
     if (route.auth === 'basic') {
       return authenticate(ctx, (id) => storage('getMerchant', ctx, (s) => s.getMerchant(id))).then(async (merchant) => {
+        if (route.id === 'listUsers') releases.set(ctx, takeListingSlot(ctx, merchant.id));
         const hooked = deps.authenticated(ctx, merchant.id);
         if (hooked) await hooked;
         return route.handle(ctx, { path, search, origin, params, merchant }, deps);
@@ -146,6 +208,7 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
   const onFinish = hooks.onFinish;
   function finisher(ctx: RequestContext, status: number, started: number) {
     return (bytes: number, aborted: boolean) => {
+      releases.get(ctx)?.();
       if (aborted) logger.error({ event: 'stream_aborted', request_id: ctx.requestId, route: ctx.route ?? null, bytes });
       if (onFinish) safely('onFinish', () => onFinish(ctx, { status, bytes, durationMs: performance.now() - started, aborted }));
     };
@@ -155,13 +218,17 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
     if (ctx.authFailure !== undefined) {
       logger.warn({ event: 'auth_failed', reason: ctx.authFailure, request_id: ctx.requestId, route: ctx.route ?? null, client_address: ctx.clientAddress ?? null });
     }
+    countAuthentication(ctx);
     let response: Response;
     if (answer instanceof Response) {
       response = answer;
       const length = Number(response.headers.get('content-length') ?? 0);
       finisher(ctx, response.status, started)(length, false);
     } else {
-      response = toResponse(answer, head, { 'x-request-id': ctx.requestId }, finisherFor(ctx, answer.status, started));
+      const extra: Record<string, string> = { 'x-request-id': ctx.requestId, 'x-content-type-options': 'nosniff' };
+      // Served over TLS (here or at a proxy the URL reflects): browsers are told to keep to HTTPS.
+      if (ctx.request.url.startsWith('https:')) extra['strict-transport-security'] = 'max-age=31536000';
+      response = toResponse(answer, head, extra, finisherFor(ctx, answer.status, started));
     }
     if (!hooks.onResponse) return response;
     try {
@@ -172,12 +239,12 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
     }
   }
 
-  const finisherFor = (ctx: RequestContext, status: number, started: number) => (onFinish ? finisher(ctx, status, started) : undefined);
+  const finisherFor = (ctx: RequestContext, status: number, started: number) => (onFinish || releases.has(ctx) ? finisher(ctx, status, started) : undefined);
 
   return {
     async fetch(request: Request, info?: RequestInfo): Promise<Response> {
       const started = performance.now();
-      const ctx = createContext(request, info);
+      const ctx = createContext(request, info, trustProxy);
       const head = request.method === 'HEAD';
       let shape: ErrorShape = 'envelope';
       let answer: Reply | Response;
@@ -192,6 +259,7 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
           const allow = allowedMethods(route);
           throw new MerchantApiError('method_not_allowed', `Only ${allow.replace(', ', ' and ')} are allowed here.`, { headers: { allow } });
         }
+        checkThrottle(ctx, route, search);
         if (hooks.onRequest) {
           const early = hooks.onRequest(ctx);
           const answered = early instanceof Promise ? await early : early;
@@ -232,4 +300,27 @@ function normaliseBasePath(basePath: string | undefined): string {
   if (basePath === undefined || basePath === '' || basePath === '/') return '';
   if (!basePath.startsWith('/') || /[?#]/.test(basePath)) throw new TypeError(`basePath "${basePath}" must be a path starting with "/".`);
   return new URL(basePath.replace(/\/+$/, ''), 'http://x').pathname;
+}
+
+/** The merchant a request names, before anything is looked up: the Basic user, or `cp`. */
+function claimedMerchant(ctx: RequestContext, route: Route, search: string): string | undefined {
+  try {
+    if (route.auth === 'basic') return parseBasicAuth(ctx.request.headers.get('authorization'))?.id;
+    return parseQuery(search).find(([key]) => key === 'cp')?.[1];
+  } catch {
+    return undefined;
+  }
+}
+
+function tooManyFailures(block: Block): MerchantApiError {
+  const who = block.scope === 'address' ? 'this address' : 'this merchant from this address';
+  const name = block.scope === 'address' ? 'auth-address' : 'auth-merchant';
+  return new MerchantApiError('too_many_requests', `Too many failed authentications from ${who}; try again in ${block.retryAfter} seconds.`, {
+    headers: {
+      'retry-after': String(block.retryAfter),
+      // draft-ietf-httpapi-ratelimit-headers: the policy passed, and nothing left until it resets.
+      'ratelimit-policy': `"${name}";q=${block.limit};w=${block.window}`,
+      ratelimit: `"${name}";r=0;t=${block.retryAfter}`,
+    },
+  });
 }

@@ -50,6 +50,7 @@ export async function authenticate(ctx: RequestContext, getMerchant: (id: string
   if (!credentials || credentials.key === '') throw fail(ctx, header === null ? 'missing_credentials' : 'malformed_credentials');
   const merchant = await getMerchant(credentials.id);
   if (!merchant) throw fail(ctx, 'unknown_merchant');
+  ctx.claimedMerchantId = merchant.id;
   // Every key is compared, in constant time, so timing does not tell which matched.
   const given = keyDigest(credentials.key);
   let matched = false;

@@ -18,8 +18,12 @@ export interface RequestContext {
   readonly clientAddress: string | undefined;
   /** When the request arrived, in milliseconds since the epoch. */
   readonly startTime: number;
-  /** The authenticated merchant's id, from the moment it is known. */
+  /** The authenticated merchant's id, from the moment its credentials are verified. */
   merchantId: string | undefined;
+  /** The merchant the credentials name, once the storage knows it exists (also when the credentials are wrong). */
+  claimedMerchantId: string | undefined;
+  /** Why the request was refused by a limit: `auth_address`, `auth_pair`, `merchant_concurrency`, or a storage's own. */
+  throttled: string | undefined;
   /** The error code of the answer, when it is an error. */
   errorCode: string | undefined;
   /** Set when authentication failed, with the reason. */
@@ -34,17 +38,34 @@ export interface RequestInfo {
 
 const VALID_REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
 
-export function createContext(request: Request, info: RequestInfo | undefined): RequestContext {
-  const given = request.headers.get('x-request-id');
+/**
+ * The context of a request. With `trustProxy`, the client address is the one
+ * the nearest proxy appended to `X-Forwarded-For` (its last entry): the
+ * entries before it are whatever the client chose to send.
+ */
+export function createContext(request: Request, info: RequestInfo | undefined, trustProxy: boolean): RequestContext {
+  const headers = request.headers;
+  const given = headers.get('x-request-id');
+  let clientAddress = info?.clientAddress;
+  if (trustProxy) clientAddress = lastListValue(headers.get('x-forwarded-for')) ?? clientAddress;
   return {
     request,
     requestId: given !== null && VALID_REQUEST_ID.test(given) ? given : crypto.randomUUID(),
     method: request.method,
     route: undefined,
-    clientAddress: info?.clientAddress,
+    clientAddress,
     startTime: Date.now(),
     merchantId: undefined,
+    claimedMerchantId: undefined,
+    throttled: undefined,
     errorCode: undefined,
     authFailure: undefined,
   };
+}
+
+/** The last entry of a comma-separated header: what the nearest proxy added. */
+export function lastListValue(header: string | null): string | undefined {
+  if (header === null) return undefined;
+  const value = header.slice(header.lastIndexOf(',') + 1).trim();
+  return value === '' ? undefined : value;
 }

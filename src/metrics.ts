@@ -29,8 +29,6 @@ export interface Metrics {
   readonly hooks: MerchantApiHooks;
   /** Answers `GET /metrics` with the text exposition format; anything else 404. */
   fetch(request: Request): Promise<Response>;
-  /** Counts a request refused by a limit, by reason. */
-  throttled(reason: string): void;
 }
 
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS', 'CONNECT', 'TRACE']);
@@ -100,6 +98,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       if (!timer) durationChildren.set(route, (timer = duration.labels({ route })));
       timer.observe(summary.durationMs / 1000);
       if (ctx.authFailure !== undefined) authFailures.inc({ reason: ctx.authFailure });
+      if (ctx.throttled !== undefined) throttled.inc({ reason: ctx.throttled });
     },
     onStorageCall(_ctx, operation) {
       const started = performance.now();
@@ -119,9 +118,6 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       if (request.method !== 'GET' && request.method !== 'HEAD') return new Response('Only GET.\n', { status: 405, headers: { allow: 'GET, HEAD' } });
       const text = await registry.metrics();
       return new Response(request.method === 'HEAD' ? null : text, { headers: { 'content-type': registry.contentType, 'cache-control': 'no-store' } });
-    },
-    throttled(reason) {
-      throttled.inc({ reason });
     },
   };
 }

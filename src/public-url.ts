@@ -4,6 +4,7 @@
  * source in production), else `X-Forwarded-Proto`/`X-Forwarded-Host`
  * when `trustProxy` is on, else the request URL.
  */
+import { lastListValue } from './context.js';
 
 export interface PublicUrlOptions {
   /** Public origins, optionally with a path prefix that a proxy strips. */
@@ -43,20 +44,15 @@ export function normalisePublicUrl(value: string): string {
   return url.origin + url.pathname.replace(/\/+$/, '');
 }
 
+// Proxies append to these headers: only the last value, from the nearest
+// proxy (the one trusted), is used; earlier ones are the client's to choose.
 const HOST = /^(?:[a-z0-9.-]+|\[[0-9a-f:.]+\])(?::\d{1,5})?$/i;
 
 function forwardedOrigin(request: Request): string | undefined {
-  const proto = firstValue(request.headers.get('x-forwarded-proto'))?.toLowerCase();
-  const host = firstValue(request.headers.get('x-forwarded-host'));
+  const proto = lastListValue(request.headers.get('x-forwarded-proto'))?.toLowerCase();
+  const host = lastListValue(request.headers.get('x-forwarded-host'));
   if ((proto !== 'http' && proto !== 'https') || host === undefined || !HOST.test(host)) return undefined;
   // URL drops the default port, as the signature's base_url does.
   return new URL(`${proto}://${host}`).origin;
 }
 
-// Proxies append to these headers; the first value is what the client used.
-function firstValue(header: string | null): string | undefined {
-  if (header === null) return undefined;
-  const comma = header.indexOf(',');
-  const value = (comma === -1 ? header : header.slice(0, comma)).trim();
-  return value === '' ? undefined : value;
-}

@@ -184,8 +184,11 @@ describe('the public URL in base_url', () => {
     expect((await call(api, signedUrl({ base: 'http://api.example.com:8080' }).replace('http://api.example.com:8080', ORIGIN))).status).toBe(200);
   });
 
-  it('trusts X-Forwarded-Proto/-Host only when trustProxy is on', async () => {
-    const headers = { 'x-forwarded-proto': 'https', 'x-forwarded-host': 'shop.example.com, internal:8080' };
+  it('trusts X-Forwarded-Proto/-Host only when trustProxy is on, and only the value the nearest proxy added', async () => {
+    // The client sent "client-chosen.example"; the proxy appended the host it served.
+    const headers = { 'x-forwarded-proto': 'http, https', 'x-forwarded-host': 'client-chosen.example, shop.example.com' };
+    const chosenByClient = signedUrl({ base: 'https://client-chosen.example' }).replace('https://client-chosen.example', ORIGIN);
+    expect((await call(testApi({ trustProxy: true }).api, chosenByClient, { headers })).status).toBe(400);
     const url = signedUrl({ base: 'https://shop.example.com' }).replace('https://shop.example.com', ORIGIN);
     expect((await call(testApi({ trustProxy: true }).api, url, { headers })).status).toBe(200);
     const url2 = signedUrl({ base: 'https://shop.example.com' }).replace('https://shop.example.com', ORIGIN);

@@ -29,6 +29,7 @@ export async function validateSignature(ctx: RequestContext, input: RouteInput, 
     ctx.authFailure = 'unknown_merchant';
     return UNKNOWN_MERCHANT;
   }
+  ctx.claimedMerchantId = merchant.id;
   if (merchant.status !== 'active') return DISABLED;
 
   const bases = deps.resolveBases(ctx.request, input.origin);
