@@ -22,7 +22,7 @@ const BAD_HOST = new MerchantApiError('malformed_request', 'The request could no
 export async function serve(api: MerchantApi, options: ServeOptions = {}): Promise<Served> {
   const { Bun } = globalThis as unknown as { Bun?: BunGlobal };
   if (!Bun) throw new TypeError('merchant-api/bun runs only under Bun; use merchant-api/node or merchant-api/deno.');
-  const { port, hostname, shutdownTimeout, tls } = resolveServeOptions(options);
+  const { port, hostname, shutdownTimeout, tls, limits } = resolveServeOptions(options);
   const server = Bun.serve({
     port,
     hostname,
@@ -38,9 +38,10 @@ export async function serve(api: MerchantApi, options: ServeOptions = {}): Promi
     error: (error) => errorResponse(error),
     tls: tls && { cert: tls.cert, key: tls.key },
     development: false,
-    // Bun's default cuts a connection after 10 s without traffic; leave room
-    // for a streamed list whose storage reads near the 5 s storageTimeout.
-    idleTimeout: 30,
+    // Bun's only connection limit: seconds without traffic. At least 30 s,
+    // leaving room for a streamed list whose storage reads near the 5 s
+    // storageTimeout; Bun allows at most 255.
+    idleTimeout: Math.min(255, Math.max(30, Math.ceil(limits.keepAliveTimeout / 1000), Math.ceil(limits.headersTimeout / 1000))),
   });
   let closing: Promise<void> | undefined;
   // stop() stops accepting, closes idle keep-alive connections and lets

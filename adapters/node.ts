@@ -86,11 +86,20 @@ export function answerClientErrors(server: Server): void {
  * process.on('SIGTERM', () => server.close());
  */
 export async function serve(api: MerchantApi, options: ServeOptions = {}): Promise<Served> {
-  const { port, hostname, shutdownTimeout, tls } = resolveServeOptions(options);
+  const { port, hostname, shutdownTimeout, tls, limits } = resolveServeOptions(options);
   const listener = createRequestListener(api);
-  // Node would answer a missing Host with a bare 400 itself; the listener answers it in JSON.
-  const serverOptions = { requireHostHeader: false };
+  const serverOptions = {
+    // Node would answer a missing Host with a bare 400 itself; the listener answers it in JSON.
+    requireHostHeader: false,
+    headersTimeout: limits.headersTimeout,
+    requestTimeout: limits.requestTimeout,
+    keepAliveTimeout: limits.keepAliveTimeout,
+    // Node checks the two timeouts only this often (30 s by default), so a
+    // slow client would hold its connection far past them.
+    connectionsCheckingInterval: Math.max(100, Math.min(1000, Math.floor(limits.headersTimeout / 4))),
+  };
   const server: Server = tls ? createHttpsServer({ ...serverOptions, cert: tls.cert, key: tls.key }, listener) : createServer(serverOptions, listener);
+  server.maxConnections = limits.maxConnections;
   answerClientErrors(server);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

@@ -12,7 +12,26 @@ export interface ServeOptions {
   tls?: { cert: string; key: string };
   /** On `close()`, how long in-flight requests may take before connections are cut. Default 8000 ms. */
   shutdownTimeout?: number;
+  /**
+   * Connection limits (docs/runtimes.md#connection-limits). Node applies all
+   * four; Bun has only an idle timeout (from `keepAliveTimeout`, at least
+   * its own minimum); Deno none, so put a proxy in front of it.
+   */
+  limits?: ConnectionLimits;
 }
+
+export interface ConnectionLimits {
+  /** Time for a client to send the request headers, ms. Default 10,000. */
+  headersTimeout?: number;
+  /** Time for a client to send the whole request, ms. Default 30,000. */
+  requestTimeout?: number;
+  /** How long an idle keep-alive connection is kept, ms. Default 5,000. */
+  keepAliveTimeout?: number;
+  /** Most connections at once; further ones are closed as they arrive. Default 10,000. */
+  maxConnections?: number;
+}
+
+export const DEFAULT_LIMITS: Required<ConnectionLimits> = { headersTimeout: 10_000, requestTimeout: 30_000, keepAliveTimeout: 5_000, maxConnections: 10_000 };
 
 export interface Served {
   /** Where the server listens, e.g. `http://127.0.0.1:8787`. */
@@ -32,12 +51,23 @@ export const DEFAULT_HOSTNAME = '127.0.0.1';
 export const DEFAULT_SHUTDOWN_TIMEOUT_MS = 8000;
 
 /** The options with every default filled in, the same on every runtime. */
-export function resolveServeOptions(options: ServeOptions): { port: number; hostname: string; shutdownTimeout: number; tls: ServeOptions['tls'] } {
+export function resolveServeOptions(options: ServeOptions): {
+  port: number;
+  hostname: string;
+  shutdownTimeout: number;
+  tls: ServeOptions['tls'];
+  limits: Required<ConnectionLimits>;
+} {
+  const limits = { ...DEFAULT_LIMITS, ...options.limits };
+  for (const [name, value] of Object.entries(limits)) {
+    if (!Number.isInteger(value) || value < 1) throw new TypeError(`limits.${name} must be a whole number, at least 1.`);
+  }
   return {
     port: options.port ?? DEFAULT_PORT,
     hostname: options.hostname ?? DEFAULT_HOSTNAME,
     shutdownTimeout: options.shutdownTimeout ?? DEFAULT_SHUTDOWN_TIMEOUT_MS,
     tls: options.tls,
+    limits,
   };
 }
 

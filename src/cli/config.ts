@@ -5,6 +5,8 @@
  */
 import { LOG_LEVELS } from '../logger.js';
 import { normalisePublicUrl } from '../public-url.js';
+import type { ThrottleOptions } from '../throttle.js';
+import { DEFAULT_LIMITS, type ConnectionLimits } from '../../adapters/serve-options.js';
 import { MasterKeyError, parseMasterKey, type MasterKey } from '../storage/mysql/key-sealing.js';
 import { CliUsageError } from './io.js';
 
@@ -39,6 +41,12 @@ export interface ServerConfig {
   accessLog: boolean;
   /** METRICS_PORT: serve Prometheus metrics on their own listener (same HOST). */
   metricsPort?: number;
+  /** Throttling of failed authentication (AUTH_* variables), or false (THROTTLE_AUTH=false). */
+  throttle: ThrottleOptions | false;
+  /** MERCHANT_CONCURRENCY: listings one merchant may run at once. */
+  merchantConcurrency: number;
+  /** HEADERS_TIMEOUT, REQUEST_TIMEOUT, KEEP_ALIVE_TIMEOUT (ms) and MAX_CONNECTIONS. */
+  limits: Required<ConnectionLimits>;
 }
 
 /** Reads settings, collecting every problem rather than stopping at the first. */
@@ -118,6 +126,23 @@ export function readServerConfig(env: Env): ServerConfig {
     logLevel: logLevel as ServerConfig['logLevel'],
     accessLog: r.bool('ACCESS_LOG', true),
     metricsPort,
+    throttle: r.bool('THROTTLE_AUTH', true)
+      ? {
+          pairFailures: r.int('AUTH_FAILURES_PER_MERCHANT', 10, 1, 1_000_000),
+          pairBlockSeconds: r.int('AUTH_BLOCK_SECONDS', 300, 1, 86_400),
+          pairMaxBlockSeconds: r.int('AUTH_MAX_BLOCK_SECONDS', 3600, 1, 604_800),
+          addressFailures: r.int('AUTH_FAILURES_PER_ADDRESS', 100, 1, 1_000_000),
+          addressWindowSeconds: r.int('AUTH_ADDRESS_WINDOW_SECONDS', 3600, 1, 86_400),
+          addressBlockSeconds: r.int('AUTH_ADDRESS_BLOCK_SECONDS', 3600, 1, 604_800),
+        }
+      : false,
+    merchantConcurrency: r.int('MERCHANT_CONCURRENCY', 4, 1, 10_000),
+    limits: {
+      headersTimeout: r.int('HEADERS_TIMEOUT', DEFAULT_LIMITS.headersTimeout, 100, 600_000),
+      requestTimeout: r.int('REQUEST_TIMEOUT', DEFAULT_LIMITS.requestTimeout, 100, 3_600_000),
+      keepAliveTimeout: r.int('KEEP_ALIVE_TIMEOUT', DEFAULT_LIMITS.keepAliveTimeout, 100, 600_000),
+      maxConnections: r.int('MAX_CONNECTIONS', DEFAULT_LIMITS.maxConnections, 1, 1_000_000),
+    },
   };
   r.check();
   return config;

@@ -50,9 +50,11 @@ export async function serveCommand(runtime: ServeRuntime, io: CliIo): Promise<nu
       logger,
       accessLog: config.accessLog,
       hooks: metrics ? [metrics.hooks] : [],
+      throttle: config.throttle,
+      merchantConcurrency: config.merchantConcurrency,
     });
     const tls = config.tls && { cert: await readTlsFile('TLS_CERT_FILE', config.tls.certFile), key: await readTlsFile('TLS_KEY_FILE', config.tls.keyFile) };
-    served = await runtime.serve(api, { port: config.port, hostname: config.hostname, tls });
+    served = await runtime.serve(api, { port: config.port, hostname: config.hostname, tls, limits: config.limits });
     // Metrics on a listener of their own, so they are never public by accident.
     if (metrics) metricsServer = await runtime.serve(metrics, { port: config.metricsPort, hostname: config.hostname });
   } catch (error) {
@@ -65,6 +67,9 @@ export async function serveCommand(runtime: ServeRuntime, io: CliIo): Promise<nu
   const lines = [`merchant-api listening on ${served.url} (${runtime.name}, ${description})`];
   if (metricsServer) lines.push(`Metrics: ${metricsServer.url}/metrics`);
   if (!config.cursorSecret) lines.push('CURSOR_SECRET is not set: page cursors work only on this instance until it restarts.');
+  if (!config.publicUrl && !isLoopback(config.hostname)) {
+    lines.push(`Warning: PUBLIC_URL is not set and HOST ${config.hostname} is reachable from other machines: signatures are checked against the Host each request names. Set PUBLIC_URL to the URL merchants call.`);
+  }
   if (demo) {
     const publicBase = config.publicUrl?.[0] ?? served.url;
     lines.push(
@@ -125,4 +130,8 @@ async function openStorage(config: ServerConfig, runtime: ServeRuntime, io: CliI
     description: `storage: in memory, loaded from ${name}: ${parsed.merchants.length} merchants, ${parsed.users.length} users; changes are lost on exit`,
     demo: config.seedFile === undefined,
   };
+}
+
+function isLoopback(hostname: string): boolean {
+  return hostname === 'localhost' || hostname === '::1' || hostname === '[::1]' || /^127\./.test(hostname);
 }

@@ -1,0 +1,62 @@
+/**
+ * The limits through the standalone server on Node, Bun and Deno: failed
+ * authentication is throttled per (merchant, address) without touching
+ * another merchant, a blocked pair is refused even with the right key, and
+ * (on Node, the one runtime with a header timeout) a slow client is cut off.
+ */
+import { connect } from 'node:net';
+import { describe, expect, it } from 'vitest';
+import { basicAuth, send } from './fixtures/http-client.js';
+import { RUNTIMES, useCliServer } from './fixtures/runtime.js';
+import { conformanceSeed, MERCHANTS } from './fixtures/seeds.js';
+import { signedUrl } from './fixtures/test-signer.js';
+
+const { main, other } = MERCHANTS;
+
+for (const runtime of RUNTIMES) {
+  describe(`limits on ${runtime}`, () => {
+    const server = useCliServer(runtime, conformanceSeed(), { HEADERS_TIMEOUT: '1000', AUTH_BLOCK_SECONDS: '120' });
+
+    it('answers the 11th wrong key for a merchant 429 with Retry-After; another merchant from the same address is served', async () => {
+      for (let i = 0; i < 10; i++) expect((await send(`${server.url}/merchant/users?limit=1`, { headers: basicAuth(main.id, `wrong-${i}`) })).status).toBe(401);
+      const blocked = await send(`${server.url}/merchant/users?limit=1`, { headers: basicAuth(main.id, 'wrong-11') });
+      expect(blocked.status).toBe(429);
+      expect(Number(blocked.headers['retry-after'])).toBeGreaterThan(100);
+      expect(blocked.headers['ratelimit-policy']).toBe('"auth-merchant";q=10;w=120');
+      expect(JSON.parse(blocked.body).errors[0].code).toBe('too_many_requests');
+      expect((await send(`${server.url}/merchant/users?limit=1`, { headers: basicAuth(other.id, other.keys[0]) })).status).toBe(200);
+    });
+
+    it('refuses the blocked pair even with the right key, on both kinds of authentication', async () => {
+      expect((await send(`${server.url}/merchant/users?limit=1`, { headers: basicAuth(main.id, main.keys[0]) })).status).toBe(429);
+      const signed = await send(signedUrl({ secret: main.keys[0], url: `${server.url}/validatesignature`, cp: main.id }));
+      expect(signed.status).toBe(429);
+      expect(JSON.parse(signed.body)).toMatchObject({ status: 'error', is_valid: false });
+      expect(signed.headers['x-content-type-options']).toBe('nosniff');
+    });
+
+    if (runtime === 'node') {
+      it('cuts off a client that sends its headers too slowly, soon after the header timeout', async () => {
+        const { port } = new URL(server.url);
+        const started = Date.now();
+        const answer = await new Promise<string>((resolve, reject) => {
+          const socket = connect(Number(port), '127.0.0.1');
+          let received = '';
+          socket.on('data', (chunk) => (received += chunk.toString()));
+          socket.on('error', reject);
+          socket.on('close', () => resolve(received));
+          socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n');
+          // A byte now and then, never the blank line that ends the headers.
+          const drip = setInterval(() => socket.writable && socket.write('X'), 200);
+          socket.on('close', () => clearInterval(drip));
+          setTimeout(() => reject(new Error('still connected after 8 s')), 8000);
+        });
+        const elapsed = Date.now() - started;
+        expect(elapsed).toBeGreaterThanOrEqual(900);
+        expect(elapsed).toBeLessThan(6000);
+        expect(answer).toMatch(/^HTTP\/1\.1 408 /);
+        expect(answer).toContain('"code":"malformed_request"');
+      });
+    }
+  });
+}
