@@ -129,7 +129,8 @@ export interface SignUrlOptions {
 }
 
 /**
- * A ready signed URL: `params` plus a fresh `ts` and `salt`, and `hmac`.
+ * A ready signed URL: `params` plus a fresh `ts` and `salt` (unless `params`
+ * already has them), and `hmac`.
  *
  * @example
  * const url = signUrl('demo-secret', 'http://127.0.0.1:8787/validatesignature', { cp: 'demo-merchant' });
@@ -141,9 +142,9 @@ export function signUrl(secret: string, url: string | URL, params: SigningParams
   base.search = '';
   base.hash = '';
   pairs.push(...toPairs(params));
-  const ts = String(Math.floor((options.now ?? Date.now)() / 1000));
-  const salt = options.salt ?? randomSalt();
-  pairs.push(['ts', ts], ['salt', salt]);
+  if (pairs.some(([key]) => key === 'hmac')) throw new TypeError('signUrl: params must not hold hmac; signUrl adds it.');
+  if (!pairs.some(([key]) => key === 'ts')) pairs.push(['ts', String(Math.floor((options.now ?? Date.now)() / 1000))]);
+  if (!pairs.some(([key]) => key === 'salt')) pairs.push(['salt', options.salt ?? randomSalt()]);
   const hmac = sign(secret, { method: options.method ?? 'GET', url: base.href, params: pairs });
   pairs.push(['hmac', hmac]);
   return `${base.href}?${pairs.map(([k, v]) => `${pct(k)}=${pct(v)}`).join('&')}`;

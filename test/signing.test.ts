@@ -125,4 +125,12 @@ describe('signUrl', () => {
     expect(signed.searchParams.get('extra')).toBe('1');
     expect(verify(signed.searchParams.get('hmac')!, ['k'], { method: 'GET', url: 'http://x/validatesignature', params: [...signed.searchParams] })).toBe(true);
   });
+
+  it('uses a ts and salt given in params instead of adding a second of each; refuses an hmac in params', () => {
+    const signed = new URL(signUrl('k', 'http://x/validatesignature', [['cp', 'm'], ['ts', '1700000000'], ['salt', 'mine']]));
+    expect(signed.searchParams.getAll('ts')).toEqual(['1700000000']);
+    expect(signed.searchParams.getAll('salt')).toEqual(['mine']);
+    expect(verify(signed.searchParams.get('hmac')!, ['k'], { method: 'GET', url: 'http://x/validatesignature', params: [...signed.searchParams] })).toBe(true);
+    expect(() => signUrl('k', 'http://x/validatesignature', { cp: 'm', hmac: 'x' })).toThrow(/must not hold hmac/);
+  });
 });
