@@ -3,7 +3,10 @@
  * request costs no key query and no decryption. The price is staleness: a
  * revoked key, a new key or a status change reaches an instance only when
  * its entry expires, so `ttlMs` is how long a revoked key may still work.
- * Unknown merchants are not cached: a merchant added by the CLI works at once.
+ * Unknown ids are cached as absent for `ttlMs` too, in a bounded map of their
+ * own: guessing merchant ids then costs no query, and answers as fast as a
+ * wrong key for a known merchant. So a merchant added by the CLI may take up
+ * to `ttlMs` to work on an instance that was just asked for it.
  */
 import type { Merchant } from '../../storage.js';
 
@@ -12,12 +15,14 @@ interface Entry {
   expiresAt: number;
 }
 
-/** Bounds memory even if a caller makes up merchant ids that exist. */
+/** Bounds memory (each map) whatever merchant ids callers make up. */
 const MAX_ENTRIES = 10_000;
 
 /** Merchants by id for `ttlMs`, with one load at a time per id; callers get copies. */
 export class MerchantCache {
   readonly #entries = new Map<string, Entry>();
+  /** Ids known to be absent, with when that stops being trusted. */
+  readonly #absent = new Map<string, number>();
   readonly #loading = new Map<string, Promise<Merchant | undefined>>();
 
   constructor(
@@ -30,11 +35,18 @@ export class MerchantCache {
     if (this.ttlMs <= 0) return load();
     const entry = this.#entries.get(id);
     if (entry && entry.expiresAt > this.clock()) return copy(entry.merchant);
+    const absentUntil = this.#absent.get(id);
+    if (absentUntil !== undefined && absentUntil > this.clock()) return undefined;
     const pending = this.#loading.get(id);
     if (pending) return pending.then((merchant) => merchant && copy(merchant));
     const loading = load().then((merchant) => {
-      if (merchant) this.#store(id, merchant);
-      else this.#entries.delete(id);
+      if (merchant) {
+        this.#absent.delete(id);
+        this.#store(id, merchant);
+      } else {
+        this.#entries.delete(id);
+        remember(this.#absent, id, this.clock() + this.ttlMs);
+      }
       return merchant;
     });
     this.#loading.set(id, loading);
@@ -48,19 +60,30 @@ export class MerchantCache {
 
   /** Forgets one merchant (after a change made through this process) or all. */
   invalidate(id?: string): void {
-    if (id === undefined) this.#entries.clear();
-    else this.#entries.delete(id);
+    if (id === undefined) {
+      this.#entries.clear();
+      this.#absent.clear();
+    } else {
+      this.#entries.delete(id);
+      this.#absent.delete(id);
+    }
+  }
+
+  /** Entries held, for tests. */
+  get size(): { merchants: number; absent: number } {
+    return { merchants: this.#entries.size, absent: this.#absent.size };
   }
 
   #store(id: string, merchant: Merchant): void {
-    if (this.#entries.size >= MAX_ENTRIES && !this.#entries.has(id)) {
-      // Map iterates in insertion order: drop the oldest entry.
-      const oldest = this.#entries.keys().next().value;
-      if (oldest !== undefined) this.#entries.delete(oldest);
-    }
-    this.#entries.delete(id);
-    this.#entries.set(id, { merchant: copy(merchant), expiresAt: this.clock() + this.ttlMs });
+    remember(this.#entries, id, { merchant: copy(merchant), expiresAt: this.clock() + this.ttlMs });
   }
+}
+
+/** Sets `id` as the newest entry; Map iterates in insertion order, so beyond the bound the oldest goes. */
+function remember<V>(map: Map<string, V>, id: string, value: V): void {
+  map.delete(id);
+  map.set(id, value);
+  if (map.size > MAX_ENTRIES) map.delete(map.keys().next().value!);
 }
 
 function copy(merchant: Merchant): Merchant {
