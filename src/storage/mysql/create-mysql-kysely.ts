@@ -64,6 +64,15 @@ export function createMysqlKysely(url: string, options: MysqlKyselyOptions = {})
         if (error) connection.destroy();
       },
     );
+    // The server stops a statement too when the query timeout passes, so no
+    // query keeps a connection (and its locks) busy after its caller gave
+    // up: MariaDB's max_statement_time (seconds), else MySQL's
+    // max_execution_time (milliseconds, SELECT only).
+    if (config.queryTimeout > 0) {
+      connection.query(`SET SESSION max_statement_time = ${config.queryTimeout / 1000}`, (error: { errno?: number } | null) => {
+        if (error?.errno === 1193) connection.query(`SET SESSION max_execution_time = ${config.queryTimeout}`, () => undefined);
+      });
+    }
   });
   const wrapped = new WeakMap<PoolConnection, MysqlPoolConnection>();
   const timedPool: MysqlPool = {
