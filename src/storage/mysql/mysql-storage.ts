@@ -24,9 +24,13 @@ export interface MysqlStorageOptions {
    * merchant keeps working on an instance for at most this long.
    */
   keyCacheTtlMs?: number;
-  /** How often a `recordSalt` may trigger pruning of expired salts, in ms (default 60000; 0 never). */
+  /**
+   * How often a `recordSalt` may trigger pruning of expired salts, in ms
+   * (default 1000; 0 never). A run that left a backlog is followed by the
+   * next at once, so pruning keeps pace with the rate of new salts.
+   */
   saltPruneIntervalMs?: number;
-  /** Rows per prune statement and statements per prune run (defaults 1000 and 20). */
+  /** Rows per prune statement and statements per prune run (defaults 5000 and 20). */
   saltPrune?: PruneOptions;
   /** Destroy `db` in `close()` (default false: the caller owns the pool). */
   destroyOnClose?: boolean;
@@ -49,6 +53,7 @@ export class MysqlStorage implements Storage {
   readonly #cache: MerchantCache;
   readonly #options: MysqlStorageOptions;
   #lastPrune = -Infinity;
+  #pruneBacklog = false;
   #pruning: Promise<void> | undefined;
   #closed = false;
 
@@ -158,13 +163,23 @@ export class MysqlStorage implements Storage {
     }
   }
 
+  /**
+   * Starts a background prune when the interval has passed. A run that
+   * stopped at its batch limit left a backlog: the next request starts the
+   * next run at once, so pruning keeps pace with any rate of new salts the
+   * database can delete, instead of a fixed number of rows per interval.
+   */
   #maybePrune(now: number): void {
-    const interval = this.#options.saltPruneIntervalMs ?? 60_000;
-    if (interval <= 0 || this.#pruning || performance.now() - this.#lastPrune < interval) return;
+    const interval = this.#options.saltPruneIntervalMs ?? 1000;
+    if (interval <= 0 || this.#pruning) return;
+    if (!this.#pruneBacklog && performance.now() - this.#lastPrune < interval) return;
     this.#lastPrune = performance.now();
-    this.#pruning = pruneExpiredSalts(this.#db, now, this.#options.saltPrune)
+    const options = { batchSize: 5000, maxBatches: 20, ...this.#options.saltPrune };
+    this.#pruning = pruneExpiredSalts(this.#db, now, options)
       .then(
-        () => undefined,
+        (deleted) => {
+          this.#pruneBacklog = deleted >= options.batchSize * options.maxBatches;
+        },
         (error: unknown) => this.#options.onBackgroundError?.(storageError(error, 'salt pruning')),
       )
       .finally(() => {
