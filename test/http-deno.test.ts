@@ -1,20 +1,23 @@
-/** The HTTP conformance suite against the standalone server on a real Deno process. */
-import { describeHttpConformance } from './http-conformance.js';
+/** The HTTP conformance suite against the standalone server on a real Deno process, then every answer it got against /openapi.json. */
+import { describeHttpConformance, type ConformanceOptions } from './http-conformance.js';
+import { recordResponses } from './fixtures/http-client.js';
 import { useCliServer } from './fixtures/runtime.js';
 import { conformanceSeed } from './fixtures/seeds.js';
+import { describeRecordedAnswersMatchOpenApi } from './support/openapi-validator.js';
 
 const server = useCliServer('deno', conformanceSeed());
+const recorded = recordResponses();
 
-describeHttpConformance({
-  baseUrl: () => server.url,
-  // Deno's HTTP parser (hyper) answers these itself with a bare status line; Deno.serve has no hook to answer them in JSON.
-  runtimeAnswers: {
-    'query with raw invalid UTF-8 bytes': 400,
-    'request line with a raw NUL byte': 400,
-    'request line longer than 64 KiB': 400,
-    'header longer than 64 KiB': 400,
-    'header with a control character': 400,
-    'garbage instead of a request line': 400,
-    'two Host header lines': 400,
-  },
-});
+// Deno's HTTP parser (hyper) answers these itself with a bare status line; Deno.serve has no hook to answer them in JSON.
+const runtimeAnswers: ConformanceOptions['runtimeAnswers'] = {
+  'query with raw invalid UTF-8 bytes': 400,
+  'request line with a raw NUL byte': 400,
+  'request line longer than 64 KiB': 400,
+  'header longer than 64 KiB': 400,
+  'header with a control character': 400,
+  'garbage instead of a request line': 400,
+  'two Host header lines': 400,
+};
+
+describeHttpConformance({ baseUrl: () => server.url, runtimeAnswers });
+describeRecordedAnswersMatchOpenApi({ runtime: 'deno', baseUrl: () => server.url, recorded, runtimeAnswers });
