@@ -14,6 +14,7 @@ export const entries = {
   deno: 'adapters/deno.ts',
   'storage/memory': 'src/storage/memory.ts',
   'storage/mysql': 'src/storage/mysql/index.ts',
+  client: 'src/client/index.ts',
 } as const;
 
 export default defineConfig([

@@ -20,6 +20,7 @@ const EXPECTED: Record<string, string[]> = {
     'generateApiKey', 'generateMasterKey', 'importSeed', 'importUserFile', 'listMerchants', 'migrateToLatest', 'openApiKey', 'parseMasterKey',
     'parseMysqlUrl', 'rotateMerchantKey', 'sealApiKey', 'setMerchantStatus',
   ],
+  './client': ['MerchantApiError', 'MerchantClientError', 'MerchantNetworkError', 'MerchantTimeoutError', 'createMerchantClient'],
 };
 
 const pkg = JSON.parse(readFileSync(`${ROOT}package.json`, 'utf8')) as { exports: Record<string, { import: { default: string }; require: { default: string } } | string> };

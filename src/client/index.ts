@@ -1,0 +1,30 @@
+/**
+ * `merchant-api/client`: the Merchant API from a merchant's side
+ * (docs/client.md). Runs on Node 20+, Bun and Deno; imports nothing of the
+ * server but the signing functions of `merchant-api/signing`.
+ */
+export { createMerchantClient, type MerchantClient } from './client.js';
+export { MerchantApiError, MerchantClientError, MerchantNetworkError, MerchantTimeoutError, type NetworkErrorKind } from './errors.js';
+export type {
+  ClientErrorCode,
+  ErrorCode,
+  ErrorDetail,
+  ExportOptions,
+  MerchantClientOptions,
+  RequestOptions,
+  RetryInfo,
+  RetryOptions,
+  ServerErrorCode,
+  SignatureErrorCode,
+  SignatureResult,
+  SigningParams,
+  Timestamp,
+  UserFilters,
+  UserPage,
+  UserPagesOptions,
+  UserRecord,
+  UsersEnvelope,
+  UsersOptions,
+  UsersQuery,
+  ValidateSignatureOptions,
+} from './types.js';

@@ -1,0 +1,188 @@
+/**
+ * The types of `merchant-api/client`, in one place. The record and the error
+ * codes are the server's own types (type-only imports: nothing of the server
+ * is bundled); the rest describe the wire (docs/protocol.md#users) and the
+ * client's options. test/client-types.test.ts checks them both ways against
+ * types generated from the server's OpenAPI document, so they cannot drift.
+ */
+import type { MerchantApiErrorCode } from '../errors.js';
+import type { SigningParams } from '../signing.js';
+import type { UserRecord } from '../storage.js';
+
+export type { UserRecord, SigningParams };
+
+/** The codes the server puts in `errors[].code` of the envelope (docs/protocol.md#errors). */
+export type ServerErrorCode = MerchantApiErrorCode;
+
+/**
+ * Codes the client gives `/validatesignature` answers, whose bodies carry a
+ * message but no code; derived from the status and the documented message
+ * (docs/protocol.md#validating-a-signature).
+ */
+export type SignatureErrorCode =
+  | 'missing_parameter'
+  | 'invalid_parameter'
+  | 'unknown_merchant'
+  | 'merchant_disabled'
+  | 'signature_mismatch'
+  | 'invalid_timestamp'
+  | 'timestamp_out_of_window'
+  | 'salt_reused'
+  | 'malformed_request';
+
+/**
+ * The client's own codes: `invalid_response` for an answer that is not the
+ * documented JSON (a proxy's HTML page, a cut document); `redirected` for a
+ * 3xx, which the client does not follow (a signature covers the URL called).
+ */
+export type ClientErrorCode = 'invalid_response' | 'redirected';
+
+/** Every code `MerchantApiError.code` can hold, known today; a newer server may send others. */
+export type ErrorCode = ServerErrorCode | SignatureErrorCode | ClientErrorCode;
+
+/** One problem as the envelope lists it. */
+export interface ErrorDetail {
+  code: ServerErrorCode;
+  message: string;
+  /** The parameter concerned, as it was sent. */
+  param?: string;
+}
+
+/** The answer of `/validatesignature`, `{"status":"ok","is_valid":true}` when valid. */
+export interface SignatureResult {
+  status: 'ok' | 'error';
+  is_valid: boolean;
+  message?: string;
+}
+
+/** The envelope of the user endpoints (docs/protocol.md#users). */
+export interface UsersEnvelope {
+  status: 'ok' | 'error';
+  data: UserRecord[];
+  /** Only on paged lists: the cursor of the next page, or null on the last one. */
+  next_cursor?: string | null;
+  errors: ErrorDetail[];
+}
+
+/**
+ * The query of `GET /merchant/users` as sent on the wire
+ * (docs/protocol.md#pagination-and-cursors and #filters).
+ */
+export interface UsersQuery {
+  limit?: number;
+  cursor?: string;
+  active?: 'true' | 'false';
+  joined_after?: string;
+  joined_before?: string;
+}
+
+/** A timestamp filter: an ISO 8601 / RFC 3339 string as docs/protocol.md#filters accepts, or a `Date`. */
+export type Timestamp = string | Date;
+
+/** The filters of the user list (docs/protocol.md#filters). They combine. */
+export interface UserFilters {
+  /** true: users with `deactivated_at` null; false: deactivated users. */
+  active?: boolean;
+  /** Users who joined strictly after this time. */
+  joinedAfter?: Timestamp;
+  /** Users who joined strictly before this time. */
+  joinedBefore?: Timestamp;
+}
+
+/** Options of `users()`: the filters and the page size of the requests made. */
+export interface UsersOptions extends UserFilters {
+  /** Users per request, 1 to 1000 (default 1000). */
+  pageSize?: number;
+  /** Stops the iteration: the request in flight is aborted. */
+  signal?: AbortSignal;
+}
+
+/** Options of `userPages()`. */
+export interface UserPagesOptions extends UsersOptions {
+  /**
+   * Resume after a page: the `nextCursor` of the last page you have. Pass the
+   * same filters as for the first page. Without `pageSize`, the page size stays
+   * what it was.
+   */
+  cursor?: string;
+}
+
+/** One page of the user list. */
+export interface UserPage {
+  users: UserRecord[];
+  /** The cursor of the next page, or null on the last page. */
+  nextCursor: string | null;
+}
+
+/** Options of `exportUsers()`. */
+export interface ExportOptions extends UserFilters {
+  /** Stops the export: the streamed response is aborted. */
+  signal?: AbortSignal;
+}
+
+/** Options of `validateSignature()`. */
+export interface ValidateSignatureOptions {
+  /** Further query parameters; the signature covers them too. */
+  params?: SigningParams;
+  signal?: AbortSignal;
+}
+
+/** Options of `user()`. */
+export interface RequestOptions {
+  signal?: AbortSignal;
+}
+
+/** How the client retries (see `MerchantClientOptions.retries`). */
+export interface RetryOptions {
+  /** Retries after the first attempt (default 3); 0 never retries. */
+  maxRetries?: number;
+  /** First backoff in ms, doubled on each retry, with full jitter (default 250). */
+  baseDelayMs?: number;
+  /** Longest backoff in ms, and the longest `Retry-After` honoured by waiting (default 10,000). */
+  maxDelayMs?: number;
+  /** Total time in ms for all attempts and waits of one call (default 60,000). */
+  deadlineMs?: number;
+  /** Called before each wait: for logs and metrics. */
+  onRetry?: (info: RetryInfo) => void;
+}
+
+/** What `onRetry` learns about a retry. */
+export interface RetryInfo {
+  /** The retry about to be made: 1 for the first. */
+  retry: number;
+  /** Milliseconds the client waits before it. */
+  delayMs: number;
+  method: string;
+  /** The URL of the failed attempt, without a signature or credentials. */
+  url: string;
+  /** The status that caused it (503, 429), or undefined for a connection failure. */
+  status?: number;
+  /** The error that caused it. */
+  error: Error;
+}
+
+/** Options of `createMerchantClient`. */
+export interface MerchantClientOptions {
+  /** Where the API is, with its base path if it is mounted under one: `https://api.example.com/merchant-api`. */
+  baseUrl: string | URL;
+  merchantId: string;
+  apiKey: string;
+  /** The `fetch` to use (default the global one): for proxies, instrumentation and tests. */
+  fetch?: typeof fetch;
+  /**
+   * Milliseconds one request may wait for the answer's headers, and then for
+   * each further piece of its body (default 30,000). A streamed export may
+   * take longer in total as long as data keeps coming.
+   */
+  timeoutMs?: number;
+  /** Retry policy; a number is `maxRetries`; false or 0 never retries (default: 3 retries within 60 s). */
+  retries?: number | false | RetryOptions;
+  /** The `User-Agent` header (default `merchant-api-client`). */
+  userAgent?: string;
+  /** Aborts every request of this client. */
+  signal?: AbortSignal;
+  /** The clock for the `ts` of signatures, in ms (default `Date.now`): for tests, or to correct a known offset. */
+  now?: () => number;
+  /** Makes the salt of each signature (default 16 random bytes as hex): for tests; must differ every time. */
+  salt?: () => string;
+}
