@@ -4,8 +4,10 @@ import { recordResponses } from './fixtures/http-client.js';
 import { useCliServer } from './fixtures/runtime.js';
 import { conformanceSeed } from './fixtures/seeds.js';
 import { describeRecordedAnswersMatchOpenApi } from './support/openapi-validator.js';
+import { describeObservability } from './http-observability.js';
 
-const server = useCliServer('deno', conformanceSeed());
+// Metrics on, and every log line written, for the observability checks at the end.
+const server = useCliServer('deno', conformanceSeed(), { METRICS_PORT: '0', LOG_LEVEL: 'debug' });
 const recorded = recordResponses();
 
 // Deno's HTTP parser (hyper) answers these itself with a bare status line; Deno.serve has no hook to answer them in JSON.
@@ -21,3 +23,4 @@ const runtimeAnswers: ConformanceOptions['runtimeAnswers'] = {
 
 describeHttpConformance({ baseUrl: () => server.url, runtimeAnswers });
 describeRecordedAnswersMatchOpenApi({ runtime: 'deno', baseUrl: () => server.url, recorded, runtimeAnswers });
+describeObservability({ server: () => server.process, recorded });

@@ -4,9 +4,12 @@ import { recordResponses } from './fixtures/http-client.js';
 import { useCliServer } from './fixtures/runtime.js';
 import { conformanceSeed } from './fixtures/seeds.js';
 import { describeRecordedAnswersMatchOpenApi } from './support/openapi-validator.js';
+import { describeObservability } from './http-observability.js';
 
-const server = useCliServer('node', conformanceSeed());
+// Metrics on, and every log line written, for the observability checks at the end.
+const server = useCliServer('node', conformanceSeed(), { METRICS_PORT: '0', LOG_LEVEL: 'debug' });
 const recorded = recordResponses();
 
 describeHttpConformance({ baseUrl: () => server.url });
 describeRecordedAnswersMatchOpenApi({ runtime: 'node', baseUrl: () => server.url, recorded });
+describeObservability({ server: () => server.process, recorded });
