@@ -63,15 +63,16 @@ export function answerClientErrors(server: Server): void {
       socket.destroy();
       return;
     }
-    const [status, reason, message] =
+    const [status, reason, code, message] =
       error.code === 'HPE_HEADER_OVERFLOW'
-        ? [431, 'Request Header Fields Too Large', 'The request headers are too large.']
+        ? [431, 'Request Header Fields Too Large', 'headers_too_large', 'The request headers are too large.']
         : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-          ? [408, 'Request Timeout', 'The request took too long to arrive.']
-          : [400, 'Bad Request', 'The request could not be parsed.'];
-    const body = `{"status":"error","data":[],"errors":[${JSON.stringify({ code: 'malformed_request', message })}]}`;
+          ? [408, 'Request Timeout', 'request_timeout', 'The request took too long to arrive.']
+          : [400, 'Bad Request', 'malformed_request', 'The request could not be parsed.'];
+    const body = `{"status":"error","data":[],"errors":[${JSON.stringify({ code, message })}]}`;
     socket.end(
       `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncache-control: no-store\r\n` +
+        `x-content-type-options: nosniff\r\nx-request-id: ${crypto.randomUUID()}\r\n` +
         `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
     );
   });

@@ -15,6 +15,8 @@ export type MerchantApiErrorCode =
   | 'invalid_cursor'
   | 'malformed_request'
   | 'uri_too_long'
+  | 'request_timeout'
+  | 'headers_too_large'
   | 'storage_unavailable'
   | 'too_many_requests'
   | 'internal_error';
@@ -29,6 +31,8 @@ const statusByCode: Record<MerchantApiErrorCode, number> = {
   invalid_cursor: 400,
   malformed_request: 400,
   uri_too_long: 414,
+  request_timeout: 408,
+  headers_too_large: 431,
   storage_unavailable: 503,
   too_many_requests: 429,
   internal_error: 500,

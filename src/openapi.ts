@@ -32,8 +32,10 @@ const ERROR_CODES: Record<MerchantApiErrorCode, string> = {
   unknown_parameter: 'a parameter the endpoint does not take, one error per name',
   invalid_parameter: 'a bad or repeated value',
   invalid_cursor: 'a cursor this server did not issue for this merchant and these filters',
-  malformed_request: 'a request that cannot be read honestly: bad percent-encoding, invalid UTF-8, a NUL, too many parameters, a bad or repeated Host; also the code of the 408 and 431 answered by the Node adapter',
+  malformed_request: 'a request that cannot be read honestly: bad percent-encoding, invalid UTF-8, a NUL, too many parameters, a bad or repeated Host',
   uri_too_long: `a query string longer than ${MAX_QUERY_LENGTH} characters`,
+  request_timeout: 'the request did not arrive within the server\'s header or request timeout (the Node adapter)',
+  headers_too_large: 'the request line and headers are larger than the runtime accepts (the Node adapter)',
   storage_unavailable: 'the storage failed or missed its deadline',
   too_many_requests: 'throttled after failed authentications, or too many listings of one merchant at once',
   internal_error: 'an unexpected failure (a bug); the answer says nothing about it',
@@ -117,13 +119,13 @@ function sharedErrors(route: Route, operation: Operation): Record<string, Json> 
       { Allow: header('The methods this path answers.', { type: 'string', const: allowedMethods(route) }, true) },
     ),
     '408': adapterResponse(
-      'Node only: the request did not arrive within the server\'s request timeout. Answered by the adapter, in the envelope shape, code `malformed_request`.',
-      envelopeError(['malformed_request']),
+      'Node only: the request did not arrive within the server\'s header or request timeout. Answered by the adapter, in the envelope shape, code `request_timeout`.',
+      envelopeError(['request_timeout']),
     ),
     '431': adapterResponse(
       'The request line and headers are larger than the runtime accepts (Node and Bun: 16 KiB; Deno answers 400). Node answers in the ' +
-        'envelope shape, code `malformed_request`; Bun answers a bare status line with no body.',
-      envelopeError(['malformed_request']),
+        'envelope shape, code `headers_too_large`; Bun answers a bare status line with no body.',
+      envelopeError(['headers_too_large']),
     ),
     '500': response(
       'An unexpected failure (a bug). The body says nothing about it. Should the runtime itself fail, the Bun and Deno adapters answer in the envelope shape.',

@@ -61,7 +61,8 @@ const STORAGE_UNAVAILABLE_DETAILS: ErrorDetail[] = [{ code: 'storage_unavailable
  * errorResponse(new MerchantApiError('malformed_request', 'Bad Host header.'))
  */
 export function errorResponse(error: unknown, options: { shape?: ErrorShape; head?: boolean } = {}): Response {
-  return toResponse(errorReply(error, options.shape ?? 'envelope'), options.head ?? false);
+  // Headers every answer has; a request id of its own, since no handler saw the request.
+  return toResponse(errorReply(error, options.shape ?? 'envelope'), options.head ?? false, { 'x-request-id': crypto.randomUUID(), 'x-content-type-options': 'nosniff' });
 }
 
 const utf8 = new TextEncoder();

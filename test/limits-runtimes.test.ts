@@ -55,7 +55,7 @@ for (const runtime of RUNTIMES) {
         expect(elapsed).toBeGreaterThanOrEqual(900);
         expect(elapsed).toBeLessThan(6000);
         expect(answer).toMatch(/^HTTP\/1\.1 408 /);
-        expect(answer).toContain('"code":"malformed_request"');
+        expect(answer).toContain('"code":"request_timeout"');
       });
     }
   });
