@@ -210,7 +210,12 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
     return (bytes: number, aborted: boolean) => {
       releases.get(ctx)?.();
       if (aborted) logger.error({ event: 'stream_aborted', request_id: ctx.requestId, route: ctx.route ?? null, bytes });
-      if (onFinish) safely('onFinish', () => onFinish(ctx, { status, bytes, durationMs: performance.now() - started, aborted }));
+      if (!onFinish) return;
+      try {
+        onFinish(ctx, { status, bytes, durationMs: performance.now() - started, aborted });
+      } catch (error) {
+        logger.error({ event: 'hook_failed', hook: 'onFinish', ...describeError(error) });
+      }
     };
   }
 

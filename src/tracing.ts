@@ -4,7 +4,7 @@
  * the registered propagator, and a child span per storage call. Until the
  * embedding application registers an SDK every call here is the API's no-op.
  */
-import { context, propagation, SpanKind, SpanStatusCode, trace, type Context, type Span, type TextMapGetter } from '@opentelemetry/api';
+import { context, propagation, ProxyTracerProvider, SpanKind, SpanStatusCode, trace, type Context, type Span, type TextMapGetter } from '@opentelemetry/api';
 import type { RequestContext } from './context.js';
 import type { MerchantApiHooks } from './hooks.js';
 
@@ -18,11 +18,21 @@ interface Traced {
   context: Context;
 }
 
+/** The provider a `ProxyTracerProvider` hands out while no SDK is registered. */
+const NO_SDK = new ProxyTracerProvider().getDelegate();
+
+/** True while no SDK is registered: every span would be a no-op, so none is started. */
+function noSdk(): boolean {
+  const provider = trace.getTracerProvider();
+  return provider instanceof ProxyTracerProvider ? provider.getDelegate() === NO_SDK : provider === NO_SDK;
+}
+
 export function tracingHooks(): MerchantApiHooks {
   const tracer = trace.getTracer('merchant-api');
   const spans = new WeakMap<RequestContext, Traced>();
 
   const start = (ctx: RequestContext): Traced | undefined => {
+    if (noSdk()) return undefined;
     const parent = propagation.extract(context.active(), ctx.request.headers, headerGetter);
     const span = tracer.startSpan(ctx.route === undefined ? ctx.method : `${ctx.method} ${ctx.route}`, { kind: SpanKind.SERVER, startTime: ctx.startTime }, parent);
     // Without an SDK (or when sampled out) the span records nothing: keep no
