@@ -30,6 +30,8 @@ describe('a server that never answers (a raw TCP server that accepts and stays s
   beforeAll(async () => {
     silent = createServer((socket) => {
       sockets.add(socket);
+      // A client that gives up (or exits) resets the connection: expected here.
+      socket.on('error', () => undefined);
       socket.on('close', () => sockets.delete(socket));
     });
     await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));

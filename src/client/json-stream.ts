@@ -38,6 +38,17 @@ const enum State {
   Done,
 }
 
+/**
+ * A complete object with no object or array inside (a user record): `{`,
+ * then any characters but quotes and brackets, or whole strings (unrolled,
+ * so it never backtracks much), then `}`.
+ */
+const FLAT_OBJECT = /\{(?:[^"{}[\]]|"[^"\\]*(?:\\.[^"\\]*)*")*\}/y;
+
+function isSpace(c: number): boolean {
+  return c === 32 || c === 10 || c === 13 || c === 9;
+}
+
 /** Quotes and brackets: what a scan of an object or array stops at. */
 const STRUCTURE = /["{}[\]]/g;
 /** Where a number, true, false or null ends. */
@@ -80,6 +91,54 @@ export class JsonEnvelopeParser {
     }
     if (!this.seenArray) throw new JsonStreamError(`The document has no "${this.arrayKey}" array.`);
     return out;
+  }
+
+  /**
+   * Every complete element from `pos` on, and the commas between them; stops
+   * at the array's `]` (state AfterValue) or at an incomplete element (state
+   * Element, returning where it starts). The run of elements is parsed with
+   * one `JSON.parse` of `[` + the run + `]`: one call per piece of the body
+   * rather than one per element.
+   */
+  private elements_(buf: string, pos: number, out: unknown[], final: boolean): number {
+    const length = buf.length;
+    const runStart = pos;
+    let runEnd = -1;
+    this.state = State.Element;
+    for (;;) {
+      // A flat object (strings, numbers, literals) in one step of the regular expression; anything else, or an
+      // object not complete yet, by the general scan.
+      FLAT_OBJECT.lastIndex = pos;
+      const end = buf.charCodeAt(pos) === 123 && FLAT_OBJECT.test(buf) ? FLAT_OBJECT.lastIndex : scanValue(buf, pos, final);
+      if (end < 0) break;
+      if (end === pos) throw unexpected(buf[pos], pos, 'a value');
+      runEnd = end;
+      pos = end;
+      while (pos < length && isSpace(buf.charCodeAt(pos))) pos++;
+      if (pos >= length) {
+        this.state = State.ElementSeparator;
+        break;
+      }
+      const c = buf.charCodeAt(pos);
+      if (c === 44 /* , */) {
+        pos++;
+        while (pos < length && isSpace(buf.charCodeAt(pos))) pos++;
+        if (pos >= length) break;
+        continue;
+      }
+      if (c === 93 /* ] */) {
+        this.state = State.AfterValue;
+        pos++;
+        break;
+      }
+      throw unexpected(buf[pos], pos, '"," or "]"');
+    }
+    if (runEnd >= 0) {
+      const parsed = parse(`[${buf.slice(runStart, runEnd)}]`, 0, runEnd - runStart + 2) as unknown[];
+      for (let i = 0; i < parsed.length; i++) out.push(parsed[i]);
+    }
+    // State Element: stopped at an incomplete element (or after a comma), where the next piece resumes.
+    return pos;
   }
 
   /** Runs the state machine over `buf` from `pos`; returns where it stopped (at an incomplete token). */
@@ -144,14 +203,10 @@ export class JsonEnvelopeParser {
             break;
           }
         // falls through: the first element
-        case State.Element: {
-          const end = scanValue(buf, pos, final);
-          if (end < 0) return pos;
-          out.push(parse(buf, pos, end));
-          this.state = State.ElementSeparator;
-          pos = end;
+        case State.Element:
+          pos = this.elements_(buf, pos, out, final);
+          if (this.state === State.Element) return pos;
           break;
-        }
         case State.ElementSeparator:
           if (c === ',') this.state = State.Element;
           else if (c === ']') this.state = State.AfterValue;
