@@ -18,14 +18,17 @@ import type {
   ExportOptions,
   MerchantClientOptions,
   RequestOptions,
+  ErrorEnvelope,
+  SignatureErrorBody,
   SignatureErrorCode,
   SignatureResult,
   SigningParams,
   UserFilters,
   UserPage,
   UserPagesOptions,
+  UserListBody,
+  UserPageBody,
   UserRecord,
-  UsersEnvelope,
   UsersOptions,
   UsersQuery,
   ValidateSignatureOptions,
@@ -186,7 +189,7 @@ class Client implements MerchantClient {
     if (typeof sharedUserId !== 'string' || sharedUserId === '') throw new TypeError('user(): sharedUserId must be a non-empty string.');
     const url = `${this.baseUrl}/merchant/users/${pct(sharedUserId)}`;
     return this.call({ method: 'GET', url }, () => url, this.basicAuth(), options.signal, (body) => {
-      const user = envelope(body).data[0];
+      const user = listBody(body).data[0];
       if (!user) throw new Error('no record in "data"');
       return user;
     });
@@ -211,7 +214,7 @@ class Client implements MerchantClient {
       const url = `${this.baseUrl}/merchant/users?${queryString(query)}`;
       // Each page is its own call, retried with the same cursor: a retry never restarts the listing or repeats a user.
       const page = await this.call({ method: 'GET', url }, () => url, this.basicAuth(), options.signal, (body) => {
-        const answer = envelope(body);
+        const answer = listBody(body) as UserPageBody;
         const next = answer.next_cursor;
         if (next !== null && (typeof next !== 'string' || next === '')) throw new Error('no "next_cursor" on a page');
         return { users: answer.data, nextCursor: next };
@@ -426,7 +429,7 @@ async function errorOf(response: Response, attempt: Attempt, target: Target, pol
   } catch {
     // Not JSON: a proxy's or another server's page.
   }
-  const shaped = body as Partial<UsersEnvelope & SignatureResult> | undefined;
+  const shaped = body as Partial<ErrorEnvelope & SignatureErrorBody> | undefined;
   if (shaped && typeof shaped === 'object' && Array.isArray(shaped.errors) && shaped.errors.length > 0) {
     const details = shaped.errors as ErrorDetail[];
     return new MerchantApiError({ ...common, body, details, code: String(details[0]!.code), message: details.map((d) => d.message).join(' ') }, target);
@@ -452,6 +455,8 @@ export function signatureCode(status: number, message: string | undefined): Sign
   if (status === 503) return 'storage_unavailable';
   if (status === 414) return 'uri_too_long';
   if (status === 405) return 'method_not_allowed';
+  if (status === 408) return 'request_timeout';
+  if (status === 431) return 'headers_too_large';
   if (status === 404) return 'not_found';
   if (status >= 500) return 'internal_error';
   if (text.startsWith('Missing required parameter')) return 'missing_parameter';
@@ -467,8 +472,8 @@ function requestIdOf(response: Response): string | undefined {
   return response.headers.get('x-request-id') ?? undefined;
 }
 
-function envelope(body: unknown): UsersEnvelope {
-  const answer = body as UsersEnvelope;
+function listBody(body: unknown): UserListBody {
+  const answer = body as UserListBody;
   if (typeof answer !== 'object' || answer === null || answer.status !== 'ok' || !Array.isArray(answer.data)) throw new Error('not {"status":"ok","data":[…]}');
   return answer;
 }

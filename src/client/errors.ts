@@ -50,7 +50,10 @@ export class MerchantApiError extends MerchantClientError {
   readonly code: ErrorCode | (string & {});
   /** The answer's `X-Request-Id`: quote it when you ask the operator about a request. */
   readonly requestId: string | undefined;
-  /** The parsed body, or its text when it is not JSON (undefined when there was none). */
+  /**
+   * The parsed body: an `ErrorEnvelope`, or a `SignatureErrorBody` from
+   * `/validatesignature`; its text when it is not JSON (undefined when empty).
+   */
   readonly body: unknown;
   /** Every problem the envelope lists (one per bad parameter); empty for `/validatesignature`. */
   readonly details: readonly ErrorDetail[];

@@ -48,19 +48,39 @@ export interface ErrorDetail {
   param?: string;
 }
 
-/** The answer of `/validatesignature`, `{"status":"ok","is_valid":true}` when valid. */
+/** What `/validatesignature` answers when the signature is valid: `{"status":"ok","is_valid":true}`. */
 export interface SignatureResult {
-  status: 'ok' | 'error';
-  is_valid: boolean;
-  message?: string;
+  status: 'ok';
+  is_valid: true;
 }
 
-/** The envelope of the user endpoints (docs/protocol.md#users). */
-export interface UsersEnvelope {
-  status: 'ok' | 'error';
+/** What `/validatesignature` answers otherwise (the body of the `MerchantApiError`); the unknown merchant's 404 has no message. */
+export interface SignatureErrorBody {
+  status: 'error';
+  message?: string;
+  is_valid: false;
+}
+
+/** One page of `GET /merchant/users` (with `limit` or `cursor`). */
+export interface UserPageBody {
+  status: 'ok';
   data: UserRecord[];
-  /** Only on paged lists: the cursor of the next page, or null on the last one. */
-  next_cursor?: string | null;
+  /** The cursor of the next page, or null on the last one. */
+  next_cursor: string | null;
+  errors: unknown[];
+}
+
+/** The whole list, or `GET /merchant/users/{shared_user_id}` (`data` holds the one record). */
+export interface UserListBody {
+  status: 'ok';
+  data: UserRecord[];
+  errors: unknown[];
+}
+
+/** The error envelope of every path but `/validatesignature` (the body of the `MerchantApiError`). */
+export interface ErrorEnvelope {
+  status: 'error';
+  data: unknown[];
   errors: ErrorDetail[];
 }
 
