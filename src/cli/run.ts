@@ -2,6 +2,7 @@
  * The `merchant-api` command line: dispatches `merchant-api <command> ...`
  * to its command, and turns usage errors into one line and exit code 2.
  */
+import { checkCommand } from './check.js';
 import { CliUsageError, type CliCommand, type CliIo } from './io.js';
 import { readMysqlConfig } from './config.js';
 import { serveCommand, type ServeRuntime } from './serve.js';
@@ -22,6 +23,7 @@ const USAGE = `Usage: merchant-api <command>
                                         add a key (printed once); --revoke-old revokes the older ones
   merchant disable ID | enable ID       block or restore a merchant
   merchant list [--json]                list merchants (never keys)
+  check --base-url URL --merchant-id ID as a merchant: test the API key, clock, URL and connection (key from MERCHANT_API_KEY or a prompt)
   help                                  this text
 
 MySQL commands read DATABASE_URL and MASTER_KEY from the environment.`;
@@ -34,6 +36,7 @@ export async function runCli(args: string[], io: CliIo, runtime: CliRuntime): Pr
       return 0;
     }
     if (command === 'serve') return await serveCommand(runtime, io);
+    if (command === 'check') return await checkCommand(rest, io);
     const other = runtime.commands?.[command];
     if (!other) throw new CliUsageError(`Unknown command "${command}".\n${USAGE}`);
     return await other(rest, io, readMysqlConfig(io.env));
