@@ -79,13 +79,14 @@ export class MerchantApiError extends Error {
  * What a storage throws when its backend cannot be reached, fails or timed
  * out: a `MerchantApiError` with code `storage_unavailable` (503), so every
  * storage, the memory one included, fails the same way. The message is for
- * operators and never reaches a client, which gets the generic 503.
+ * operators and never reaches a client, which gets the generic 503 (with the
+ * error's own `Retry-After`, if it has one in `headers`, else 1 second).
  *
  * @example
  * throw new StorageUnavailableError('MySQL getMerchant failed (ECONNREFUSED).', { cause });
  */
 export class StorageUnavailableError extends MerchantApiError {
-  constructor(message = 'Storage unavailable.', options: { cause?: unknown } = {}) {
+  constructor(message = 'Storage unavailable.', options: { cause?: unknown; headers?: Record<string, string> } = {}) {
     super('storage_unavailable', message, options);
     this.name = 'StorageUnavailableError';
   }

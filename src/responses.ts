@@ -45,7 +45,7 @@ export function errorReply(error: unknown, shape: ErrorShape): Reply {
   const e = error instanceof MerchantApiError ? error : INTERNAL;
   const headers: Record<string, string> = { ...e.headers };
   if (e.code === 'unauthorized') headers['www-authenticate'] = 'Basic realm="merchant", charset="UTF-8"';
-  if (e.code === 'storage_unavailable') headers['retry-after'] = '1';
+  if (e.code === 'storage_unavailable') headers['retry-after'] ??= '1';
   const details = e.code === 'storage_unavailable' ? STORAGE_UNAVAILABLE_DETAILS : e.details;
   const body = shape === 'signature' ? signatureError(details.map((d) => d.message).join(' ')) : envelopeError(details);
   return { status: e.status, body, headers };

@@ -83,6 +83,11 @@ export interface SaltRecord {
   expiresAt: number;
   /** The handler's clock, Unix seconds: salts that expired before it are gone. */
   now: number;
+  /**
+   * The request's `ts`, Unix seconds. The memory storage refuses a ts from before it started,
+   * as it cannot know the salts seen then; a shared storage (MySQL) ignores it.
+   */
+  ts?: number;
 }
 
 /**

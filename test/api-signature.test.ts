@@ -1,7 +1,12 @@
 /** docs/protocol.md#signing: every outcome row of /validatesignature through api.fetch. */
 import { describe, expect, it } from 'vitest';
 import { sign, pct } from '../src/signing.js';
+import { MemoryStorage } from '../src/storage/memory.js';
 import { call, NOW, ORIGIN, signedUrl, testApi } from './support/api.js';
+import { contractSeed } from './support/fixtures.js';
+
+/** A memory storage started an hour ago: it refuses a ts from before its start (test/memory-salts.test.ts). */
+const startedEarlier = () => new MemoryStorage(contractSeed(), { startedAt: NOW - 3600 });
 
 describe('GET /validatesignature outcomes, in the documented order', () => {
   it('200 {"status":"ok","is_valid":true} for a valid request, with JSON headers', async () => {
@@ -112,7 +117,7 @@ describe('GET /validatesignature outcomes, in the documented order', () => {
   });
 
   it('400 for a ts outside the window either way; inside at the edges', async () => {
-    const { api } = testApi();
+    const { api } = testApi({ storage: startedEarlier() });
     for (const ts of [NOW - 301, NOW + 301]) {
       const { status, body } = await call(api, signedUrl({ ts }));
       expect(status).toBe(400);
@@ -122,7 +127,7 @@ describe('GET /validatesignature outcomes, in the documented order', () => {
   });
 
   it('honours timestampTolerance', async () => {
-    const { api } = testApi({ timestampTolerance: 10 });
+    const { api } = testApi({ timestampTolerance: 10, storage: startedEarlier() });
     expect((await call(api, signedUrl({ ts: NOW - 11 }))).status).toBe(400);
     expect((await call(api, signedUrl({ ts: NOW - 10 }))).status).toBe(200);
   });

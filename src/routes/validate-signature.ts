@@ -47,7 +47,7 @@ export async function validateSignature(ctx: RequestContext, input: RouteInput, 
     return reply(400, signatureError(`Invalid timestamp: ts is outside the accepted window of ${deps.tolerance} seconds from the server's time.`));
   }
 
-  const record = { merchantId: merchant.id, salt: values.salt, expiresAt: ts + deps.tolerance, now: nowSeconds };
+  const record = { merchantId: merchant.id, salt: values.salt, expiresAt: ts + deps.tolerance, now: nowSeconds, ts };
   const fresh = await deps.storage('recordSalt', ctx, (s) => s.recordSalt(record));
   return fresh ? VALID : REPLAYED;
 }

@@ -7,6 +7,7 @@ import { USER_RECORD_KEYS } from '../storage.js';
 import { StorageUnavailableError } from '../errors.js';
 import { compareCodePoints } from '../order.js';
 import { parseSeed, type Seed, type SeedMerchant } from './seed.js';
+import { SaltStore, type SaltStoreOptions } from './memory-salts.js';
 
 export { parseSeed, SeedError, type Seed, type SeedMerchant, type SeedUser } from './seed.js';
 
@@ -26,16 +27,12 @@ interface MerchantUsers {
 export class MemoryStorage implements Storage {
   readonly #merchants = new Map<string, SeedMerchant>();
   readonly #users = new Map<string, MerchantUsers>();
-  // merchant id -> salt -> expiry second; per merchant, so no key is built per salt.
-  readonly #salts = new Map<string, Map<string, number>>();
-  // Salts bucketed by expiry second, so expiring them never scans every salt.
-  // Parallel arrays rather than an object per salt: less garbage at high rates.
-  readonly #saltsByExpiry = new Map<number, { merchants: Map<string, number>[]; salts: string[] }>();
-  #saltCount = 0;
-  #lastSweep = 0;
+  // Salts as keyed fingerprints in typed arrays, with a hard cap (src/storage/memory-salts.ts).
+  readonly #salts: SaltStore;
   #closed = false;
 
-  constructor(seed: Seed = { merchants: [], users: [] }) {
+  constructor(seed: Seed = { merchants: [], users: [] }, options: MemoryStorageOptions = {}) {
+    this.#salts = new SaltStore(options);
     for (const merchant of seed.merchants) this.putMerchant(merchant);
     for (const { merchant_id, ...record } of seed.users) this.#usersOf(merchant_id).records.set(record.shared_user_id, record);
     for (const users of this.#users.values()) users.ids = [...users.records.keys()].sort(compareCodePoints);
@@ -62,20 +59,13 @@ export class MemoryStorage implements Storage {
     return merchant && { id: merchant.id, status: merchant.status, keys: [...merchant.keys] };
   }
 
-  async recordSalt({ merchantId, salt, expiresAt, now }: SaltRecord): Promise<boolean> {
+  /**
+   * Records a salt (see `Storage.recordSalt`). Refuses, by throwing the answer: a `ts` from before
+   * this storage was created (400), a merchant holding half of `maxSalts` (429), a full store (503).
+   */
+  async recordSalt({ merchantId, salt, expiresAt, now, ts }: SaltRecord): Promise<boolean> {
     this.#assertOpen();
-    this.#sweep(now);
-    let merchantSalts = this.#salts.get(merchantId);
-    if (!merchantSalts) this.#salts.set(merchantId, (merchantSalts = new Map()));
-    const existing = merchantSalts.get(salt);
-    if (existing !== undefined && existing >= now) return false;
-    if (existing === undefined) this.#saltCount++;
-    merchantSalts.set(salt, expiresAt);
-    let bucket = this.#saltsByExpiry.get(expiresAt);
-    if (!bucket) this.#saltsByExpiry.set(expiresAt, (bucket = { merchants: [], salts: [] }));
-    bucket.merchants.push(merchantSalts);
-    bucket.salts.push(salt);
-    return true;
+    return this.#salts.record(merchantId, salt, expiresAt, now, ts);
   }
 
   async listUsers({ merchantId, filter, after, limit }: UserPageQuery): Promise<UserRecord[]> {
@@ -106,13 +96,11 @@ export class MemoryStorage implements Storage {
   async close(): Promise<void> {
     this.#closed = true;
     this.#salts.clear();
-    this.#saltsByExpiry.clear();
-    this.#saltCount = 0;
   }
 
-  /** How many salts are held now (for monitoring and tests). */
+  /** How many unexpired salts are held now (for monitoring and tests). */
   get saltCount(): number {
-    return this.#saltCount;
+    return this.#salts.size;
   }
 
   #usersOf(merchantId: string): MerchantUsers {
@@ -121,30 +109,21 @@ export class MemoryStorage implements Storage {
     return users;
   }
 
-  #sweep(now: number): void {
-    if (now <= this.#lastSweep) return;
-    this.#lastSweep = now;
-    for (const [expiresAt, { merchants, salts }] of this.#saltsByExpiry) {
-      if (expiresAt >= now) continue;
-      for (let i = 0; i < salts.length; i++) {
-        // A salt re-recorded after expiring sits in a later bucket too; only its own bucket removes it.
-        if (merchants[i]!.get(salts[i]!) === expiresAt) {
-          merchants[i]!.delete(salts[i]!);
-          this.#saltCount--;
-        }
-      }
-      this.#saltsByExpiry.delete(expiresAt);
-    }
-  }
-
   #assertOpen(): void {
     if (this.#closed) throw new StorageUnavailableError('The memory storage is closed.');
   }
 }
 
+/**
+ * Options of the memory storage's replay store (docs/configuration.md#memory): `maxSalts`
+ * (default 1,000,000; `MAX_SALTS`) and `startedAt` (default: when the storage is created).
+ */
+export type MemoryStorageOptions = SaltStoreOptions;
+
 /** Creates a memory storage, validating `seed` (the seed document) first. */
-export function createMemoryStorage(options: { seed?: unknown } = {}): MemoryStorage {
-  return new MemoryStorage(options.seed === undefined ? undefined : parseSeed(options.seed));
+export function createMemoryStorage(options: { seed?: unknown } & MemoryStorageOptions = {}): MemoryStorage {
+  const { seed, ...salts } = options;
+  return new MemoryStorage(seed === undefined ? undefined : parseSeed(seed), salts);
 }
 
 function pickRecord(record: UserRecord): UserRecord {
