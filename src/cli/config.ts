@@ -8,6 +8,7 @@ import { normalisePublicUrl } from '../public-url.js';
 import type { ThrottleOptions } from '../throttle.js';
 import { DEFAULT_LIMITS, type ConnectionLimits } from '../../adapters/serve-options.js';
 import { MasterKeyError, parseMasterKey, type MasterKey } from '../storage/mysql/key-sealing.js';
+import { DEFAULT_MAX_SALTS, MAX_MAX_SALTS } from '../storage/memory-salts.js';
 import { CliUsageError } from './io.js';
 
 type Env = Record<string, string | undefined>;
@@ -45,6 +46,8 @@ export interface ServerConfig {
   throttle: ThrottleOptions | false;
   /** MERCHANT_CONCURRENCY: listings one merchant may run at once. */
   merchantConcurrency: number;
+  /** MAX_SALTS: salts the memory storage holds at most (one merchant: half). */
+  maxSalts: number;
   /** HEADERS_TIMEOUT, REQUEST_TIMEOUT, KEEP_ALIVE_TIMEOUT (ms) and MAX_CONNECTIONS. */
   limits: Required<ConnectionLimits>;
 }
@@ -137,6 +140,7 @@ export function readServerConfig(env: Env): ServerConfig {
         }
       : false,
     merchantConcurrency: r.int('MERCHANT_CONCURRENCY', 4, 1, 10_000),
+    maxSalts: r.int('MAX_SALTS', DEFAULT_MAX_SALTS, 2, MAX_MAX_SALTS),
     limits: {
       headersTimeout: r.int('HEADERS_TIMEOUT', DEFAULT_LIMITS.headersTimeout, 100, 600_000),
       requestTimeout: r.int('REQUEST_TIMEOUT', DEFAULT_LIMITS.requestTimeout, 100, 3_600_000),

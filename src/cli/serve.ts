@@ -126,7 +126,7 @@ async function openStorage(config: ServerConfig, runtime: ServeRuntime, io: CliI
   }
   // Counted from the validated seed: "users" may be absent from the file.
   return {
-    storage: new MemoryStorage(parsed),
+    storage: new MemoryStorage(parsed, { maxSalts: config.maxSalts }),
     description: `storage: in memory, loaded from ${name}: ${parsed.merchants.length} merchants, ${parsed.users.length} users; changes are lost on exit`,
     demo: config.seedFile === undefined,
   };
