@@ -172,6 +172,22 @@ describe('the client against the handler in process (a fetch that calls api.fetc
     await expect(client.user('u-00001', { signal: AbortSignal.abort(reason) })).rejects.toBe(reason);
   });
 
+  it('an abort during the wait before a retry ends the call at once, with the reason', async () => {
+    let calls = 0;
+    const unavailable: typeof fetch = async () => {
+      calls++;
+      return Response.json({ status: 'error', data: [], errors: [{ code: 'storage_unavailable', message: 'The storage is unavailable; try again shortly.' }] }, { status: 503, headers: { 'retry-after': '5' } });
+    };
+    const controller = new AbortController();
+    const client = createMerchantClient({ baseUrl: 'http://merchant-api.test', merchantId: main.id, apiKey: main.keys[0], fetch: unavailable, signal: controller.signal });
+    const reason = new Error('shutting down');
+    setTimeout(() => controller.abort(reason), 50);
+    const started = Date.now();
+    await expect(client.user('u-00001')).rejects.toBe(reason);
+    expect(Date.now() - started).toBeLessThan(1000);
+    expect(calls).toBe(1);
+  });
+
   it('a body that stalls mid-way times out (timeoutMs is per piece of the body, too)', async () => {
     const stalling: typeof fetch = async (_input, init) => {
       const body = new ReadableStream<Uint8Array>({

@@ -362,7 +362,7 @@ class Client implements MerchantClient {
       // deadline, is not worth starting: the last answer, with its retryAfter, is the best one to give.
       if (delay > policy.maxDelayMs || Date.now() + delay >= deadline) throw failure;
       policy.onRetry?.({ retry: retry + 1, delayMs: delay, method: target.method, url: target.url, status: failure instanceof MerchantApiError ? failure.status : undefined, error: failure });
-      await sleep(delay, anySignal(external));
+      await sleep(delay, external);
     }
   }
 }
@@ -371,20 +371,6 @@ class Client implements MerchantClient {
 function isRetryableFailure(error: MerchantClientError): boolean {
   if (error instanceof MerchantApiError) return isRetryableStatus(error.status);
   return error.name === 'MerchantNetworkError' && ['refused', 'connection', 'other'].includes((error as { kind?: string }).kind ?? '');
-}
-
-/** A signal that aborts when any of `signals` does (for the waits between attempts). */
-function anySignal(signals: AbortSignal[]): AbortSignal | undefined {
-  if (signals.length <= 1) return signals[0];
-  const controller = new AbortController();
-  for (const signal of signals) {
-    if (signal.aborted) {
-      controller.abort(signal.reason);
-      break;
-    }
-    signal.addEventListener('abort', () => controller.abort(signal.reason), { once: true });
-  }
-  return controller.signal;
 }
 
 /** The body as text; each piece must come within the timeout. */

@@ -7,11 +7,13 @@
  * never the document.
  *
  * It is a small tokenizer for the object's own structure (keys, `:`, `,`,
- * the array's brackets) that finds where each value ends by scanning for
- * quotes and brackets with `indexOf` and a regular expression, then leaves
- * the value itself to `JSON.parse`: the runtime's native parser does the
- * decoding and the validation, so the JavaScript loop never visits each
- * character. It runs the same on Node, Bun and Deno (strings only).
+ * the array's brackets) that only finds where each value ends: a flat
+ * object (a user record) in one step of a sticky regular expression, any
+ * other value by scanning for quotes and brackets with `indexOf`. The values
+ * themselves go to `JSON.parse`, a whole run of complete elements in one
+ * call, so the runtime's native parser does the decoding and the validation
+ * and no JavaScript loop visits each character. It runs the same on Node,
+ * Bun and Deno (strings only).
  */
 
 /** The document is not JSON of the expected shape, or ended before it was complete. */
@@ -100,7 +102,7 @@ export class JsonEnvelopeParser {
    * one `JSON.parse` of `[` + the run + `]`: one call per piece of the body
    * rather than one per element.
    */
-  private elements_(buf: string, pos: number, out: unknown[], final: boolean): number {
+  private readElements(buf: string, pos: number, out: unknown[], final: boolean): number {
     const length = buf.length;
     const runStart = pos;
     let runEnd = -1;
@@ -134,7 +136,7 @@ export class JsonEnvelopeParser {
       throw unexpected(buf[pos], pos, '"," or "]"');
     }
     if (runEnd >= 0) {
-      const parsed = parse(`[${buf.slice(runStart, runEnd)}]`, 0, runEnd - runStart + 2) as unknown[];
+      const parsed = parseText(`[${buf.slice(runStart, runEnd)}]`) as unknown[];
       for (let i = 0; i < parsed.length; i++) out.push(parsed[i]);
     }
     // State Element: stopped at an incomplete element (or after a comma), where the next piece resumes.
@@ -204,7 +206,7 @@ export class JsonEnvelopeParser {
           }
         // falls through: the first element
         case State.Element:
-          pos = this.elements_(buf, pos, out, final);
+          pos = this.readElements(buf, pos, out, final);
           if (this.state === State.Element) return pos;
           break;
         case State.ElementSeparator:
@@ -231,8 +233,12 @@ function unexpected(c: string | undefined, pos: number, wanted: string): JsonStr
 }
 
 function parse(buf: string, start: number, end: number): unknown {
+  return parseText(buf.slice(start, end));
+}
+
+function parseText(text: string): unknown {
   try {
-    return JSON.parse(buf.slice(start, end));
+    return JSON.parse(text);
   } catch (error) {
     throw new JsonStreamError(`Invalid JSON value: ${(error as Error).message}`);
   }

@@ -58,21 +58,26 @@ export function backoffMs(policy: RetryPolicy, retry: number, random: () => numb
   return Math.floor(random() * ceiling);
 }
 
-/** Resolves after `ms`, or rejects with the signal's reason when it aborts first. */
-export function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+/** Resolves after `ms`, or rejects with the reason of the first of `signals` to abort; leaves no listener behind. */
+export function sleep(ms: number, signals: readonly AbortSignal[] = []): Promise<void> {
   return new Promise((resolve, reject) => {
-    if (signal?.aborted) {
-      reject(signal.reason);
+    const aborted = signals.find((signal) => signal.aborted);
+    if (aborted) {
+      reject(aborted.reason);
       return;
     }
-    const onAbort = () => {
+    const cleanup = () => {
       clearTimeout(timer);
-      reject(signal!.reason);
+      for (const signal of signals) signal.removeEventListener('abort', onAbort);
+    };
+    const onAbort = (event: Event) => {
+      cleanup();
+      reject((event.target as AbortSignal).reason);
     };
     const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
+      cleanup();
       resolve();
     }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
+    for (const signal of signals) signal.addEventListener('abort', onAbort, { once: true });
   });
 }
