@@ -4,11 +4,9 @@
  * algorithm as the public LaterPay PHP and Python clients.
  */
 import { constantTimeHexEqual, hmacSha224Hex } from './crypto.js';
+import { toPairs, type SigningParams } from './signing-params.js';
 
-/** Query parameters: pairs in request order (keys may repeat), or a record. */
-export type SigningParams =
-  | Iterable<readonly [string, string]>
-  | Record<string, string | number | readonly (string | number)[]>;
+export type { SigningParams } from './signing-params.js';
 
 /** What a signature covers. `url` is scheme, host, port and path, no query. */
 export interface SignedRequest {
@@ -155,16 +153,6 @@ function randomSalt(): string {
   return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
 }
 
-function* toPairs(params: SigningParams): Iterable<readonly [string, string]> {
-  if (Symbol.iterator in params) {
-    yield* params as Iterable<readonly [string, string]>;
-    return;
-  }
-  for (const [key, value] of Object.entries(params)) {
-    if (Array.isArray(value)) for (const v of value) yield [key, String(v)];
-    else yield [key, String(value)];
-  }
-}
 
 // Encoded strings are ASCII, so `<` is code-point order here.
 function comparePairs(a: [string, string], b: [string, string]): number {

@@ -10,6 +10,7 @@
  * lacks and Node, Bun and Deno all implement.
  */
 import { pct, signUrl } from '../signing.js';
+import { toPairs } from '../signing-params.js';
 import { MerchantApiError, MerchantClientError, MerchantTimeoutError, networkError } from './errors.js';
 import { JsonEnvelopeParser, JsonStreamError } from './json-stream.js';
 import { backoffMs, isRetryableStatus, retryAfterMs, retryPolicy, sleep, type RetryPolicy } from './retry.js';
@@ -174,7 +175,7 @@ class Client implements MerchantClient {
 
   async validateSignature(options: ValidateSignatureOptions = {}): Promise<SignatureResult> {
     const url = `${this.baseUrl}/validatesignature`;
-    const extra = options.params === undefined ? [] : [...pairsOf(options.params)];
+    const extra = options.params === undefined ? [] : [...toPairs(options.params)];
     const target = { method: 'GET', url };
     // A new ts and salt for every attempt: the server refuses a salt it has seen.
     const signed = () => signUrl(this.apiKey, url, [['cp', this.merchantId], ...extra], { now: this.now, salt: this.salt?.() });
@@ -506,13 +507,3 @@ function queryString(query: UsersQuery): string {
     .join('&');
 }
 
-function* pairsOf(params: SigningParams): Iterable<readonly [string, string]> {
-  if (Symbol.iterator in params) {
-    yield* params as Iterable<readonly [string, string]>;
-    return;
-  }
-  for (const [key, value] of Object.entries(params)) {
-    if (Array.isArray(value)) for (const v of value) yield [key, String(v)];
-    else yield [key, String(value)];
-  }
-}
