@@ -2,7 +2,7 @@
  * Pre-signed `/validatesignature` paths, one per line, each with its own
  * salt: the load generator cannot compute HMAC-SHA224 per request in wrk's
  * Lua, so they are signed here (docs/protocol.md#signing) against the `publicUrl` all
- * bench servers share, with a `ts` of now and the servers' wide tolerance.
+ * bench servers share, with a `ts` an hour ahead and the servers' wide tolerance.
  */
 import { createHmac } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
@@ -27,7 +27,9 @@ export function signedPath(index: number, ts: number, run: string): string {
  * indexes them by offset); the salts carry `run` so separate files never collide.
  */
 export async function writeSignedPaths(file: string, count: number): Promise<void> {
-  const ts = Math.floor(Date.now() / 1000);
+  // An hour ahead, well inside the servers' tolerance: a memory store refuses
+  // a ts from before it started, and the servers start after the signing.
+  const ts = Math.floor(Date.now() / 1000) + 3600;
   const run = Date.now().toString(36);
   const width = signedPath(0, ts, run).length;
   if (signedPath(count - 1, ts, run).length !== width) throw new Error('signed paths must all have the same length');

@@ -29,6 +29,9 @@ const api = createMerchantApi({
   cursorSecret: CURSOR_SECRET,
   accessLog: observability === 'on' || observability === 'log',
   tracing: observability === 'on' || observability === 'trace',
+  // One merchant is the whole load here: capacity, not fairness, is measured
+  // (bench/abuse-fairness.ts measures the limit), so its listings are not capped.
+  merchantConcurrency: 100_000,
 });
 const served = await serve(api, { port: portFromEnv(), hostname: '127.0.0.1' });
 announce(new URL(served.url).port);
