@@ -50,10 +50,10 @@ export function accessLogHooks(logger: Logger): MerchantApiHooks {
   };
 }
 
-const PLAIN = /^[\x20-\x7e]*$/;
-const NEEDS_ESCAPE = /["\\]/;
+/** Printable ASCII but `"` and `\`: as a JSON string it needs no escaping. */
+const PLAIN = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
 
-/** A JSON string of printable ASCII without quotes or backslashes needs no escaping (request ids, methods, addresses, codes). */
+/** Request ids, methods, addresses and codes are nearly always plain: quoted without JSON.stringify. */
 function quote(text: string): string {
-  return PLAIN.test(text) && !NEEDS_ESCAPE.test(text) ? `"${text}"` : JSON.stringify(text);
+  return PLAIN.test(text) ? `"${text}"` : JSON.stringify(text);
 }

@@ -18,12 +18,12 @@ export type RouteMatcher = (path: string) => RouteMatch | undefined;
 
 export function createMatcher(routes: readonly Route[]): RouteMatcher {
   const exact = new Map<string, RouteMatch>();
-  const templated: { prefix: string[]; name: string; route: Route }[] = [];
+  const templated: { head: string; name: string; route: Route }[] = [];
   for (const route of routes) {
     const segments = route.pattern.split('/');
     const last = segments.at(-1)!;
     if (/^\{\w+\}$/.test(last) && !segments.slice(0, -1).some((s) => s.includes('{'))) {
-      templated.push({ prefix: segments.slice(0, -1), name: last.slice(1, -1), route });
+      templated.push({ head: `${segments.slice(0, -1).join('/')}/`, name: last.slice(1, -1), route });
     } else if (route.pattern.includes('{')) {
       throw new TypeError(`Route ${route.pattern}: only a last {parameter} segment is supported.`);
     } else {
@@ -34,8 +34,7 @@ export function createMatcher(routes: readonly Route[]): RouteMatcher {
   return (path) => {
     const hit = exact.get(path);
     if (hit) return hit;
-    for (const { prefix, name, route } of templated) {
-      const head = `${prefix.join('/')}/`;
+    for (const { head, name, route } of templated) {
       if (!path.startsWith(head)) continue;
       const segment = path.slice(head.length);
       if (segment === '' || segment.includes('/')) continue;
