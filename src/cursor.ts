@@ -1,16 +1,19 @@
 /**
  * Page cursors (docs/protocol.md#users): opaque and tamper-proof, sealed with jose
  * as a compact JWE (`dir`, `A256GCM`), so a client can neither read nor
- * forge the keyset position. A cursor is bound to the merchant and to the
- * filters of the listing it came from.
+ * forge the keyset position. A cursor is bound to the merchant, to the
+ * filters and to the order of the listing it came from.
  */
 import { CompactEncrypt, compactDecrypt } from 'jose';
 import { MerchantApiError } from './errors.js';
-import type { UserFilter } from './storage.js';
+import type { UserFilter, UserOrder } from './storage.js';
 
 /** What a cursor carries: where the next page starts and its size. */
 export interface CursorPosition {
+  /** The `shared_user_id` of the position. */
   after: string;
+  /** In `order=date_joined`: the `date_joined` of the position. */
+  afterJoined?: string;
   limit: number;
 }
 
@@ -20,6 +23,10 @@ interface CursorPayload {
   f: [boolean | null, string | null, string | null];
   a: string;
   l: number;
+  /** Present (1) in `order=date_joined` only, so cursors of the default order stay as they were. */
+  o?: 1;
+  /** The position's `date_joined`, with `o`. */
+  j?: string;
 }
 
 const encoder = new TextEncoder();
@@ -48,15 +55,16 @@ export class CursorCodec {
     this.#key = raw.then((key) => crypto.subtle.importKey('raw', key as BufferSource, 'AES-GCM', false, ['encrypt', 'decrypt']));
   }
 
-  async seal(merchantId: string, filter: UserFilter, position: CursorPosition): Promise<string> {
+  async seal(merchantId: string, filter: UserFilter, position: CursorPosition, order: UserOrder = 'shared_user_id'): Promise<string> {
     const payload: CursorPayload = { v: 1, m: merchantId, f: fingerprint(filter), a: position.after, l: position.limit };
+    if (order === 'date_joined') Object.assign(payload, { o: 1, j: position.afterJoined });
     return new CompactEncrypt(encoder.encode(JSON.stringify(payload)))
       .setProtectedHeader({ alg: 'dir', enc: 'A256GCM' })
       .encrypt(await this.#key);
   }
 
-  /** Opens a cursor for this merchant and filter, or throws 400 `invalid_cursor`. */
-  async open(token: string, merchantId: string, filter: UserFilter): Promise<CursorPosition> {
+  /** Opens a cursor for this merchant, filter and order, or throws 400 `invalid_cursor`. */
+  async open(token: string, merchantId: string, filter: UserFilter, order: UserOrder = 'shared_user_id'): Promise<CursorPosition> {
     let payload: CursorPayload;
     try {
       const { plaintext } = await compactDecrypt(token, await this.#key, {
@@ -72,7 +80,10 @@ export class CursorCodec {
     if (expected.some((value, i) => value !== payload.f[i])) {
       throw invalid('cursor was issued for other filters (active, joined_after, joined_before); send the same filters as the first page.');
     }
-    return { after: payload.a, limit: payload.l };
+    if ((payload.o === 1) !== (order === 'date_joined') || (payload.o === 1 && typeof payload.j !== 'string')) {
+      throw invalid('cursor was issued for another order; send the same order as the first page.');
+    }
+    return payload.o === 1 ? { after: payload.a, afterJoined: payload.j, limit: payload.l } : { after: payload.a, limit: payload.l };
   }
 }
 

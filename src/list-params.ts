@@ -3,7 +3,7 @@
  * at once, one error object each, with `param` naming it.
  */
 import { MerchantApiError, type ErrorDetail } from './errors.js';
-import type { UserFilter } from './storage.js';
+import type { UserFilter, UserOrder } from './storage.js';
 import { printable } from './printable.js';
 import { canonicalTimestamp } from './timestamps.js';
 
@@ -14,11 +14,13 @@ export interface ListParams {
   limit?: number;
   cursor?: string;
   filter: UserFilter;
-  /** The filter parameters exactly as sent, for the next page's link. */
+  /** `order`: `shared_user_id` (the default) or `date_joined` (docs/protocol.md#pagination-and-cursors). */
+  order: UserOrder;
+  /** The filter and order parameters exactly as sent, for the next page's link. */
   filterParams: [string, string][];
 }
 
-const ALLOWED = new Set(['limit', 'cursor', 'active', 'joined_after', 'joined_before']);
+const ALLOWED = new Set(['limit', 'cursor', 'active', 'joined_after', 'joined_before', 'order']);
 
 /** Validates the decoded query pairs of `GET /merchant/users`. */
 export function parseListParams(pairs: readonly [string, string][]): ListParams {
@@ -34,7 +36,7 @@ export function parseListParams(pairs: readonly [string, string][]): ListParams 
     }
   }
 
-  const params: ListParams = { filter: {}, filterParams: [] };
+  const params: ListParams = { filter: {}, order: 'shared_user_id', filterParams: [] };
   const limit = values.get('limit');
   if (limit !== undefined && !problems.some((p) => p.param === 'limit')) {
     if (/^[1-9]\d{0,3}$/.test(limit) && Number(limit) <= MAX_PAGE_SIZE) params.limit = Number(limit);
@@ -64,6 +66,16 @@ export function parseListParams(pairs: readonly [string, string][]): ListParams 
     } else {
       params.filter[field] = canonical;
       params.filterParams.push([name, value]);
+    }
+  }
+
+  const order = values.get('order');
+  if (order !== undefined && !problems.some((p) => p.param === 'order')) {
+    if (order === 'shared_user_id' || order === 'date_joined') {
+      params.order = order;
+      params.filterParams.push(['order', order]);
+    } else {
+      problems.push({ code: 'invalid_parameter', message: 'order must be shared_user_id or date_joined.', param: 'order' });
     }
   }
 

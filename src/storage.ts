@@ -64,15 +64,37 @@ export interface UserFilter {
 }
 
 /**
- * One keyset page: users of `merchantId` matching `filter`, ordered by
- * `shared_user_id` in code-point (UTF-8 byte) order, starting strictly after
- * `after`, at most `limit` of them.
+ * The order of a listing (docs/protocol.md#pagination-and-cursors): `shared_user_id` in code-point
+ * (UTF-8 byte) order, the default; or `date_joined`, oldest first, ties by `shared_user_id`.
+ */
+export type UserOrder = 'shared_user_id' | 'date_joined';
+
+/**
+ * One keyset page: users of `merchantId` matching `filter`, in `order`, starting strictly after
+ * the position `after` (with `order: 'date_joined'`, after `(afterJoined, after)`), at most
+ * `limit` of them.
  */
 export interface UserPageQuery {
   merchantId: string;
   filter: UserFilter;
+  /** Default `shared_user_id`. */
+  order?: UserOrder;
+  /** The `shared_user_id` of the position to start after. */
   after?: string;
+  /** With `order: 'date_joined'` and `after`: the `date_joined` of that position (canonical). */
+  afterJoined?: string;
   limit: number;
+}
+
+/**
+ * What `listUsers` answers: the users, in order. A storage that examines a bounded number of
+ * users per call may stop before it has `limit` of them (docs/protocol.md#filters); it then sets
+ * `resumeAfter`, the `shared_user_id` the listing goes on strictly after (in the default order
+ * only). Without `resumeAfter`, fewer than `limit` users means the listing is complete.
+ * A plain array is a valid answer.
+ */
+export interface UserRecordPage extends Array<UserRecord> {
+  resumeAfter?: string;
 }
 
 /** A salt to record for replay protection (docs/protocol.md#signing). */
@@ -104,8 +126,8 @@ export interface Storage {
    * false when this merchant already used it inside the window: a replay.
    */
   recordSalt(record: SaltRecord): Promise<boolean>;
-  /** One keyset page of the merchant's users (see `UserPageQuery`). */
-  listUsers(query: UserPageQuery): Promise<UserRecord[]>;
+  /** One keyset page of the merchant's users (see `UserPageQuery` and `UserRecordPage`). */
+  listUsers(query: UserPageQuery): Promise<UserRecordPage>;
   /** One user as shared with this merchant, or undefined. */
   getUser(merchantId: string, sharedUserId: string): Promise<UserRecord | undefined>;
   /** Resolves when the backend answers; throws when it does not. */

@@ -2,18 +2,26 @@
  * The storage contract (docs/protocol.md#storage-and-secrets), written once and run against every
  * implementation: `test/storage-memory.test.ts`, `test/storage-mysql.test.ts`.
  */
+import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Storage } from '../src/storage.js';
-import type { Seed } from '../src/storage/seed.js';
-import { contractSeed, M1_ORDER } from './support/fixtures.js';
+import { compareCodePoints } from '../src/order.js';
+import type { Storage, UserFilter, UserOrder, UserRecord, UserRecordPage } from '../src/storage.js';
+import type { Seed, SeedUser } from '../src/storage/seed.js';
+import type { PagePlan } from '../src/storage/user-pages.js';
+import { contractSeed, M1_ORDER, user } from './support/fixtures.js';
 
 export interface StorageUnderTest {
   storage: Storage;
   /** Releases what the test created (a database, a pool). */
   cleanup?: () => Promise<void>;
+  /** Adds the merchants and users of `seed` (new merchants; a user already there is replaced). */
+  add?: (seed: Seed) => Promise<void>;
 }
 
-export function storageContract(name: string, create: (seed: Seed) => Promise<StorageUnderTest>): void {
+/** Small bounds, so that a few users cross every boundary of the plan (src/storage/user-pages.ts). */
+export const SMALL_PLAN: PagePlan = { seekLimit: 3, scanBudget: 5 };
+
+export function storageContract(name: string, create: (seed: Seed, plan?: PagePlan) => Promise<StorageUnderTest>): void {
   describe(`storage contract: ${name}`, () => {
     let subject: StorageUnderTest;
     let storage: Storage;
@@ -167,5 +175,133 @@ export function storageContract(name: string, create: (seed: Seed) => Promise<St
     it('answers ping while reachable', async () => {
       await expect(storage.ping()).resolves.toBeUndefined();
     });
+
+    it('lists in order=date_joined: oldest first, ties by shared_user_id, from a (date_joined, id) position', async () => {
+      const all = await storage.listUsers({ merchantId: 'm1', filter: {}, order: 'date_joined', limit: 100 });
+      expect(all.map((u) => u.shared_user_id)).toEqual(fullScan(seed.users, 'm1', {}, 'date_joined').map((u) => u.shared_user_id));
+      const third = all[2]!;
+      const rest = await storage.listUsers({ merchantId: 'm1', filter: {}, order: 'date_joined', after: third.shared_user_id, afterJoined: third.date_joined, limit: 100 });
+      expect(rest).toEqual(all.slice(3));
+      const active = await storage.listUsers({ merchantId: 'm1', filter: { active: false }, order: 'date_joined', limit: 100 });
+      expect(active.map((u) => u.shared_user_id)).toEqual(['B-002', '😀-emoji']);
+    });
   });
+
+  describe(`storage contract: ${name}, filtered pages against a full scan`, () => {
+    let subject: StorageUnderTest;
+    let run = 0;
+
+    beforeAll(async () => {
+      subject = await create({ merchants: [], users: [] }, SMALL_PLAN);
+    });
+    afterAll(async () => {
+      await subject?.storage.close();
+      await subject?.cleanup?.();
+    });
+
+    it('returns exactly the users a full scan keeps, in order, across every page boundary, on random data', async () => {
+      await fc.assert(
+        fc.asyncProperty(randomUsers, fc.array(randomListing, { minLength: 1, maxLength: 12 }), async (users, listings) => {
+          const merchantId = `prop-${name}-${++run}`;
+          const seedUsers = users.map((u) => user(merchantId, u.id, { date_joined: u.joined, deactivated_at: u.active ? null : '2024-02-02T00:00:00.000000+00:00', first_name: `n${u.id.length}` }));
+          await subject.add!({ merchants: [{ id: merchantId, status: 'active', keys: ['k'] }], users: seedUsers });
+          for (const { filter, order, limit } of listings) {
+            const expected = fullScan(seedUsers, merchantId, filter, order);
+            const got = await pageThrough(subject.storage, merchantId, filter, order, limit, expected.length);
+            expect(got, JSON.stringify({ filter, order, limit })).toEqual(expected);
+          }
+        }),
+        { numRuns: 40 },
+      );
+    });
+
+    it('keeps every list in step when users are replaced: activity and date_joined change', async () => {
+      const merchantId = `replace-${name}`;
+      const first = Array.from({ length: 12 }, (_, i) => user(merchantId, `r-${String(i).padStart(2, '0')}`, { date_joined: STAMPS[i % STAMPS.length]!, deactivated_at: i % 3 ? null : STAMPS[0]! }));
+      await subject.add!({ merchants: [{ id: merchantId, status: 'active', keys: ['k'] }], users: first });
+      const second = first.filter((_, i) => i % 2 === 0).map((u, i) => ({ ...u, date_joined: STAMPS[(i + 3) % STAMPS.length]!, deactivated_at: u.deactivated_at === null ? STAMPS[1]! : null }));
+      await subject.add!({ merchants: [], users: second });
+      const now = first.map((u) => second.find((s) => s.shared_user_id === u.shared_user_id) ?? u);
+      for (const filter of FILTERS) {
+        for (const order of ['shared_user_id', 'date_joined'] as const) {
+          for (const limit of [1, 2, 5]) {
+            const expected = fullScan(now, merchantId, filter, order);
+            expect(await pageThrough(subject.storage, merchantId, filter, order, limit, expected.length), JSON.stringify({ filter, order, limit })).toEqual(expected);
+          }
+        }
+      }
+    });
+
+    it('answers a filter that matches nothing with an empty last page', async () => {
+      const merchantId = `nothing-${name}`;
+      await subject.add!({ merchants: [{ id: merchantId, status: 'active', keys: ['k'] }], users: Array.from({ length: 20 }, (_, i) => user(merchantId, `n-${i}`)) });
+      for (const order of ['shared_user_id', 'date_joined'] as const) {
+        const page = await subject.storage.listUsers({ merchantId, filter: { joinedAfter: '2099-01-01T00:00:00.000000+00:00' }, order, limit: 10 });
+        expect([...page]).toEqual([]);
+        expect(page.resumeAfter).toBeUndefined();
+      }
+    });
+  });
+}
+
+const STAMPS = [
+  '2020-01-01T00:00:00.000000+00:00',
+  '2020-01-01T00:00:00.000001+00:00',
+  '2020-06-15T12:30:00.500000+00:00',
+  '2021-03-04T05:06:07.123456+00:00',
+  '2023-12-31T23:59:59.999999+00:00',
+];
+const BOUNDS = [undefined, '2019-12-31T23:59:59.999999+00:00', ...STAMPS, '2024-01-01T00:00:00.000000+00:00'];
+const FILTERS: UserFilter[] = [{}, { active: true }, { active: false }, { joinedAfter: STAMPS[1] }, { joinedBefore: STAMPS[3] }, { joinedAfter: STAMPS[0], joinedBefore: STAMPS[4], active: true }, { joinedAfter: STAMPS[4] }];
+
+// Ids that catch ordering bugs: case, U+E000-U+FFFF against astral characters, prefixes.
+const randomId = fc.string({ unit: fc.constantFrom('a', 'b', 'B', '-', '中', '\ue000', '😀', 'z'), minLength: 1, maxLength: 4 });
+const randomUsers = fc.uniqueArray(fc.record({ id: randomId, joined: fc.constantFrom(...STAMPS), active: fc.boolean() }), { selector: (u) => u.id, maxLength: 30 });
+const randomListing = fc.record({
+  filter: fc.record({ active: fc.constantFrom(undefined, true, false), joinedAfter: fc.constantFrom(...BOUNDS), joinedBefore: fc.constantFrom(...BOUNDS) }).map(withoutUndefined),
+  order: fc.constantFrom<UserOrder>('shared_user_id', 'date_joined'),
+  limit: fc.integer({ min: 1, max: 6 }),
+});
+
+function withoutUndefined(filter: UserFilter): UserFilter {
+  return Object.fromEntries(Object.entries(filter).filter(([, value]) => value !== undefined));
+}
+
+/** What the listing must return: the merchant's users the filter keeps, sorted, as records. */
+export function fullScan(users: SeedUser[], merchantId: string, filter: UserFilter, order: UserOrder = 'shared_user_id'): UserRecord[] {
+  const kept = users
+    .filter((u) => u.merchant_id === merchantId)
+    .filter((u) => filter.active === undefined || (u.deactivated_at === null) === filter.active)
+    .filter((u) => filter.joinedAfter === undefined || u.date_joined > filter.joinedAfter)
+    .filter((u) => filter.joinedBefore === undefined || u.date_joined < filter.joinedBefore)
+    .map(({ merchant_id: _, ...record }) => record);
+  const byId = (a: UserRecord, b: UserRecord) => compareCodePoints(a.shared_user_id, b.shared_user_id);
+  return kept.sort(order === 'date_joined' ? (a, b) => (a.date_joined < b.date_joined ? -1 : a.date_joined > b.date_joined ? 1 : byId(a, b)) : byId);
+}
+
+/**
+ * Pages through a listing as the handler does: past a full page from its last user, past a short
+ * page with `resumeAfter` from there; a short page without it is the last. Checks every page.
+ */
+export async function pageThrough(storage: Storage, merchantId: string, filter: UserFilter, order: UserOrder, limit: number, expected: number): Promise<UserRecord[]> {
+  const users: UserRecord[] = [];
+  let position: { after?: string; afterJoined?: string } = {};
+  for (let pages = 0; ; pages++) {
+    if (pages > 10 * expected + 20) throw new Error('the listing does not end');
+    const page: UserRecordPage = await storage.listUsers({ merchantId, filter, order, ...position, limit });
+    expect(page.length).toBeLessThanOrEqual(limit);
+    users.push(...page);
+    if (page.length === limit) {
+      const last = page.at(-1)!;
+      position = { after: last.shared_user_id, afterJoined: last.date_joined };
+    } else if (page.resumeAfter !== undefined) {
+      // Only a scan in id order stops early, and it moves on.
+      expect(order).toBe('shared_user_id');
+      if (position.after !== undefined) expect(compareCodePoints(page.resumeAfter, position.after)).toBeGreaterThan(0);
+      if (page.length > 0) expect(compareCodePoints(page.resumeAfter, page.at(-1)!.shared_user_id)).toBeGreaterThanOrEqual(0);
+      position = { after: page.resumeAfter };
+    } else {
+      return users;
+    }
+  }
 }

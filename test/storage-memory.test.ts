@@ -1,9 +1,19 @@
 import { describe, expect, it } from 'vitest';
 import { MemoryStorage, createMemoryStorage, SeedError } from '../src/storage/memory.js';
+import { MemoryUserIndex } from '../src/storage/memory-users.js';
 import { storageContract } from './storage-contract.js';
 import { user } from './support/fixtures.js';
 
-storageContract('memory', async (seed) => ({ storage: new MemoryStorage(seed) }));
+storageContract('memory', async (seed, plan) => {
+  const storage = plan ? new MemoryStorage({ merchants: seed.merchants, users: MemoryUserIndex.fromSeedUsers(seed.users, plan) }) : new MemoryStorage(seed);
+  return {
+    storage,
+    async add({ merchants, users }) {
+      for (const merchant of merchants) storage.putMerchant(merchant);
+      for (const { merchant_id, ...record } of users) storage.putUser(merchant_id, record);
+    },
+  };
+});
 
 describe('memory storage specifics', () => {
   it('forgets expired salts, so memory stays bounded', async () => {

@@ -10,8 +10,9 @@ import { createJsonLogger } from '../logger.js';
 import { createMetrics } from '../metrics.js';
 import { signUrl } from '../signing.js';
 import type { Storage } from '../storage.js';
-import { MemoryStorage } from '../storage/memory.js';
-import { parseSeed, SeedError, type Seed } from '../storage/seed.js';
+import { loadMemoryStorage, MemoryStorage } from '../storage/memory.js';
+import { SeedError } from '../storage/seed.js';
+import { SeedSyntaxError } from '../storage/seed-stream.js';
 import type { Served, ServeOptions } from '../../adapters/serve-options.js';
 import type { MerchantApi } from '../api.js';
 import { readServerConfig, type MysqlConfig, type ServerConfig } from './config.js';
@@ -105,29 +106,20 @@ async function openStorage(config: ServerConfig, runtime: ServeRuntime, io: CliI
   }
   const file = config.seedFile ?? DEMO_SEED;
   const name = config.seedFile ?? 'the bundled examples/seed.json';
-  let text: string;
+  // Streamed (JSON, or NDJSON for .ndjson/.jsonl): millions of users never become one string.
+  let loaded: Awaited<ReturnType<typeof loadMemoryStorage>>;
   try {
-    text = await readFile(file, 'utf8');
+    loaded = await loadMemoryStorage(file, { maxSalts: config.maxSalts });
   } catch (error) {
-    throw new CliUsageError(`Cannot read SEED_FILE ${name}: ${(error as NodeJS.ErrnoException).code ?? 'error'}.`);
-  }
-  let seed: unknown;
-  try {
-    seed = JSON.parse(text);
-  } catch (error) {
-    throw new CliUsageError(`SEED_FILE ${name} is not valid JSON: ${(error as Error).message}`);
-  }
-  let parsed: Seed;
-  try {
-    parsed = parseSeed(seed);
-  } catch (error) {
+    if (error instanceof SeedSyntaxError) throw new CliUsageError(`SEED_FILE ${name} is not valid JSON: ${error.message}`);
     if (error instanceof SeedError) throw new CliUsageError(`SEED_FILE ${name}: ${error.message}`);
+    if ((error as NodeJS.ErrnoException).syscall !== undefined) throw new CliUsageError(`Cannot read SEED_FILE ${name}: ${(error as NodeJS.ErrnoException).code ?? 'error'}.`);
     throw error;
   }
-  // Counted from the validated seed: "users" may be absent from the file.
+  // Counted from what was loaded: "users" may be absent from the file.
   return {
-    storage: new MemoryStorage(parsed, { maxSalts: config.maxSalts }),
-    description: `storage: in memory, loaded from ${name}: ${parsed.merchants.length} merchants, ${parsed.users.length} users; changes are lost on exit`,
+    storage: loaded.storage,
+    description: `storage: in memory, loaded from ${name}: ${loaded.merchants} merchants, ${loaded.users} users; changes are lost on exit`,
     demo: config.seedFile === undefined,
   };
 }

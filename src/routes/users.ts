@@ -8,29 +8,31 @@ import { parseListParams, type ListParams } from '../list-params.js';
 import { parseQuery } from '../query.js';
 import { reply, type Reply } from '../responses.js';
 import { pct } from '../signing.js';
-import type { Merchant, UserFilter } from '../storage.js';
+import type { Merchant, UserFilter, UserOrder, UserRecord, UserRecordPage } from '../storage.js';
 import { usersJson } from '../user-json.js';
 import type { HandlerDeps, RouteInput } from './route.js';
 
 export async function listUsers(ctx: RequestContext, input: RouteInput, deps: HandlerDeps): Promise<Reply> {
   const merchant = input.merchant!;
   const params = parseListParams(parseQuery(input.search));
-  if (params.limit === undefined && params.cursor === undefined) return streamAll(ctx, merchant, params.filter, deps);
+  if (params.limit === undefined && params.cursor === undefined) return streamAll(ctx, merchant, params.filter, params.order, deps);
   return page(ctx, input, merchant, params, deps);
 }
 
 async function page(ctx: RequestContext, input: RouteInput, merchant: Merchant, params: ListParams, deps: HandlerDeps): Promise<Reply> {
-  const position = params.cursor === undefined ? undefined : await deps.cursors.open(params.cursor, merchant.id, params.filter);
+  const position = params.cursor === undefined ? undefined : await deps.cursors.open(params.cursor, merchant.id, params.filter, params.order);
   // A cursor without `limit` keeps the page size of the listing it came from.
   const limit = params.limit ?? position!.limit;
-  const query = { merchantId: merchant.id, filter: params.filter, after: position?.after, limit: limit + 1 };
+  const query = { merchantId: merchant.id, filter: params.filter, order: params.order, after: position?.after, afterJoined: position?.afterJoined, limit: limit + 1 };
   const users = await deps.storage('listUsers', ctx, (s) => s.listUsers(query));
-  const more = users.length > limit;
-  if (more) users.length = limit;
+  // More follows when the storage found a user past the page, or stopped early (a bounded scan).
+  const resume = users.length > limit ? undefined : users.resumeAfter;
+  const more = users.length > limit || resume !== undefined;
+  if (users.length > limit) users.length = limit;
   let nextCursor = 'null';
   let headers: Record<string, string> | undefined;
   if (more) {
-    const cursor = await deps.cursors.seal(merchant.id, params.filter, { after: users.at(-1)!.shared_user_id, limit });
+    const cursor = await deps.cursors.seal(merchant.id, params.filter, resume !== undefined ? { after: resume, limit } : { ...positionOf(users.at(-1)!), limit }, params.order);
     nextCursor = JSON.stringify(cursor);
     const listUrl = `${deps.resolveBases(ctx.request, input.origin)[0]}${deps.basePath}/merchant/users`;
     const next = [['limit', String(limit)], ...params.filterParams, ['cursor', cursor]].map(([k, v]) => `${k}=${pct(v!)}`).join('&');
@@ -44,20 +46,30 @@ async function page(ctx: RequestContext, input: RouteInput, merchant: Merchant, 
  * its 503 rather than a broken 200. A failure after that can no longer
  * change the status: the stream is cut (see `toResponse`).
  */
-async function streamAll(ctx: RequestContext, merchant: Merchant, filter: UserFilter, deps: HandlerDeps): Promise<Reply> {
+async function streamAll(ctx: RequestContext, merchant: Merchant, filter: UserFilter, order: UserOrder, deps: HandlerDeps): Promise<Reply> {
   const batchSize = deps.streamBatchSize;
-  const read = (after: string | undefined) =>
-    deps.storage('listUsers', ctx, (s) => s.listUsers({ merchantId: merchant.id, filter, after, limit: batchSize }));
-  const first = await read(undefined);
+  const read = (position: { after?: string; afterJoined?: string }) =>
+    deps.storage('listUsers', ctx, (s) => s.listUsers({ merchantId: merchant.id, filter, order, ...position, limit: batchSize }));
+  // Where the next batch starts: past a full batch, or where a bounded scan stopped; undefined at the end.
+  const nextPosition = (batch: UserRecordPage) =>
+    batch.length === batchSize ? positionOf(batch.at(-1)!) : batch.resumeAfter === undefined ? undefined : { after: batch.resumeAfter };
+  const first = await read({});
   async function* pieces(): AsyncGenerator<string> {
     let batch = first;
     let piece = `{"status":"ok","data":[${usersJson(batch)}`;
-    while (batch.length === batchSize) {
+    let written = batch.length > 0;
+    for (let position = nextPosition(batch); position !== undefined; position = nextPosition(batch)) {
       yield piece;
-      batch = await read(batch.at(-1)!.shared_user_id);
-      piece = batch.length > 0 ? `,${usersJson(batch)}` : '';
+      batch = await read(position);
+      piece = batch.length > 0 ? `${written ? ',' : ''}${usersJson(batch)}` : '';
+      written ||= batch.length > 0;
     }
     yield `${piece}],"errors":[]}`;
   }
   return reply(200, pieces());
+}
+
+/** The keyset position of a user: its id, and its date_joined for `order=date_joined`. */
+function positionOf(user: UserRecord): { after: string; afterJoined: string } {
+  return { after: user.shared_user_id, afterJoined: user.date_joined };
 }

@@ -2,19 +2,20 @@
  * The in-memory storage, the embedded default (docs/protocol.md#storage-and-secrets). Loadable from
  * the seed format; salts expire so memory stays bounded however long it runs.
  */
-import type { Merchant, SaltRecord, Storage, UserPageQuery, UserRecord } from '../storage.js';
+import type { Merchant, SaltRecord, Storage, UserPageQuery, UserRecord, UserRecordPage } from '../storage.js';
 import { USER_RECORD_KEYS } from '../storage.js';
 import { StorageUnavailableError } from '../errors.js';
-import { compareCodePoints } from '../order.js';
 import { parseSeed, type Seed, type SeedMerchant } from './seed.js';
+import { MemoryUserIndex } from './memory-users.js';
 import { SaltStore, type SaltStoreOptions } from './memory-salts.js';
 
 export { parseSeed, SeedError, type Seed, type SeedMerchant, type SeedUser } from './seed.js';
+export { loadMemoryStorage, type LoadMemoryStorageOptions } from './memory-load.js';
 
-/** Users shared with one merchant, sorted by `shared_user_id` in code-point order. */
-interface MerchantUsers {
-  ids: string[];
-  records: Map<string, UserRecord>;
+/** A seed whose users are already in a `MemoryUserIndex` (the streaming loader builds one). */
+export interface IndexedSeed {
+  merchants: SeedMerchant[];
+  users: MemoryUserIndex;
 }
 
 /**
@@ -26,16 +27,16 @@ interface MerchantUsers {
  */
 export class MemoryStorage implements Storage {
   readonly #merchants = new Map<string, SeedMerchant>();
-  readonly #users = new Map<string, MerchantUsers>();
+  // Users with the sorted lists every listing reads (src/storage/memory-users.ts).
+  readonly #users: MemoryUserIndex;
   // Salts as keyed fingerprints in typed arrays, with a hard cap (src/storage/memory-salts.ts).
   readonly #salts: SaltStore;
   #closed = false;
 
-  constructor(seed: Seed = { merchants: [], users: [] }, options: MemoryStorageOptions = {}) {
+  constructor(seed: Seed | IndexedSeed = { merchants: [], users: [] }, options: MemoryStorageOptions = {}) {
     this.#salts = new SaltStore(options);
     for (const merchant of seed.merchants) this.putMerchant(merchant);
-    for (const { merchant_id, ...record } of seed.users) this.#usersOf(merchant_id).records.set(record.shared_user_id, record);
-    for (const users of this.#users.values()) users.ids = [...users.records.keys()].sort(compareCodePoints);
+    this.#users = seed.users instanceof MemoryUserIndex ? seed.users : MemoryUserIndex.fromSeedUsers(seed.users);
   }
 
   /** Adds or replaces a merchant (keys are its active keys). */
@@ -45,12 +46,7 @@ export class MemoryStorage implements Storage {
 
   /** Adds or replaces a user shared with `merchantId`. */
   putUser(merchantId: string, record: UserRecord): void {
-    const users = this.#usersOf(merchantId);
-    const copy = pickRecord(record);
-    if (!users.records.has(copy.shared_user_id)) {
-      users.ids.splice(lowerBound(users.ids, copy.shared_user_id), 0, copy.shared_user_id);
-    }
-    users.records.set(copy.shared_user_id, copy);
+    this.#users.put(merchantId, pickRecord(record));
   }
 
   async getMerchant(id: string): Promise<Merchant | undefined> {
@@ -68,25 +64,14 @@ export class MemoryStorage implements Storage {
     return this.#salts.record(merchantId, salt, expiresAt, now, ts);
   }
 
-  async listUsers({ merchantId, filter, after, limit }: UserPageQuery): Promise<UserRecord[]> {
+  async listUsers(query: UserPageQuery): Promise<UserRecordPage> {
     this.#assertOpen();
-    const users = this.#users.get(merchantId);
-    if (!users) return [];
-    const page: UserRecord[] = [];
-    let i = after === undefined ? 0 : upperBound(users.ids, after);
-    for (; i < users.ids.length && page.length < limit; i++) {
-      const record = users.records.get(users.ids[i]!)!;
-      if (filter.active !== undefined && (record.deactivated_at === null) !== filter.active) continue;
-      if (filter.joinedAfter !== undefined && !(record.date_joined > filter.joinedAfter)) continue;
-      if (filter.joinedBefore !== undefined && !(record.date_joined < filter.joinedBefore)) continue;
-      page.push(record);
-    }
-    return page;
+    return this.#users.page(query);
   }
 
   async getUser(merchantId: string, sharedUserId: string): Promise<UserRecord | undefined> {
     this.#assertOpen();
-    return this.#users.get(merchantId)?.records.get(sharedUserId);
+    return this.#users.get(merchantId, sharedUserId);
   }
 
   async ping(): Promise<void> {
@@ -101,12 +86,6 @@ export class MemoryStorage implements Storage {
   /** How many unexpired salts are held now (for monitoring and tests). */
   get saltCount(): number {
     return this.#salts.size;
-  }
-
-  #usersOf(merchantId: string): MerchantUsers {
-    let users = this.#users.get(merchantId);
-    if (!users) this.#users.set(merchantId, (users = { ids: [], records: new Map() }));
-    return users;
   }
 
   #assertOpen(): void {
@@ -130,26 +109,4 @@ function pickRecord(record: UserRecord): UserRecord {
   const copy = {} as Record<string, string | null>;
   for (const key of USER_RECORD_KEYS) copy[key] = record[key];
   return copy as unknown as UserRecord;
-}
-
-function lowerBound(ids: string[], id: string): number {
-  let lo = 0;
-  let hi = ids.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (compareCodePoints(ids[mid]!, id) < 0) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
-function upperBound(ids: string[], id: string): number {
-  let lo = 0;
-  let hi = ids.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (compareCodePoints(ids[mid]!, id) <= 0) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
 }

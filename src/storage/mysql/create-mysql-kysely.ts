@@ -6,6 +6,7 @@
  */
 import { Kysely, MysqlDialect, type MysqlPool, type MysqlPoolConnection } from 'kysely';
 import { createPool, type PoolConnection, type PoolOptions } from 'mysql2';
+import { openInfile } from './infile.js';
 import type { MerchantApiDatabase } from './schema.js';
 
 /** Options of `createMysqlKysely`; URL query parameters of the same names override the defaults too. */
@@ -53,6 +54,8 @@ export function createMysqlKysely(url: string, options: MysqlKyselyOptions = {})
     connectTimeout: config.connectTimeout,
     enableKeepAlive: true,
     keepAliveInitialDelay: 10_000,
+    // Imports bulk-load with LOAD DATA LOCAL INFILE from memory; no file is ever read from disk.
+    infileStreamFactory: openInfile,
     ...(config.ssl === undefined ? {} : { ssl: config.ssl }),
   });
   pool.on('connection', (connection) => {

@@ -11,6 +11,7 @@
  * Applied migrations are never edited: add a new one.
  */
 import { Migrator, sql, type Kysely, type Migration, type MigrationProvider, type MigrationResultSet } from 'kysely';
+import { userShareFilters } from './migration-0002.js';
 
 const TEXT = 'VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci';
 const TABLE_OPTIONS = 'ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci';
@@ -88,6 +89,7 @@ const initial: Migration = {
 /** Every migration, by name; names sort in the order they apply. */
 export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0001_initial': initial,
+  '0002_user_share_filters': userShareFilters,
 });
 
 /** A `MigrationProvider` serving `migrations` from code (no files to ship). */

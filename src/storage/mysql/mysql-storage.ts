@@ -4,13 +4,14 @@
  */
 import type { Kysely } from 'kysely';
 import { StorageUnavailableError } from '../../errors.js';
-import type { Merchant, SaltRecord, Storage, UserPageQuery, UserRecord } from '../../storage.js';
+import type { Merchant, SaltRecord, Storage, UserPageQuery, UserRecord, UserRecordPage } from '../../storage.js';
 import { MasterKeyError, openApiKey, parseMasterKey, type MasterKey } from './key-sealing.js';
 import { MerchantCache } from './merchant-cache.js';
 import { pruneExpiredSalts, recordSalt, type PruneOptions } from './salts.js';
 import type { MerchantApiDatabase } from './schema.js';
 import { isStorableId, storageError } from './sql-values.js';
-import { selectUsers } from './user-queries.js';
+import { selectUser, selectUserPage } from './user-queries.js';
+import type { PagePlan } from '../user-pages.js';
 
 /** Options of `MysqlStorage`. */
 export interface MysqlStorageOptions {
@@ -36,6 +37,11 @@ export interface MysqlStorageOptions {
   destroyOnClose?: boolean;
   /** Told about a failed background prune (the message never holds a value). */
   onBackgroundError?: (error: Error) => void;
+  /**
+   * The bounds of a page's work (`src/storage/user-pages.ts`); for tests, which cross every
+   * boundary with a few users. The defaults are the documented ones.
+   */
+  pagePlan?: PagePlan;
 }
 
 /**
@@ -86,11 +92,11 @@ export class MysqlStorage implements Storage {
     }
   }
 
-  async listUsers(query: UserPageQuery): Promise<UserRecord[]> {
+  async listUsers(query: UserPageQuery): Promise<UserRecordPage> {
     this.#assertOpen();
     if (!isStorableId(query.merchantId) || !(query.limit >= 1)) return [];
     try {
-      return await selectUsers(this.#db, query);
+      return await selectUserPage(this.#db, query, undefined, this.#options.pagePlan);
     } catch (error) {
       throw storageError(error, 'user page');
     }
@@ -100,8 +106,7 @@ export class MysqlStorage implements Storage {
     this.#assertOpen();
     if (!isStorableId(merchantId) || !isStorableId(sharedUserId)) return undefined;
     try {
-      const [user] = await selectUsers(this.#db, { merchantId, filter: {}, limit: 1 }, sharedUserId);
-      return user;
+      return await selectUser(this.#db, merchantId, sharedUserId);
     } catch (error) {
       throw storageError(error, 'user read');
     }

@@ -35,11 +35,19 @@ export interface UsersTable extends Omit<UserRecord, 'shared_user_id'> {
   id: ColumnType<string | number, string | undefined, never>;
 }
 
-/** Which merchant sees which user under which id; one user may have several. */
+/**
+ * Which merchant sees which user under which id; one user may have several. `is_active` and
+ * `date_joined` copy the user's filter fields next to the keyset order (migration 0002); every
+ * write of a user keeps them in step.
+ */
 export interface UserSharesTable {
   merchant_id: string;
   shared_user_id: string;
   user_id: ColumnType<string | number, string, never>;
+  /** 1 while the user's `deactivated_at` is null, else 0. */
+  is_active: number;
+  /** The user's `date_joined`, `DATETIME(6)` text in UTC. */
+  date_joined: string;
 }
 
 /** Salts used inside the timestamp window, per merchant (replay protection). */
