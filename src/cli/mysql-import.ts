@@ -1,17 +1,18 @@
 /**
  * `merchant-api import FILE`: the seed document (merchants, keys,
  * users; one transaction) or NDJSON of user records (`.ndjson`/`.jsonl`, or
- * `--format ndjson`; validated whole first, then written in batches). Prints
- * progress on a terminal, bad lines with their number, and a summary.
+ * `--format ndjson`; validated and written in one streamed pass, in batches).
+ * Prints progress on a terminal, bad lines with their number, and a summary.
  */
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { parseSeed, SeedError } from '../storage/seed.js';
-import { importSeed, importUserFile, ImportValidationError, redact, type ImportSummary } from '../storage/mysql/import.js';
+import { DEFAULT_BATCH_SIZE, importSeed, importUserFile, ImportValidationError, redact, type ImportSummary } from '../storage/mysql/import.js';
 import { CliUsageError, type CliCommand, type CliIo } from './io.js';
 import type { MysqlConfig } from './config.js';
 import { runMysqlCommand, withDatabase } from './mysql-env.js';
 
+const MAX_BATCH_SIZE = 100_000;
 const USAGE = `Usage: merchant-api import FILE [--format seed|ndjson] [--batch-size N]
   seed:   {"merchants": [...], "users": [...]} as in examples/seed.json (default)
   ndjson: one user record with its "merchant_id" per line (default for .ndjson and .jsonl)`;
@@ -31,8 +32,8 @@ export const importCommand: CliCommand = async (args, io, config) => {
   if (file === undefined || extra.length > 0) throw new CliUsageError(USAGE);
   const format = parsed.values.format ?? (/\.(nd)?jsonl?$/i.test(file) && !/\.json$/i.test(file) ? 'ndjson' : 'seed');
   if (format !== 'seed' && format !== 'ndjson') throw new CliUsageError(`--format must be seed or ndjson.\n${USAGE}`);
-  const batchText = parsed.values['batch-size'] ?? '1000';
-  if (!/^\d+$/.test(batchText) || Number(batchText) < 1 || Number(batchText) > 10_000) throw new CliUsageError('--batch-size must be a whole number from 1 to 10000.');
+  const batchText = parsed.values['batch-size'] ?? String(DEFAULT_BATCH_SIZE);
+  if (!/^\d+$/.test(batchText) || Number(batchText) < 1 || Number(batchText) > MAX_BATCH_SIZE) throw new CliUsageError(`--batch-size must be a whole number from 1 to ${MAX_BATCH_SIZE}.`);
   const batchSize = Number(batchText);
 
   const started = performance.now();
@@ -50,7 +51,13 @@ export const importCommand: CliCommand = async (args, io, config) => {
         const count = error instanceof SeedError ? problems.length : error.problemCount;
         for (const problem of problems.slice(0, SHOWN_PROBLEMS)) io.err(`${file}: ${problem}`);
         if (count > SHOWN_PROBLEMS) io.err(`${file}: ... and ${count - SHOWN_PROBLEMS} more problem(s).`);
-        io.err(`Nothing was imported: fix the ${count} problem(s) above and run the import again.`);
+        const imported = error instanceof ImportValidationError ? error.imported : undefined;
+        if (imported) {
+          // One streamed pass: the batches before the first problem are in; the import is an upsert, so running it again is safe.
+          io.err(`Lines 1 to ${imported.throughLine} were imported (${imported.summary.usersInserted} user(s) inserted, ${imported.summary.usersUpdated} updated); nothing after them was written: fix the ${count} problem(s) above and run the import again.`);
+        } else {
+          io.err(`Nothing was imported: fix the ${count} problem(s) above and run the import again.`);
+        }
         return 1;
       }
       throw error;

@@ -1,22 +1,23 @@
 /**
- * Imports into MySQL: the seed document, and NDJSON of user records
- * (one `{"merchant_id": ..., ...14 keys}` per line) for files too large to
- * hold in memory. Nothing is half-written:
+ * Imports into MySQL (docs/mysql.md#imports): the seed document, and NDJSON of user records
+ * (one `{"merchant_id": ..., ...14 keys}` per line) for files too large to hold in memory.
+ * Nothing is half-written:
  * - a seed document is validated whole, then written in ONE transaction;
- * - an NDJSON file is read twice: the first pass validates every line (and
- *   that each merchant exists) and writes nothing if any line is bad; the
- *   second writes batches, one transaction each. Every write is an upsert,
- *   so if the process dies in the second pass, running the import again
- *   completes it. A key repeated in the file keeps its last record.
+ * - an NDJSON file is read once, validated and written as it streams: batches of valid users,
+ *   one transaction each, written while the next batch is read. A bad line stops the writing
+ *   before its batch; the batches before it stay. Every write is an upsert, so running the
+ *   import again (fixed, or after the process died) completes it. A key repeated in the file
+ *   keeps its last record.
  */
 import type { Kysely } from 'kysely';
 import { createReadStream } from 'node:fs';
-import { createInterface } from 'node:readline';
+import { stat } from 'node:fs/promises';
 import { parseSeedUser, type Seed, type SeedUser } from '../seed.js';
+import { LineSplitter } from '../seed-stream.js';
 import { upsertSeedMerchant } from './merchant-admin.js';
 import type { MasterKey } from './key-sealing.js';
 import { API_KEY_MAX_LENGTH, type MerchantApiDatabase } from './schema.js';
-import { readIdAllocation, upsertUsers, userFieldProblem } from './user-upsert.js';
+import { readIdAllocation, upsertUsers, userFieldProblem, type IdAllocation } from './user-upsert.js';
 
 /** What an import changed. */
 export interface ImportSummary {
@@ -30,21 +31,37 @@ export interface ImportSummary {
 
 /** Options of the imports. */
 export interface ImportOptions {
-  /** Users per statement batch (default 1000). */
+  /** Users per batch: per transaction, and per bulk statement (default 10000). */
   batchSize?: number;
-  /** Called after each batch with users written so far and the total. */
+  /**
+   * Called after each batch with users written so far and the total; for an NDJSON file read
+   * in one pass the total is estimated from the bytes written until the last call.
+   */
   onProgress?: (done: number, total: number) => void;
 }
 
-/** An input that fails validation: every problem, with its line or place. Nothing was written. */
+/** Users per batch unless told otherwise: a LOAD DATA of this size takes well under a second. */
+export const DEFAULT_BATCH_SIZE = 10_000;
+const MAX_PROBLEMS = 1000;
+
+/**
+ * An input that fails validation: every problem, with its line or place. Nothing was written,
+ * unless `imported` says what batches before the first problem's batch were.
+ */
 export class ImportValidationError extends Error {
   override name = 'ImportValidationError';
   constructor(
     readonly problems: string[],
     /** How many problems there were (only the first 1000 are kept). */
     readonly problemCount = problems.length,
+    /** What was imported before the first problem stopped the writing, through which line. */
+    readonly imported?: { summary: ImportSummary; throughLine: number },
   ) {
-    super(`Nothing imported: ${problemCount} problem(s); first: ${problems[0] ?? ''}`);
+    super(
+      imported
+        ? `Stopped after line ${imported.throughLine} (${imported.summary.usersInserted + imported.summary.usersUpdated} users imported): ${problemCount} problem(s); first: ${problems[0] ?? ''}`
+        : `Nothing imported: ${problemCount} problem(s); first: ${problems[0] ?? ''}`,
+    );
   }
 }
 
@@ -66,7 +83,7 @@ export async function importSeed(db: Kysely<MerchantApiDatabase>, masterKey: Mas
     if (problem) problems.push(`users[${i}].${problem}`);
   });
   if (problems.length > 0) throw new ImportValidationError(problems.slice(0, 1000), problems.length);
-  const batchSize = options.batchSize ?? 1000;
+  const batchSize = options.batchSize ?? DEFAULT_BATCH_SIZE;
   return db.transaction().execute(async (trx) => {
     const summary = emptySummary();
     for (const merchant of seed.merchants) {
@@ -87,68 +104,107 @@ export async function importSeed(db: Kysely<MerchantApiDatabase>, masterKey: Mas
 }
 
 /**
- * Imports an NDJSON file of user records (see the file comment for the two
- * passes). Throws `ImportValidationError` listing bad lines by number.
+ * Imports an NDJSON file of user records in one streamed pass: each line is validated as it is
+ * read, and every `batchSize` valid users are written in one transaction while the next batch is
+ * read. The first problem (a bad line, a merchant that does not exist) stops the writing: the
+ * batches before it stay imported, nothing from the batch holding it on is written, and the rest
+ * of the file is still read so that every problem is reported. Throws `ImportValidationError`
+ * listing bad lines by number, with what was imported before them.
  */
 export async function importUserFile(db: Kysely<MerchantApiDatabase>, path: string, options: ImportOptions = {}): Promise<ImportSummary> {
-  const { total, problems, problemCount, merchants } = await validateUserFile(path);
-  const known = new Set<string>();
-  const ids = [...merchants.keys()];
-  for (let i = 0; i < ids.length; i += 1000) {
-    const rows = await db.selectFrom('merchants').select('id').where('id', 'in', ids.slice(i, i + 1000)).execute();
-    for (const row of rows) known.add(row.id);
-  }
-  let count = problemCount;
-  for (const [id, line] of merchants) {
-    if (known.has(id)) continue;
-    count++;
-    if (problems.length < 1000) problems.push(`line ${line}: merchant_id: no such merchant (add it first); later lines may name it too`);
-  }
-  if (count > 0) throw new ImportValidationError(problems.sort(byLineNumber), count);
-
-  const batchSize = options.batchSize ?? 1000;
+  const batchSize = options.batchSize ?? DEFAULT_BATCH_SIZE;
+  const size = (await stat(path)).size;
   const summary = emptySummary();
-  const allocation = await readIdAllocation(db);
-  let batch: SeedUser[] = [];
-  let done = 0;
-  const flush = async () => {
-    const users = batch;
-    batch = [];
-    const result = await db.transaction().execute((trx) => upsertUsers(trx, users, allocation));
-    summary.usersInserted += result.inserted;
-    summary.usersUpdated += result.updated;
-    done += users.length;
-    options.onProgress?.(done, total);
-  };
-  for await (const { line, number } of readLines(path)) {
-    const scratch: string[] = [];
-    const user = parseLine(line, number, scratch);
-    // The file changed since the first pass: stop, having written only whole batches.
-    if (scratch.length > 0) throw new ImportValidationError([`${scratch[0]} (the file changed during the import)`]);
-    if (!user) continue;
-    batch.push(user);
-    if (batch.length >= batchSize) await flush();
-  }
-  if (batch.length > 0) await flush();
-  return summary;
-}
-
-/** Pass one: every line validated, merchant ids with the first line naming them. */
-async function validateUserFile(path: string): Promise<{ total: number; problems: string[]; problemCount: number; merchants: Map<string, number> }> {
   const problems: string[] = [];
-  const merchants = new Map<string, number>();
-  let total = 0;
   let problemCount = 0;
-  for await (const { line, number } of readLines(path)) {
-    const scratch: string[] = [];
-    const user = parseLine(line, number, scratch);
-    problemCount += scratch.length;
-    if (problems.length < 1000) problems.push(...scratch.slice(0, 1000 - problems.length));
-    if (!user) continue;
-    total++;
-    if (!merchants.has(user.merchant_id)) merchants.set(user.merchant_id, number);
+  // No batch holding this line or a later one is written: the first line of the batch a problem was found in.
+  let stopLine = Infinity;
+  const report = (problem: string, line: number) => {
+    problemCount++;
+    if (problems.length < MAX_PROBLEMS) problems.push(problem);
+    stopLine = Math.min(stopLine, line);
+  };
+  // Merchants: known to exist, known not to, and the first line naming each one not checked yet.
+  const known = new Set<string>();
+  const missing = new Set<string>();
+  const unchecked = new Map<string, number>();
+  const checkMerchants = async () => {
+    const ids = [...unchecked.keys()];
+    for (let i = 0; i < ids.length; i += 1000) {
+      const rows = await db.selectFrom('merchants').select('id').where('id', 'in', ids.slice(i, i + 1000)).execute();
+      for (const row of rows) known.add(row.id);
+    }
+    for (const [id, line] of unchecked) {
+      if (known.has(id)) continue;
+      missing.add(id);
+      report(`line ${line}: merchant_id: no such merchant (add it first); later lines may name it too`, line);
+    }
+    unchecked.clear();
+  };
+
+  interface Batch {
+    users: SeedUser[];
+    /** The line numbers of its first and last user, and the bytes of the lines it was read from. */
+    first: number;
+    last: number;
+    bytes: number;
   }
-  return { total, problems, problemCount, merchants };
+  const ready: Batch[] = [];
+  let open: Batch = { users: [], first: 0, last: 0, bytes: 0 };
+  let allocation: IdAllocation | undefined;
+  let bytesWritten = 0;
+  let done = 0;
+  let writtenThroughLine = 0;
+  let writing: Promise<void> = Promise.resolve();
+
+  /** Writes the batch (after the previous one) unless a problem at or before its lines stopped the writing. */
+  const write = async ({ users, last, bytes }: Batch) => {
+    await writing;
+    if (unchecked.size > 0) await checkMerchants();
+    if (last >= stopLine || users.length === 0) return;
+    // Not awaited here: the next batch is read and validated while this one is written.
+    writing = (async () => {
+      allocation ??= await readIdAllocation(db);
+      const result = await db.transaction().execute((trx) => upsertUsers(trx, users, allocation!));
+      summary.usersInserted += result.inserted;
+      summary.usersUpdated += result.updated;
+      done += users.length;
+      writtenThroughLine = last;
+      bytesWritten += bytes;
+      options.onProgress?.(done, Math.max(done, Math.round((done * size) / Math.max(bytesWritten, 1))));
+    })();
+    writing.catch(() => undefined);
+  };
+
+  const lines = new LineSplitter((line, number) => {
+    open.bytes += line.length + 1;
+    const found: string[] = [];
+    const user = parseLine(line, number, found);
+    // A bad line spoils the batch being read: from its first line on, nothing is written.
+    for (const problem of found) report(problem, open.users.length > 0 ? open.first : number);
+    if (!user || missing.has(user.merchant_id)) return;
+    // Merchants are checked for every valid line, also once the writing stopped: all problems are reported.
+    if (!known.has(user.merchant_id) && !unchecked.has(user.merchant_id)) unchecked.set(user.merchant_id, number);
+    if (number >= stopLine) return;
+    if (open.users.length === 0) open.first = number;
+    open.users.push(user);
+    open.last = number;
+    if (open.users.length >= batchSize) {
+      ready.push(open);
+      open = { users: [], first: 0, last: 0, bytes: 0 };
+    }
+  });
+  for await (const chunk of createReadStream(path, { highWaterMark: 1 << 20 })) {
+    lines.push(chunk as Buffer);
+    for (let batch = ready.shift(); batch; batch = ready.shift()) await write(batch);
+  }
+  lines.end();
+  for (const batch of [...ready, open]) await write(batch);
+  await writing;
+  if (unchecked.size > 0) await checkMerchants();
+  if (problemCount > 0) throw new ImportValidationError(problems.sort(byLineNumber), problemCount, done > 0 ? { summary, throughLine: writtenThroughLine } : undefined);
+  options.onProgress?.(done, done);
+  return summary;
 }
 
 /** One NDJSON line: a user, or undefined with problems (blank lines are skipped silently). */
@@ -177,15 +233,6 @@ function parseLine(line: string, number: number, problems: string[]): SeedUser |
 /** Replaces quoted values in a validation message (they may be personal data). */
 export function redact(message: string): string {
   return message.replace(/"(?:[^"\\]|\\.)*"/g, 'the value');
-}
-
-async function* readLines(path: string): AsyncGenerator<{ line: string; number: number }> {
-  const lines = createInterface({ input: createReadStream(path, { encoding: 'utf8' }), crlfDelay: Infinity });
-  let number = 0;
-  for await (const line of lines) {
-    number++;
-    yield { line: number === 1 ? line.replace(/^\uFEFF/, '') : line, number };
-  }
 }
 
 function byLineNumber(a: string, b: string): number {
