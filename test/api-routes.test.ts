@@ -5,7 +5,7 @@ import type { Logger } from '../src/logger.js';
 import { MemoryStorage } from '../src/storage/memory.js';
 import type { Storage } from '../src/storage.js';
 import { basic, call, ORIGIN, signedUrl, testApi } from './support/api.js';
-import { contractSeed } from './support/fixtures.js';
+import { contractSeed } from './support/seeds.js';
 
 describe('routing', () => {
   it('404 not_found in the envelope for an unknown path, never HTML', async () => {

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { sign, pct } from '../src/signing.js';
 import { MemoryStorage } from '../src/storage/memory.js';
 import { call, NOW, ORIGIN, signedUrl, testApi } from './support/api.js';
-import { contractSeed } from './support/fixtures.js';
+import { contractSeed } from './support/seeds.js';
 
 /** A memory storage started an hour ago: it refuses a ts from before its start (test/memory-salts.test.ts). */
 const startedEarlier = () => new MemoryStorage(contractSeed(), { startedAt: NOW - 3600 });

@@ -5,7 +5,7 @@ import { silentLogger } from '../src/logger.js';
 import { MemoryStorage } from '../src/storage/memory.js';
 import { USER_RECORD_KEYS } from '../src/storage.js';
 import { basic, call, ORIGIN, testApi } from './support/api.js';
-import { M1_ORDER, user } from './support/fixtures.js';
+import { M1_ORDER, user } from './support/seeds.js';
 
 const M1 = basic('m1', 'key-one');
 const list = (query = '') => `${ORIGIN}/merchant/users${query}`;

@@ -18,7 +18,7 @@ import { readMysqlConfig, type MysqlConfig } from '../src/cli/config.js';
 import { createMemoryStorage } from '../src/storage/memory.js';
 import { generateMasterKey } from '../src/storage/mysql/index.js';
 import { createTestDatabase, mysqlAvailable, type TestDatabase } from './support/mysql.js';
-import { user } from './support/fixtures.js';
+import { user } from './support/seeds.js';
 
 const available = await mysqlAvailable();
 const BASE = 'http://merchant-api.test';

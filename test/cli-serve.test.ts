@@ -3,7 +3,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { runProcess, startProcess } from './support/spawn.js';
+import { runProcess, startProcess } from './support/processes.js';
 
 function seedFile(document: unknown): string {
   const file = join(mkdtempSync(join(tmpdir(), 'merchant-api-seed-')), 'seed.json');

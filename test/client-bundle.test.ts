@@ -10,7 +10,7 @@
 import { build, type Metafile } from 'esbuild';
 import { existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { ROOT } from './support/spawn.js';
+import { ROOT } from './support/processes.js';
 
 const NODE_EXTERNALS = ['node:crypto', 'node:buffer', 'crypto', 'buffer'];
 const SERVER_MARKERS = ['createMerchantApi', 'MemoryStorage', 'MysqlStorage', 'kysely', 'mysql2', 'prom-client', '@opentelemetry', 'jose', 'hono', 'openApiDocument', 'cursorSecret', 'StorageUnavailableError'];

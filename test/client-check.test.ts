@@ -15,9 +15,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkCommand, type CheckDeps } from '../src/cli/check.js';
 import type { CliIo } from '../src/cli/io.js';
 import { runCli } from '../src/cli/run.js';
-import { useCliServer } from './fixtures/runtime.js';
-import { conformanceSeed, MERCHANTS } from './fixtures/seeds.js';
-import { runProcess } from './support/spawn.js';
+import { runProcess, useCliServer } from './support/processes.js';
+import { conformanceSeed, MERCHANTS } from './support/seeds.js';
 
 const { main, closed } = MERCHANTS;
 

@@ -10,7 +10,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ROOT, runProcess, startProcess, type Started } from './support/spawn.js';
+import { ROOT, runProcess, startProcess, type Started } from './support/processes.js';
 
 const DEMO_ENV = { PORT: '0', HOST: '127.0.0.1', SEED_FILE: '', DATABASE_URL: '', PUBLIC_URL: '', TRUST_PROXY: '', TLS_CERT_FILE: '', TLS_KEY_FILE: '', METRICS_PORT: '', ACCESS_LOG: 'false' };
 

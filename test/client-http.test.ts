@@ -8,8 +8,8 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMerchantClient, MerchantNetworkError, MerchantTimeoutError, type RetryInfo } from '../src/client/index.js';
 import { describeClientSuite } from './client-suite.js';
-import { RUNTIMES, useCliServer } from './fixtures/runtime.js';
-import { conformanceSeed } from './fixtures/seeds.js';
+import { RUNTIMES, useCliServer } from './support/processes.js';
+import { conformanceSeed } from './support/seeds.js';
 
 for (const runtime of RUNTIMES) {
   describe(`merchant-api/client against the ${runtime} server (memory storage)`, () => {

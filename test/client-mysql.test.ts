@@ -8,8 +8,8 @@
 import { afterAll, beforeAll, describe } from 'vitest';
 import { importSeed } from '../src/storage/mysql/index.js';
 import { describeClientSuite } from './client-suite.js';
-import { CLI, RUNTIMES, startServer, type ServerProcess } from './fixtures/runtime.js';
-import { conformanceSeed } from './fixtures/seeds.js';
+import { CLI, RUNTIMES, startServer, type ServerProcess } from './support/processes.js';
+import { conformanceSeed } from './support/seeds.js';
 import { createTestDatabase, mysqlAvailable, type TestDatabase } from './support/mysql.js';
 
 const available = await mysqlAvailable();

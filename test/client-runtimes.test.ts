@@ -12,9 +12,8 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectedUsers } from './client-suite.js';
-import { CLEAN_ENV, ROOT, RUNTIMES, runtimeCommand, useCliServer } from './fixtures/runtime.js';
-import { conformanceSeed, MERCHANTS } from './fixtures/seeds.js';
-import { runProcess } from './support/spawn.js';
+import { CLEAN_ENV, ROOT, RUNTIMES, runProcess, runtimeCommand, useCliServer } from './support/processes.js';
+import { conformanceSeed, MERCHANTS } from './support/seeds.js';
 
 const SCRIPT = `
 const { createMerchantClient, MerchantApiError, MerchantNetworkError, MerchantTimeoutError } = await import(${JSON.stringify(pathToFileURL(`${ROOT}dist/client.js`).href)});

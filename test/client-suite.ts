@@ -1,6 +1,6 @@
 /**
  * `merchant-api/client` against a real server on the conformance seed
- * (test/fixtures/seeds.ts): every method, every filter, pagination across
+ * (test/support/seeds.ts): every method, every filter, pagination across
  * page boundaries with ids that need percent-encoding, 404, a wrong key,
  * and retries through a faulty proxy put between the client and the server
  * (503 then 200, a connection reset, 429, re-signing after a used salt).
@@ -11,7 +11,7 @@ import { createServer, request as httpRequest, type IncomingMessage, type Server
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMerchantClient, MerchantApiError, type MerchantClientOptions, type RetryInfo, type UserRecord } from '../src/client/index.js';
-import { asRecord, conformanceSeed, MERCHANTS, SPECIAL_IDS } from './fixtures/seeds.js';
+import { asRecord, conformanceSeed, MERCHANTS, SPECIAL_IDS } from './support/seeds.js';
 
 const seed = conformanceSeed();
 const { main, other, closed, unicode } = MERCHANTS;

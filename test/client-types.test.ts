@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import openapiTS, { astToString } from 'openapi-typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openApiDocument } from '../src/openapi.js';
-import { ROOT } from './support/spawn.js';
+import { ROOT } from './support/processes.js';
 
 const CHECKS = (from: string) => `
 import type { components, operations } from './openapi.js';

@@ -14,7 +14,7 @@ import { JsonEnvelopeParser, JsonStreamError } from '../src/client/json-stream.j
 import { backoffMs, DEFAULT_RETRY, retryAfterMs, retryPolicy } from '../src/client/retry.js';
 import { createMerchantApi, silentLogger } from '../src/index.js';
 import { createMemoryStorage } from '../src/storage/memory.js';
-import { conformanceSeed, MERCHANTS } from './fixtures/seeds.js';
+import { conformanceSeed, MERCHANTS } from './support/seeds.js';
 
 const record = (id: string, extra: Record<string, string | null> = {}) => ({ shared_user_id: id, first_name: 'Zoë "Q" \\ }{][', state: null, ...extra });
 

@@ -24,7 +24,7 @@ import { canonicalMessage, sign, signUrl } from '../src/signing.js';
 import { createMemoryStorage } from '../src/storage/memory.js';
 import { anchors, codeBlocks, docPages, docsDirectory, links, readPage, sectionHeadings, tableAfter, type CodeBlock } from './support/docs-markdown.js';
 import { createTestDatabase, mysqlAvailable, type TestDatabase } from './support/mysql.js';
-import { ROOT } from './support/spawn.js';
+import { ROOT } from './support/processes.js';
 
 const PAGES = docPages();
 const seed = JSON.parse(readFileSync(`${ROOT}examples/seed.json`, 'utf8'));

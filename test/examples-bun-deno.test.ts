@@ -1,9 +1,9 @@
 /** examples/bun.ts and examples/deno.ts run under their runtime (Deno with the start:deno permissions), on the demo seed. */
 import { createServer } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { basicAuth, send } from './fixtures/http-client.js';
-import { startServer, type Runtime, type ServerProcess } from './fixtures/runtime.js';
-import { signedUrl } from './fixtures/test-signer.js';
+import { basicAuth, send } from './support/http-client.js';
+import { startServer, type Runtime, type ServerProcess } from './support/processes.js';
+import { signedUrl } from './support/test-signer.js';
 
 for (const runtime of ['bun', 'deno'] as Runtime[]) {
   describe(`examples/${runtime}.ts`, () => {

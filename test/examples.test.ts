@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signUrl } from '../src/signing.js';
 import { codeBlocks } from './support/docs-markdown.js';
-import { ROOT, runProcess, startProcess, type Started } from './support/spawn.js';
+import { ROOT, runProcess, startProcess, type Started } from './support/processes.js';
 
 const README = readFileSync(`${ROOT}README.md`, 'utf8');
 const readmeBlocks = codeBlocks('README.md', README);

@@ -2,14 +2,14 @@
  * The HTTP conformance suite: every row of docs/protocol.md over real HTTP,
  * written once and run against a real server process on each runtime
  * (test/http-node.test.ts, http-bun.test.ts, http-deno.test.ts), loaded with
- * `conformanceSeed()`. Signed URLs come from test/fixtures/test-signer.ts,
+ * `conformanceSeed()`. Signed URLs come from test/support/test-signer.ts,
  * which shares no code with the library.
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { basicAuth, send, sendRaw, type HttpResponse, type RequestOptions } from './fixtures/http-client.js';
-import { asRecord, conformanceSeed, GENERATED_USERS, MERCHANTS, SPECIAL_IDS, type SeedUser } from './fixtures/seeds.js';
-import { freshSalt, hmacSha224, queryString, quote, signatureMessage, signedUrl, type Pair } from './fixtures/test-signer.js';
+import { basicAuth, send, sendRaw, type HttpResponse, type RequestOptions } from './support/http-client.js';
+import { asRecord, conformanceSeed, GENERATED_USERS, MERCHANTS, SPECIAL_IDS, type SeedUser } from './support/seeds.js';
+import { freshSalt, hmacSha224, queryString, quote, signatureMessage, signedUrl, type Pair } from './support/test-signer.js';
 
 /** Malformed requests sent as raw bytes (docs/protocol.md#failures: a 4xx JSON answer, and the server keeps serving). */
 export const MALFORMED = {

@@ -1,8 +1,8 @@
 /** The HTTP conformance suite against the standalone server on a real Node process, then every answer it got against /openapi.json. */
 import { describeHttpConformance } from './http-conformance.js';
-import { recordResponses } from './fixtures/http-client.js';
-import { useCliServer } from './fixtures/runtime.js';
-import { conformanceSeed } from './fixtures/seeds.js';
+import { recordResponses } from './support/http-client.js';
+import { useCliServer } from './support/processes.js';
+import { conformanceSeed } from './support/seeds.js';
 import { describeRecordedAnswersMatchOpenApi } from './support/openapi-validator.js';
 import { describeObservability } from './http-observability.js';
 

@@ -7,9 +7,9 @@
  */
 import parsePrometheusTextFormat from 'parse-prometheus-text-format';
 import { describe, expect, it } from 'vitest';
-import { basicAuth, send, type RecordedExchange } from './fixtures/http-client.js';
-import type { ServerProcess } from './fixtures/runtime.js';
-import { conformanceSeed, MERCHANTS } from './fixtures/seeds.js';
+import { basicAuth, send, type RecordedExchange } from './support/http-client.js';
+import type { ServerProcess } from './support/processes.js';
+import { conformanceSeed, MERCHANTS } from './support/seeds.js';
 
 export interface ObservabilityOptions {
   server: () => ServerProcess;

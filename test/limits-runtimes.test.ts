@@ -6,10 +6,10 @@
  */
 import { connect } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { basicAuth, send } from './fixtures/http-client.js';
-import { RUNTIMES, useCliServer } from './fixtures/runtime.js';
-import { conformanceSeed, MERCHANTS } from './fixtures/seeds.js';
-import { signedUrl } from './fixtures/test-signer.js';
+import { basicAuth, send } from './support/http-client.js';
+import { RUNTIMES, useCliServer } from './support/processes.js';
+import { conformanceSeed, MERCHANTS } from './support/seeds.js';
+import { signedUrl } from './support/test-signer.js';
 
 const { main, other } = MERCHANTS;
 

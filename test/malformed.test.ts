@@ -8,8 +8,8 @@ import { createMerchantApi } from '../src/api.js';
 import { silentLogger } from '../src/logger.js';
 import { MemoryStorage } from '../src/storage/memory.js';
 import { serve, type Served } from '../adapters/node.js';
-import { contractSeed } from './support/fixtures.js';
-import { sendRaw } from './fixtures/http-client.js';
+import { contractSeed } from './support/seeds.js';
+import { sendRaw } from './support/http-client.js';
 
 const auth = `Basic ${Buffer.from('m1:key-one').toString('base64')}`;
 const get = (target: string, headers = '') => `GET ${target} HTTP/1.1\r\nHost: api.test\r\n${headers}Connection: close\r\n\r\n`;

@@ -10,7 +10,7 @@ import { signUrl } from '../src/signing.js';
 import { createMysqlKysely, importSeed, MysqlStorage } from '../src/storage/mysql/index.js';
 import { createTestDatabase, MYSQL_URL, mysqlAvailable, urlOf, type TestDatabase } from './support/mysql.js';
 import { TcpProxy } from './support/tcp-proxy.js';
-import { user } from './support/fixtures.js';
+import { user } from './support/seeds.js';
 
 const available = await mysqlAvailable();
 const BASE = 'http://merchant-api.test';

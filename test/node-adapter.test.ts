@@ -6,7 +6,7 @@ import { silentLogger } from '../src/logger.js';
 import { MemoryStorage } from '../src/storage/memory.js';
 import { createRequestListener, serve, type Served } from '../adapters/node.js';
 import { basic, signedUrl } from './support/api.js';
-import { contractSeed, user } from './support/fixtures.js';
+import { contractSeed, user } from './support/seeds.js';
 
 const NOW_MS = 1_700_000_000_000;
 const HEADERS = ['content-type', 'cache-control', 'allow', 'www-authenticate', 'link', 'retry-after'];

@@ -15,7 +15,7 @@ import { createMetrics } from '../src/metrics.js';
 import { ROUTES } from '../src/routes/table.js';
 import { MemoryStorage } from '../src/storage/memory.js';
 import { basic, NOW_MS, ORIGIN, signedUrl } from './support/api.js';
-import { contractSeed } from './support/fixtures.js';
+import { contractSeed } from './support/seeds.js';
 
 const M1 = basic('m1', 'key-one');
 

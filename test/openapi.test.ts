@@ -22,9 +22,9 @@ import { ROUTES } from '../src/routes/table.js';
 import type { Storage } from '../src/storage.js';
 import { MemoryStorage } from '../src/storage/memory.js';
 import { basic, NOW_MS, ORIGIN, signedUrl } from './support/api.js';
-import { contractSeed } from './support/fixtures.js';
+import { contractSeed } from './support/seeds.js';
 import { exchangeOf, OpenApiValidator, type Exchange } from './support/openapi-validator.js';
-import { ROOT } from './support/spawn.js';
+import { ROOT } from './support/processes.js';
 
 type Json = Record<string, any>;
 

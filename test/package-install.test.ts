@@ -14,7 +14,7 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ROOT } from './support/spawn.js';
+import { ROOT } from './support/processes.js';
 
 const FIXTURE = `${ROOT}test/fixtures/package-consumer/`;
 const TSC = `${ROOT}node_modules/typescript/bin/tsc`;

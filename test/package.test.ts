@@ -2,7 +2,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { entries } from '../tsup.config.js';
-import { ROOT, runProcess } from './support/spawn.js';
+import { ROOT, runProcess } from './support/processes.js';
 
 const pkg = JSON.parse(readFileSync(`${ROOT}package.json`, 'utf8'));
 const subpaths = Object.keys(pkg.exports).filter((key) => key !== './package.json');

@@ -12,7 +12,7 @@ import { silentLogger } from '../src/logger.js';
 import { pct, sign, signUrl } from '../src/signing.js';
 import { MemoryStorage } from '../src/storage/memory.js';
 import type { UserRecord } from '../src/storage.js';
-import { user } from './support/fixtures.js';
+import { user } from './support/seeds.js';
 
 const NOW_MS = 1_700_000_000_000;
 const BASE = 'https://api.test';

@@ -5,7 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { ROOT } from './support/spawn.js';
+import { ROOT } from './support/processes.js';
 
 const EXPECTED: Record<string, string[]> = {
   '.': ['MAX_ID_LENGTH', 'MerchantApiError', 'StorageUnavailableError', 'USER_RECORD_KEYS', 'createJsonLogger', 'createMerchantApi', 'errorResponse', 'silentLogger'],
@@ -14,7 +14,7 @@ const EXPECTED: Record<string, string[]> = {
   './node': ['answerClientErrors', 'createRequestListener', 'serve'],
   './bun': ['serve'],
   './deno': ['serve'],
-  './storage/memory': ['MemoryStorage', 'SeedError', 'createMemoryStorage', 'parseSeed'],
+  './storage/memory': ['MemoryStorage', 'SeedError', 'createMemoryStorage', 'loadMemoryStorage', 'parseSeed'],
   './storage/mysql': [
     'ImportValidationError', 'MasterKeyError', 'MerchantAdminError', 'MysqlStorage', 'addMerchant', 'createMigrator', 'createMysqlKysely',
     'generateApiKey', 'generateMasterKey', 'importSeed', 'importUserFile', 'listMerchants', 'migrateToLatest', 'openApiKey', 'parseMasterKey',

@@ -8,7 +8,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { createMemoryStorage, SeedError } from '../src/storage/memory.js';
 import { basic, testApi } from './support/api.js';
-import { user } from './support/fixtures.js';
+import { user } from './support/seeds.js';
 
 const M1 = basic('m1', 'key-one');
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;

@@ -6,10 +6,10 @@
  * matches /openapi.json.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { recordResponses, send, type HttpResponse } from './fixtures/http-client.js';
-import { RUNTIMES, useCliServer } from './fixtures/runtime.js';
-import { conformanceSeed, MERCHANTS } from './fixtures/seeds.js';
-import { signedUrl } from './fixtures/test-signer.js';
+import { recordResponses, send, type HttpResponse } from './support/http-client.js';
+import { RUNTIMES, useCliServer } from './support/processes.js';
+import { conformanceSeed, MERCHANTS } from './support/seeds.js';
+import { signedUrl } from './support/test-signer.js';
 import { describeRecordedAnswersMatchOpenApi } from './support/openapi-validator.js';
 
 const { main, other, unicode } = MERCHANTS;

@@ -7,9 +7,9 @@
 import { Buffer } from 'node:buffer';
 import { get, type IncomingMessage } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { basicAuth, send } from './fixtures/http-client.js';
-import { CLI, RUNTIMES, startServer } from './fixtures/runtime.js';
-import { largeSeed, MERCHANTS, writeSeed } from './fixtures/seeds.js';
+import { basicAuth, send } from './support/http-client.js';
+import { CLI, RUNTIMES, startServer } from './support/processes.js';
+import { largeSeed, MERCHANTS, writeSeed } from './support/seeds.js';
 
 // About 18 MB of JSON: far more than the loopback socket buffers hold, so a
 // client that stops reading leaves the server mid-stream.

@@ -6,7 +6,7 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { ROOT } from './support/spawn.js';
+import { ROOT } from './support/processes.js';
 
 // Built from pieces so that this file does not match itself.
 const OUTSIDE = ['..', 'shared'].join('/');

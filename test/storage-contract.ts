@@ -8,7 +8,7 @@ import { compareCodePoints } from '../src/order.js';
 import type { Storage, UserFilter, UserOrder, UserRecord, UserRecordPage } from '../src/storage.js';
 import type { Seed, SeedUser } from '../src/storage/seed.js';
 import type { PagePlan } from '../src/storage/user-pages.js';
-import { contractSeed, M1_ORDER, user } from './support/fixtures.js';
+import { contractSeed, M1_ORDER, user } from './support/seeds.js';
 
 export interface StorageUnderTest {
   storage: Storage;

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { MemoryStorage, createMemoryStorage, SeedError } from '../src/storage/memory.js';
 import { MemoryUserIndex } from '../src/storage/memory-users.js';
 import { storageContract } from './storage-contract.js';
-import { user } from './support/fixtures.js';
+import { user } from './support/seeds.js';
 
 storageContract('memory', async (seed, plan) => {
   const storage = plan ? new MemoryStorage({ merchants: seed.merchants, users: MemoryUserIndex.fromSeedUsers(seed.users, plan) }) : new MemoryStorage(seed);

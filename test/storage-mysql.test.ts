@@ -26,7 +26,7 @@ import { selectUserPage } from '../src/storage/mysql/user-queries.js';
 import type { UserPageQuery } from '../src/storage.js';
 import { storageContract } from './storage-contract.js';
 import { createTestDatabase, mysqlAvailable, type TestDatabase } from './support/mysql.js';
-import { user } from './support/fixtures.js';
+import { user } from './support/seeds.js';
 
 const available = await mysqlAvailable();
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -11,7 +11,7 @@ import { MemoryStorage } from '../src/storage/memory.js';
 import type { Storage } from '../src/storage.js';
 import { FailureThrottle } from '../src/throttle.js';
 import { basic, NOW_MS, ORIGIN, signedUrl } from './support/api.js';
-import { contractSeed } from './support/fixtures.js';
+import { contractSeed } from './support/seeds.js';
 
 function counted(inner: Storage) {
   const calls: string[] = [];

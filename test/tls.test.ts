@@ -8,10 +8,10 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { basicAuth, send } from './fixtures/http-client.js';
-import { CLI, RUNTIMES, startServer, type ServerProcess } from './fixtures/runtime.js';
-import { conformanceSeed, GENERATED_USERS, MERCHANTS, SPECIAL_IDS, writeSeed } from './fixtures/seeds.js';
-import { signedUrl } from './fixtures/test-signer.js';
+import { basicAuth, send } from './support/http-client.js';
+import { CLI, RUNTIMES, startServer, type ServerProcess } from './support/processes.js';
+import { conformanceSeed, GENERATED_USERS, MERCHANTS, SPECIAL_IDS, writeSeed } from './support/seeds.js';
+import { signedUrl } from './support/test-signer.js';
 
 let dir: string;
 let cert: string;

@@ -13,7 +13,7 @@ import type { UserFilter, UserOrder, UserRecord } from '../src/storage.js';
 import type { SeedUser } from '../src/storage/seed.js';
 import { fullScan, SMALL_PLAN } from './storage-contract.js';
 import { basic, call, ORIGIN } from './support/api.js';
-import { user } from './support/fixtures.js';
+import { user } from './support/seeds.js';
 
 const AUTH = basic('shop', 'shop-key');
 const day = (n: number) => `2021-01-${String(1 + (n % 28)).padStart(2, '0')}T00:00:00.000000+00:00`;

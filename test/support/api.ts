@@ -4,7 +4,7 @@ import { silentLogger } from '../../src/logger.js';
 import { sign } from '../../src/signing.js';
 import { MemoryStorage } from '../../src/storage/memory.js';
 import { pct } from '../../src/signing.js';
-import { contractSeed } from './fixtures.js';
+import { contractSeed } from './seeds.js';
 
 export const NOW_MS = 1_700_000_000_000;
 export const NOW = NOW_MS / 1000;

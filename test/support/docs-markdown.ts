@@ -4,7 +4,7 @@
  * keep README.md and docs/ true (test/docs.test.ts, test/examples.test.ts).
  */
 import { readdirSync, readFileSync } from 'node:fs';
-import { ROOT } from './spawn.js';
+import { ROOT } from './processes.js';
 
 /** README.md and every page in docs/, as paths relative to the repository. */
 export function docPages(): string[] {

@@ -16,7 +16,7 @@
 import Ajv2020, { type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { describe, expect, it } from 'vitest';
-import { send, type RecordedExchange } from '../fixtures/http-client.js';
+import { send, type RecordedExchange } from './http-client.js';
 import { MALFORMED, type MalformedCase } from '../http-conformance.js';
 
 type Json = Record<string, any>;
