@@ -206,9 +206,11 @@ const OPERATIONS: Record<string, Operation> = {
       queryParameter('hmac', 'The signature, hex (compared case-insensitively).', { type: 'string', minLength: 1 }, true),
       queryParameter('gettoken', 'Allowed and left out of the signature, like `hmac`.', { type: 'string' }, false),
     ],
+    tooManyRequests: 'Also, with the memory storage: the merchant already holds half of the replay store (`MAX_SALTS`), until `Retry-After` seconds have passed.',
     badRequest:
       `A required parameter is absent, empty, repeated or (cp, salt) longer than ${MAX_ID_LENGTH} characters; the signature does not match; ` +
-      `ts is not whole seconds or is outside the accepted window; the salt was already used; or ${MALFORMED_QUERY}`,
+      `ts is not whole seconds or is outside the accepted window; the salt was already used; with the memory storage, ts is before the server started ` +
+      `(salts seen before a restart are not known: docs/protocol.md#a-bounded-replay-store); or ${MALFORMED_QUERY}`,
     responses: {
       '200': response('The signature is valid: `{"status":"ok","is_valid":true}`.', schemaRef('SignatureValid')),
       '403': response('The merchant is disabled: `{"status":"error","message":"This account is disabled.","is_valid":false}`.', schemaRef('SignatureError')),
