@@ -35,6 +35,15 @@ export async function loadMemoryStorage(
   options: LoadMemoryStorageOptions = {},
 ): Promise<{ storage: MemoryStorage; merchants: number; users: number }> {
   const { format = seedFormatOf(String(file)), ...storageOptions } = options;
+  return readMemoryStorage(createReadStream(file, { highWaterMark: 1 << 20 }), format, storageOptions);
+}
+
+/** `loadMemoryStorage` from any source of bytes (a stream, a response body, chunks in a test). */
+export async function readMemoryStorage(
+  chunks: AsyncIterable<Uint8Array>,
+  format: SeedFormat,
+  storageOptions: MemoryStorageOptions = {},
+): Promise<{ storage: MemoryStorage; merchants: number; users: number }> {
   const merchants: SeedMerchant[] = [];
   const merchantIds = new Set<string>();
   const index = new MemoryUserIndex();
@@ -56,7 +65,7 @@ export async function loadMemoryStorage(
   // NDJSON places read `line 4: field: ...`, as `merchant-api import` writes them.
   const at = (kind: 'merchants' | 'users', place: SeedPlace) => (place.line === undefined ? `${kind}[${place.index}]` : `line ${place.line}`);
 
-  const seen = await readSeedElements(createReadStream(file, { highWaterMark: 1 << 20 }), format, {
+  const seen = await readSeedElements(chunks, format, {
     merchant(value, place) {
       const where = at('merchants', place);
       const merchant = parseSeedMerchant(value, where, scratch);

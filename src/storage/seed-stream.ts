@@ -265,7 +265,8 @@ class SeedDocumentScanner {
         case State.ArrayFirst:
         case State.ArrayElement: {
           if (!this.#skipSpace()) return;
-          if (data[this.#pos] === 0x5d && this.#state === State.ArrayFirst) {
+          if (data[this.#pos] === 0x5d) {
+            if (this.#state === State.ArrayElement) throw this.#unexpected(); // a comma before "]"
             this.#pos++;
             this.#state = State.ObjectNext;
           } else {

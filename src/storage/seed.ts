@@ -105,6 +105,8 @@ export function parseSeedUser(value: unknown, at: string, problems: string[]): S
     problems.push(`${at}: must be an object`);
     return undefined;
   }
+  const fast = fastUser(value);
+  if (fast) return { merchant_id: fast.merchantId, ...fast.record };
   const before = problems.length;
   const user: Record<string, string | null> = {};
   user.merchant_id = identifier(value.merchant_id, `${at}.merchant_id`, problems) ?? null;
@@ -120,10 +122,73 @@ export function parseUserRecord(value: unknown, at: string, problems: string[]):
     problems.push(`${at}: must be an object`);
     return undefined;
   }
+  const fast = fastUser(value);
+  if (fast) return fast;
   const before = problems.length;
   const merchantId = identifier(value.merchant_id, `${at}.merchant_id`, problems);
   const record = readUserFields(value, at, problems, {}, before) as unknown as UserRecord | undefined;
   return record && { merchantId: merchantId!, record };
+}
+
+/**
+ * The common case in one step: exactly the 15 keys, every value valid, timestamps already
+ * canonical and codes lower case. The record is built as one literal (one hidden class, fields
+ * in the object: smaller and faster than key-by-key). Undefined sends the user through the
+ * general path, which names every problem.
+ */
+function fastUser(value: Record<string, unknown>): { merchantId: string; record: UserRecord } | undefined {
+  const { merchant_id, shared_user_id, first_name, last_name, email_address, street, zip_code, city, state, country, preferred_language, date_joined, deactivated_at, agreed_to_terms_and_conditions, agreed_to_marketing } = value;
+  if (
+    !isId(merchant_id) ||
+    !isId(shared_user_id) ||
+    shared_user_id === '.' ||
+    shared_user_id === '..' ||
+    typeof first_name !== 'string' ||
+    typeof last_name !== 'string' ||
+    typeof email_address !== 'string' ||
+    typeof street !== 'string' ||
+    typeof zip_code !== 'string' ||
+    typeof city !== 'string' ||
+    (state !== null && typeof state !== 'string') ||
+    !isLowerCaseString(country) ||
+    !isLowerCaseString(preferred_language) ||
+    !isCanonicalTimestamp(date_joined) ||
+    (deactivated_at !== null && !isCanonicalTimestamp(deactivated_at)) ||
+    (agreed_to_terms_and_conditions !== null && !isCanonicalTimestamp(agreed_to_terms_and_conditions)) ||
+    (agreed_to_marketing !== null && !isCanonicalTimestamp(agreed_to_marketing))
+  ) {
+    return undefined;
+  }
+  let keys = 0;
+  for (const _ in value) keys++;
+  if (keys !== 15) return undefined; // an unknown field (all 15 known ones are present)
+  return {
+    merchantId: merchant_id,
+    record: {
+      shared_user_id,
+      first_name,
+      last_name,
+      email_address,
+      street,
+      zip_code,
+      city,
+      state: state as string | null,
+      country,
+      preferred_language,
+      date_joined,
+      deactivated_at: deactivated_at as string | null,
+      agreed_to_terms_and_conditions: agreed_to_terms_and_conditions as string | null,
+      agreed_to_marketing: agreed_to_marketing as string | null,
+    },
+  };
+}
+
+function isId(value: unknown): value is string {
+  return typeof value === 'string' && value.length > 0 && value.length <= MAX_ID_LENGTH && !value.includes('\u0000');
+}
+
+function isLowerCaseString(value: unknown): value is string {
+  return typeof value === 'string' && value === value.toLowerCase();
 }
 
 /** Checks the 14 keys of `value` into `user`; undefined when problems grew past `before`. */
@@ -157,22 +222,30 @@ function readUserFields(value: Record<string, unknown>, at: string, problems: st
  * what `canonicalTimestamp` would answer unchanged: exports usually are, and this is checked in a
  * fraction of the time (a million users have four timestamps each).
  */
-export function isCanonicalTimestamp(text: string): boolean {
-  if (text.length !== 32 || text.charCodeAt(4) !== 45 || text.charCodeAt(7) !== 45 || text.charCodeAt(10) !== 84 || text.charCodeAt(13) !== 58 || text.charCodeAt(16) !== 58 || text.charCodeAt(19) !== 46 || !text.endsWith('+00:00')) return false;
-  for (const i of DIGITS) {
-    const c = text.charCodeAt(i);
+export function isCanonicalTimestamp(text: unknown): text is string {
+  if (typeof text !== 'string' || text.length !== 32) return false;
+  if (text.charCodeAt(4) !== 45 || text.charCodeAt(7) !== 45 || text.charCodeAt(10) !== 84 || text.charCodeAt(13) !== 58 || text.charCodeAt(16) !== 58 || text.charCodeAt(19) !== 46) return false;
+  if (text.charCodeAt(26) !== 43 || text.charCodeAt(27) !== 48 || text.charCodeAt(28) !== 48 || text.charCodeAt(29) !== 58 || text.charCodeAt(30) !== 48 || text.charCodeAt(31) !== 48) return false;
+  for (let i = 0; i < DIGITS.length; i++) {
+    const c = text.charCodeAt(DIGITS[i]!);
     if (c < 48 || c > 57) return false;
   }
-  const number = (from: number, to: number) => Number(text.slice(from, to));
-  const year = number(0, 4);
-  const month = number(5, 7);
-  const day = number(8, 10);
+  const year = digits(text, 0, 4);
+  const month = digits(text, 5, 7);
+  const day = digits(text, 8, 10);
   if (month < 1 || month > 12 || day < 1) return false;
   const days = month === 2 ? ((year % 4 === 0 && year % 100 !== 0) || year % 400 === 0 ? 29 : 28) : month === 4 || month === 6 || month === 9 || month === 11 ? 30 : 31;
-  return day <= days && number(11, 13) <= 23 && number(14, 16) <= 59 && number(17, 19) <= 59;
+  return day <= days && digits(text, 11, 13) <= 23 && digits(text, 14, 16) <= 59 && digits(text, 17, 19) <= 59;
 }
 
 const DIGITS = [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18, 20, 21, 22, 23, 24, 25];
+
+/** The number the ASCII digits of `text` from `from` to `to` spell. */
+function digits(text: string, from: number, to: number): number {
+  let value = 0;
+  for (let i = from; i < to; i++) value = value * 10 + text.charCodeAt(i) - 48;
+  return value;
+}
 
 function identifier(value: unknown, at: string, problems: string[]): string | undefined {
   if (typeof value !== 'string' || value.length === 0) {
