@@ -13,6 +13,9 @@ import { compareCodePoints } from '../order.js';
 import type { SeedUser } from './seed.js';
 import { DEFAULT_PAGE_PLAN, hasDateFilter, type PagePlan } from './user-pages.js';
 
+/** Records looked at by the running `page` call (reset at its start). */
+let examined = 0;
+
 /** Index 0: deactivated users; 1: active users. */
 type ByActivity = [UserRecord[], UserRecord[]];
 
@@ -117,6 +120,11 @@ export class MemoryUserIndex {
     return this.#count;
   }
 
+  /** How many records the last `page` call of any index looked at, binary searches included (for the benches). */
+  static get lastExamined(): number {
+    return examined;
+  }
+
   /** The user `sharedUserId` of `merchantId`, or undefined. */
   get(merchantId: string, sharedUserId: string): UserRecord | undefined {
     return this.#merchants.get(merchantId)?.records.get(sharedUserId);
@@ -164,6 +172,7 @@ export class MemoryUserIndex {
   page({ merchantId, filter, order, after, afterJoined, limit: requested }: UserPageQuery): UserRecordPage {
     const users = this.#merchants.get(merchantId);
     const limit = Math.floor(requested);
+    examined = 0;
     if (!users || !(limit >= 1)) return [];
     users.sort();
     const lists = (byActivity: ByActivity) => (filter.active === undefined ? byActivity : [byActivity[filter.active ? 1 : 0]]);
@@ -199,6 +208,7 @@ export class MemoryUserIndex {
       const candidates: UserRecord[] = [];
       joinedLists.forEach((list, i) => {
         const [start, end] = ranges[i]!;
+        examined += end - start;
         for (let j = start; j < end; j++) {
           const record = list[j]!;
           if (after === undefined || users.compareIds(record.shared_user_id, after) > 0) candidates.push(record);
@@ -212,13 +222,13 @@ export class MemoryUserIndex {
     // A large range: examine at most scanBudget users in id order, keeping those in the range.
     const cursors = lists(users.byId).map((list) => ({ list, at: fromPosition(list), end: list.length }));
     const page: UserRecordPage = [];
-    let examined = 0;
+    let scanned = 0;
     for (let record = next(cursors, users.compareById); record !== undefined; record = next(cursors, users.compareById)) {
       if ((joinedAfter === undefined || record.date_joined > joinedAfter) && (joinedBefore === undefined || record.date_joined < joinedBefore)) {
         page.push(record);
         if (page.length === limit) break;
       }
-      if (++examined === this.#plan.scanBudget) {
+      if (++scanned === this.#plan.scanBudget) {
         page.resumeAfter = record.shared_user_id;
         break;
       }
@@ -249,14 +259,18 @@ function next(cursors: Cursor[], compare: (x: UserRecord, y: UserRecord) => numb
   for (const cursor of cursors) {
     if (cursor.at < cursor.end && (!best || compare(cursor.list[cursor.at]!, best.list[best.at]!) < 0)) best = cursor;
   }
-  return best && best.list[best.at++];
+  if (!best) return undefined;
+  examined++;
+  return best.list[best.at++];
 }
 
 /** The first `limit` records of the merged cursors. */
 function merge(cursors: Cursor[], compare: (x: UserRecord, y: UserRecord) => number, limit: number): UserRecordPage {
   if (cursors.length === 1) {
     const [{ list, at, end }] = cursors as [Cursor];
-    return list.slice(at, Math.min(end, at + limit));
+    const page = list.slice(at, Math.min(end, at + limit));
+    examined += page.length;
+    return page;
   }
   const page: UserRecord[] = [];
   while (page.length < limit) {
@@ -273,6 +287,7 @@ function search(list: UserRecord[], before: (record: UserRecord) => boolean): nu
   let hi = list.length;
   while (lo < hi) {
     const mid = (lo + hi) >>> 1;
+    examined++;
     if (before(list[mid]!)) lo = mid + 1;
     else hi = mid;
   }
