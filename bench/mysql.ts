@@ -1,70 +1,177 @@
 /**
- * `npm run bench:mysql`: the MySQL storage at a million users.
- * Loads 1,000,000 users for one merchant into a scratch database with the
- * importer's batched multi-row upserts in key order, then prints: single-user
- * read p50/p99 (storage and HTTP), a 100-user keyset page at the start,
- * middle and end, the full streamed list in users/s, and the server
- * process's peak RSS. The scratch database is dropped at the end.
+ * `npm run bench:mysql`: the MySQL storage at a million users (issue 13).
+ * 1. Import: 1,000,000 users of one merchant (`fake-users.ts`) as NDJSON through
+ *    `importUserFile` (what `merchant-api import` runs), against a raw `LOAD DATA LOCAL INFILE`
+ *    of the same rows (users with their ids, then the shares) into the same schema, each into a
+ *    fresh database, alternating, best of `--rounds`. Rows/s and the ratio.
+ * 2. Listings: every filtered case of `listing-cases.ts` at its first, a middle and its last page:
+ *    the rows each page examines, summed from `ANALYZE FORMAT=JSON` of every statement it runs
+ *    (r_rows x r_loops of each table read), and latency in process and over HTTP (the server in
+ *    its own process, bench/mysql-server.ts), each against the first unfiltered page.
+ * 3. As before: single-user reads, the streamed whole list in users/s, the server's peak RSS.
+ * The scratch databases are dropped at the end.
  *
- * MYSQL_URL (default mysql://root@127.0.0.1:3306/test) names the server;
- * BENCH_USERS overrides the count.
+ * MYSQL_URL (default mysql://root@127.0.0.1:3306/test) names the server. Options: --users=N
+ * (BENCH_USERS), --rounds=N (default 2), --skip-import-reference, --skip-listings.
  */
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { createReadStream, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { availableParallelism, cpus, tmpdir, totalmem } from 'node:os';
+import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
+import { CompiledQuery, type Kysely } from 'kysely';
 import { createConnection } from 'mysql2/promise';
-import { addMerchant, createMysqlKysely, generateMasterKey, migrateToLatest, MysqlStorage, parseMasterKey } from '../src/storage/mysql/index.js';
-import { readIdAllocation, upsertUsers } from '../src/storage/mysql/user-upsert.js';
-import type { SeedUser } from '../src/storage/seed.js';
+import { addMerchant, createMysqlKysely, generateMasterKey, importUserFile, migrateToLatest, MysqlStorage, parseMasterKey, type MerchantApiDatabase } from '../src/storage/mysql/index.js';
+import { selectUserPage } from '../src/storage/mysql/user-queries.js';
+import { toSqlDatetime } from '../src/storage/mysql/sql-values.js';
+import { fakeUser, idOf, MERCHANT, writeUsersFile } from './fake-users.js';
+import { casesTable, CURSOR_SECRET, runCases, timeMany } from './listing-cases.js';
+import { InfileWriter } from '../src/storage/mysql/infile.js';
 
+const args = new Map(process.argv.slice(2).map((arg) => [arg.replace(/=.*$/, ''), arg.includes('=') ? arg.replace(/^[^=]*=/, '') : 'true']));
 const MYSQL_URL = process.env.MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test';
-const USERS = Number(process.env.BENCH_USERS ?? 1_000_000);
-const BATCH = 5000;
-const MERCHANT = 'bench-merchant';
+const USERS = Number(args.get('--users') ?? process.env.BENCH_USERS ?? 1_000_000);
+const ROUNDS = Number(args.get('--rounds') ?? 2);
 const MARKER = '"shared_user_id":';
-const idOf = (i: number) => `user-${String(i).padStart(7, '0')}`;
+const USER_COLUMNS = 'first_name, last_name, email_address, street, zip_code, city, state, country, preferred_language, date_joined, deactivated_at, agreed_to_terms_and_conditions, agreed_to_marketing';
 
-const name = `merchant_api_bench_${randomBytes(4).toString('hex')}`;
-const url = new URL(MYSQL_URL);
-url.pathname = `/${name}`;
 const admin = await createConnection({ uri: MYSQL_URL });
-await admin.query(`CREATE DATABASE \`${name}\` CHARACTER SET utf8mb4`);
-const db = createMysqlKysely(url.toString(), { queryTimeout: 0 });
-const masterKeyText = generateMasterKey();
-const masterKey = parseMasterKey(masterKeyText);
+const [[version]] = (await admin.query('SELECT VERSION() AS v')) as unknown as [[{ v: string }]];
+const [[pool]] = (await admin.query('SELECT @@innodb_buffer_pool_size AS b, @@innodb_flush_log_at_trx_commit AS f')) as unknown as [[{ b: number; f: number }]];
+console.log(
+  `bench:mysql on ${availableParallelism()} cores (${cpus()[0]?.model ?? '?'}), ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}, ${version.v} (buffer pool ${Math.round(pool.b / 2 ** 20)} MiB, flush_log_at_trx_commit ${pool.f}), ${new Date().toISOString()}`,
+);
+const dir = mkdtempSync(join(tmpdir(), 'merchant-api-bench-mysql-'));
+const databases: string[] = [];
 let server: ReturnType<typeof spawn> | undefined;
+let db: Kysely<MerchantApiDatabase> | undefined;
+
+async function freshDatabase(): Promise<{ name: string; url: string; db: Kysely<MerchantApiDatabase> }> {
+  const name = `merchant_api_bench_${randomBytes(4).toString('hex')}`;
+  await admin.query(`CREATE DATABASE \`${name}\` CHARACTER SET utf8mb4`);
+  databases.push(name);
+  const url = new URL(MYSQL_URL);
+  url.pathname = `/${name}`;
+  const kysely = createMysqlKysely(url.toString(), { queryTimeout: 0 });
+  await migrateToLatest(kysely);
+  return { name, url: url.toString(), db: kysely };
+}
+
+async function dropDatabase(name: string): Promise<void> {
+  await admin.query(`DROP DATABASE IF EXISTS \`${name}\``);
+  databases.splice(databases.indexOf(name), 1);
+}
+
+/** The reference: the same rows as two tab-separated files, each loaded by one LOAD DATA LOCAL INFILE. */
+async function rawLoad(usersFile: string, sharesFile: string): Promise<number> {
+  const target = await freshDatabase();
+  await target.db.insertInto('merchants').values({ id: MERCHANT, status: 'active' }).execute();
+  await target.db.destroy();
+  const connection = await createConnection({ uri: target.url, charset: 'utf8mb4_unicode_ci', infileStreamFactory: (path: string) => createReadStream(path) } as never);
+  await connection.query("SET SESSION sql_mode = 'STRICT_ALL_TABLES', time_zone = '+00:00'");
+  const started = performance.now();
+  await connection.query('BEGIN');
+  await connection.query(`LOAD DATA LOCAL INFILE ${connection.escape(usersFile)} INTO TABLE users CHARACTER SET utf8mb4 (id, ${USER_COLUMNS})`);
+  await connection.query(`LOAD DATA LOCAL INFILE ${connection.escape(sharesFile)} INTO TABLE user_shares CHARACTER SET utf8mb4 (merchant_id, shared_user_id, user_id, is_active, date_joined)`);
+  await connection.query('COMMIT');
+  const seconds = (performance.now() - started) / 1000;
+  const [[count]] = (await connection.query('SELECT COUNT(*) AS n FROM user_shares')) as unknown as [[{ n: number }]];
+  if (Number(count.n) !== USERS) throw new Error(`raw load: ${count.n} shares`);
+  await connection.end();
+  await dropDatabase(target.name);
+  return seconds;
+}
+
+/** The import under test: `importUserFile` on the NDJSON file, as `merchant-api import` runs it. */
+async function importRun(ndjsonFile: string, keep: boolean) {
+  const target = await freshDatabase();
+  const { apiKey } = await addMerchant(target.db, parseMasterKey(masterKeyText), MERCHANT);
+  const started = performance.now();
+  let last = 0;
+  const summary = await importUserFile(target.db, ndjsonFile, {
+    onProgress: (done, total) => {
+      if (performance.now() - last < 500 && done < total) return;
+      last = performance.now();
+      process.stderr.write(`\r  importing: ${done}/${total} users (${Math.round(done / ((last - started) / 1000))}/s)   `);
+    },
+  });
+  const seconds = (performance.now() - started) / 1000;
+  process.stderr.write('\n');
+  if (summary.usersInserted !== USERS) throw new Error(`import: ${summary.usersInserted} inserted`);
+  if (!keep) {
+    await target.db.destroy();
+    await dropDatabase(target.name);
+    return { seconds };
+  }
+  return { seconds, target, apiKey };
+}
+
+const masterKeyText = generateMasterKey();
 
 try {
-  await migrateToLatest(db);
-  const { apiKey } = await addMerchant(db, masterKey, MERCHANT);
-
-  // Load: key order, so InnoDB appends to both clustered indexes instead of splitting pages.
+  // The files: NDJSON for the import; for the reference, the same rows as LOAD DATA text.
+  const ndjsonFile = join(dir, 'users.ndjson');
+  const usersFile = join(dir, 'users.tsv');
+  const sharesFile = join(dir, 'shares.tsv');
   let started = performance.now();
-  const allocation = await readIdAllocation(db);
-  for (let from = 0; from < USERS; from += BATCH) {
-    const batch: SeedUser[] = [];
-    for (let i = from; i < Math.min(from + BATCH, USERS); i++) batch.push(fakeUser(i));
-    await db.transaction().execute((trx) => upsertUsers(trx, batch, allocation));
-    if ((from / BATCH) % 20 === 0) process.stderr.write(`\rloading: ${from + batch.length}/${USERS}`);
+  await writeUsersFile(ndjsonFile, USERS, 'ndjson');
+  const { writeFile, appendFile } = await import('node:fs/promises');
+  await writeFile(usersFile, '');
+  await writeFile(sharesFile, '');
+  for (let from = 0; from < USERS; from += 50_000) {
+    const users = new InfileWriter();
+    const shares = new InfileWriter();
+    for (let i = from; i < Math.min(USERS, from + 50_000); i++) {
+      const u = fakeUser(i);
+      const time = (value: string | null) => (value === null ? null : toSqlDatetime(value));
+      users.row([i + 1, u.first_name, u.last_name, u.email_address, u.street, u.zip_code, u.city, u.state, u.country, u.preferred_language, time(u.date_joined), time(u.deactivated_at), time(u.agreed_to_terms_and_conditions), time(u.agreed_to_marketing)]);
+      shares.row([MERCHANT, u.shared_user_id, i + 1, u.deactivated_at === null ? 1 : 0, time(u.date_joined)]);
+    }
+    await appendFile(usersFile, Buffer.concat(users.finish()));
+    await appendFile(sharesFile, Buffer.concat(shares.finish()));
   }
-  const loadSeconds = (performance.now() - started) / 1000;
-  console.log(`\nload: ${USERS} users in ${loadSeconds.toFixed(1)} s (${Math.round(USERS / loadSeconds)} users/s, importer upserts, batches of ${BATCH})`);
+  console.log(`files: ${USERS.toLocaleString('en-US')} users as NDJSON and as LOAD DATA text, in ${((performance.now() - started) / 1000).toFixed(1)} s`);
 
-  // Storage-level latencies, in this process.
-  const storage = new MysqlStorage({ db, masterKey });
-  const reads = await timeMany(5000, () => storage.getUser(MERCHANT, idOf(Math.floor(Math.random() * USERS))));
-  console.log(`storage getUser: p50 ${reads.p50} ms, p99 ${reads.p99} ms (5000 random ids)`);
-  for (const [label, position] of [['start', undefined], ['middle', idOf(USERS / 2)], ['end', idOf(USERS - 101)]] as const) {
-    const page = await timeMany(500, async () => {
-      const users = await storage.listUsers({ merchantId: MERCHANT, filter: {}, after: position, limit: 100 });
-      if (users.length !== 100) throw new Error('short page');
-    });
-    console.log(`storage 100-user page at ${label}: p50 ${page.p50} ms, p99 ${page.p99} ms`);
+  // 1. Import against the raw load, alternating, best of ROUNDS.
+  let raw = Infinity;
+  let imported = Infinity;
+  let kept: Awaited<ReturnType<typeof importRun>> | undefined;
+  for (let round = 0; round < ROUNDS; round++) {
+    const last = round === ROUNDS - 1;
+    const steps = round % 2 === 0 ? (['raw', 'import'] as const) : (['import', 'raw'] as const);
+    for (const step of steps) {
+      if (step === 'raw') {
+        if (args.has('--skip-import-reference')) continue;
+        const seconds = await rawLoad(usersFile, sharesFile);
+        raw = Math.min(raw, seconds);
+        console.log(`  round ${round + 1}: raw LOAD DATA ${seconds.toFixed(1)} s = ${Math.round(USERS / seconds).toLocaleString('en-US')} rows/s`);
+      } else {
+        const result = await importRun(ndjsonFile, last);
+        imported = Math.min(imported, result.seconds);
+        if (last) kept = result;
+        console.log(`  round ${round + 1}: import ${result.seconds.toFixed(1)} s = ${Math.round(USERS / result.seconds).toLocaleString('en-US')} rows/s`);
+      }
+    }
   }
+  const importRate = USERS / imported;
+  const rawRate = USERS / raw;
+  console.log('\n| load of 1 user = 1 users row + 1 user_shares row | seconds | rows/s | x raw LOAD DATA |');
+  console.log('|---|--:|--:|--:|');
+  if (Number.isFinite(raw)) console.log(`| raw LOAD DATA LOCAL INFILE of the same rows (reference) | ${raw.toFixed(1)} | ${Math.round(rawRate).toLocaleString('en-US')} | 1.00x |`);
+  console.log(`| \`importUserFile\` (merchant-api import), NDJSON, batches of 10,000 | ${imported.toFixed(1)} | ${Math.round(importRate).toLocaleString('en-US')} | ${Number.isFinite(raw) ? `${(importRate / rawRate).toFixed(2)}x` : '-'} |`);
+  const goal = rawRate < 148_000 ? `>= 0.67x raw (this machine's raw load is under 148,000 rows/s): ${importRate / rawRate >= 0.67 ? 'met' : 'missed'}` : `>= 100,000 rows/s: ${importRate >= 100_000 ? 'met' : 'missed'}`;
+  console.log(`goal: ${goal}`);
+  rmSync(usersFile, { force: true });
+  rmSync(sharesFile, { force: true });
+
+  if (!kept?.target) throw new Error('no import was kept');
+  const { target, apiKey } = kept;
+  db = target.db;
+  const storage = new MysqlStorage({ db, masterKey: masterKeyText });
 
   // The server in its own process, as `serve` runs it.
   server = spawn(process.execPath, ['--import', 'tsx', 'bench/mysql-server.ts'], {
-    env: { ...process.env, DATABASE_URL: url.toString(), MASTER_KEY: masterKeyText },
+    env: { ...process.env, DATABASE_URL: target.url, MASTER_KEY: masterKeyText, CURSOR_SECRET },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const base = await new Promise<string>((resolve, reject) => {
@@ -74,16 +181,41 @@ try {
     });
     server!.once('exit', (code) => reject(new Error(`server exited with ${code}`)));
   });
-  const startRss = rssOf(server.pid!, 'VmRSS');
   const headers = { authorization: `Basic ${Buffer.from(`${MERCHANT}:${apiKey}`).toString('base64')}` };
+
+  // 2. Every filtered listing, with the rows its page examines.
+  if (!args.has('--skip-listings')) {
+    console.log('\nListings on MySQL (one merchant, 0.1% deactivated); rows examined from ANALYZE FORMAT=JSON:');
+    const results = await runCases({
+      storage,
+      base,
+      headers,
+      users: USERS,
+      examine: async (query) => {
+        const statements: CompiledQuery[] = [];
+        await selectUserPage(db!, query, (statement) => statements.push(statement));
+        let rows = 0;
+        for (const statement of statements) {
+          const { rows: [row] } = await db!.executeQuery<{ ANALYZE: string }>(CompiledQuery.raw(`ANALYZE FORMAT=JSON ${statement.sql}`, [...statement.parameters]));
+          rows += examinedRows(JSON.parse(row!.ANALYZE));
+        }
+        return rows;
+      },
+    });
+    console.log(casesTable(results));
+  }
+
+  // 3. Single users, the whole list, memory.
+  console.log('');
+  const reads = await timeMany(5000, () => storage.getUser(MERCHANT, idOf(Math.floor(Math.random() * USERS))));
+  console.log(`storage getUser: p50 ${reads.p50.toFixed(2)} ms, p99 ${reads.p99.toFixed(2)} ms (5000 random ids)`);
+  const startRss = rssOf(server.pid!, 'VmRSS');
   const http = await timeMany(5000, async () => {
     const response = await fetch(`${base}/merchant/users/${idOf(Math.floor(Math.random() * USERS))}`, { headers });
     if (response.status !== 200) throw new Error(`HTTP ${response.status}`);
     await response.arrayBuffer();
   });
-  console.log(`HTTP GET /merchant/users/{id}: p50 ${http.p50} ms, p99 ${http.p99} ms (sequential, keep-alive)`);
-  const httpPage = await timeMany(500, async () => (await fetch(`${base}/merchant/users?limit=100`, { headers })).arrayBuffer());
-  console.log(`HTTP GET /merchant/users?limit=100: p50 ${httpPage.p50} ms, p99 ${httpPage.p99} ms`);
+  console.log(`HTTP GET /merchant/users/{id}: p50 ${http.p50.toFixed(2)} ms, p99 ${http.p99.toFixed(2)} ms (sequential, keep-alive)`);
 
   started = performance.now();
   const response = await fetch(`${base}/merchant/users`, { headers });
@@ -108,44 +240,21 @@ try {
   console.log(`server process RSS: peak ${(rssOf(server.pid!, 'VmHWM') / 1024).toFixed(0)} MiB (VmHWM), highest sampled while streaming ${(peakSample / 1024).toFixed(0)} MiB, ${(startRss / 1024).toFixed(0)} MiB at start (includes the tsx loader)`);
 } finally {
   server?.kill('SIGTERM');
-  await db.destroy();
-  await admin.query(`DROP DATABASE IF EXISTS \`${name}\``);
+  await db?.destroy();
+  for (const name of [...databases]) await dropDatabase(name);
   await admin.end();
+  rmSync(dir, { recursive: true, force: true });
 }
 
-function fakeUser(i: number): SeedUser {
-  const micros = String((i * 7919) % 1_000_000).padStart(6, '0');
-  const day = String(1 + (i % 28)).padStart(2, '0');
-  return {
-    merchant_id: MERCHANT,
-    shared_user_id: idOf(i),
-    first_name: ['Anna', 'Björn', 'Chloé', '美咲', 'Олег', 'Zoë'][i % 6]!,
-    last_name: `Lastname${i % 997}`,
-    email_address: `user${i}@example.com`,
-    street: `Hauptstraße ${i % 300}`,
-    zip_code: String(10000 + (i % 89999)),
-    city: ['Berlin', 'München', 'Köln', 'Hamburg'][i % 4]!,
-    state: i % 3 === 0 ? null : 'BY',
-    country: 'de',
-    preferred_language: i % 2 ? 'de' : 'en',
-    date_joined: `20${10 + (i % 14)}-0${1 + (i % 9)}-${day}T12:00:00.${micros}+00:00`,
-    deactivated_at: i % 50 === 0 ? `2024-01-${day}T00:00:00.000001+00:00` : null,
-    agreed_to_terms_and_conditions: `2019-12-12T12:19:17.${micros}+00:00`,
-    agreed_to_marketing: i % 4 === 0 ? null : `2020-01-01T00:00:00.${micros}+00:00`,
-  };
-}
-
-async function timeMany(n: number, call: () => Promise<unknown>): Promise<{ p50: string; p99: string }> {
-  for (let i = 0; i < Math.min(100, n); i++) await call(); // warm-up
-  const times: number[] = [];
-  for (let i = 0; i < n; i++) {
-    const t = performance.now();
-    await call();
-    times.push(performance.now() - t);
-  }
-  times.sort((a, b) => a - b);
-  const at = (q: number) => times[Math.min(times.length - 1, Math.floor(q * times.length))]!.toFixed(2);
-  return { p50: at(0.5), p99: at(0.99) };
+/** Rows read from tables (not from derived or temporary ones) in an ANALYZE FORMAT=JSON plan. */
+function examinedRows(node: unknown): number {
+  if (Array.isArray(node)) return node.reduce((sum: number, item) => sum + examinedRows(item), 0);
+  if (typeof node !== 'object' || node === null) return 0;
+  const record = node as Record<string, unknown>;
+  let rows = 0;
+  if (typeof record.table_name === 'string' && !record.table_name.startsWith('<')) rows += Number(record.r_rows ?? 0) * Number(record.r_loops ?? 1);
+  for (const value of Object.values(record)) rows += examinedRows(value);
+  return rows;
 }
 
 /** A field of /proc/<pid>/status in KiB (Linux). */

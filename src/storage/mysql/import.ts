@@ -17,7 +17,7 @@ import { LineSplitter } from '../seed-stream.js';
 import { upsertSeedMerchant } from './merchant-admin.js';
 import type { MasterKey } from './key-sealing.js';
 import { API_KEY_MAX_LENGTH, type MerchantApiDatabase } from './schema.js';
-import { readIdAllocation, upsertUsers, userFieldProblem, type IdAllocation } from './user-upsert.js';
+import { readIdAllocation, upsertUsers, UserBatch, userFieldProblem, type IdAllocation } from './user-upsert.js';
 
 /** What an import changed. */
 export interface ImportSummary {
@@ -143,14 +143,14 @@ export async function importUserFile(db: Kysely<MerchantApiDatabase>, path: stri
   };
 
   interface Batch {
-    users: SeedUser[];
+    users: UserBatch;
     /** The line numbers of its first and last user, and the bytes of the lines it was read from. */
     first: number;
     last: number;
     bytes: number;
   }
   const ready: Batch[] = [];
-  let open: Batch = { users: [], first: 0, last: 0, bytes: 0 };
+  let open: Batch = { users: new UserBatch(), first: 0, last: 0, bytes: 0 };
   let allocation: IdAllocation | undefined;
   let bytesWritten = 0;
   let done = 0;
@@ -161,14 +161,14 @@ export async function importUserFile(db: Kysely<MerchantApiDatabase>, path: stri
   const write = async ({ users, last, bytes }: Batch) => {
     await writing;
     if (unchecked.size > 0) await checkMerchants();
-    if (last >= stopLine || users.length === 0) return;
+    if (last >= stopLine || users.size === 0) return;
     // Not awaited here: the next batch is read and validated while this one is written.
     writing = (async () => {
       allocation ??= await readIdAllocation(db);
       const result = await db.transaction().execute((trx) => upsertUsers(trx, users, allocation!));
       summary.usersInserted += result.inserted;
       summary.usersUpdated += result.updated;
-      done += users.length;
+      done += users.size;
       writtenThroughLine = last;
       bytesWritten += bytes;
       options.onProgress?.(done, Math.max(done, Math.round((done * size) / Math.max(bytesWritten, 1))));
@@ -181,20 +181,22 @@ export async function importUserFile(db: Kysely<MerchantApiDatabase>, path: stri
     const found: string[] = [];
     const user = parseLine(line, number, found);
     // A bad line spoils the batch being read: from its first line on, nothing is written.
-    for (const problem of found) report(problem, open.users.length > 0 ? open.first : number);
+    for (const problem of found) report(problem, open.users.size > 0 ? open.first : number);
     if (!user || missing.has(user.merchant_id)) return;
     // Merchants are checked for every valid line, also once the writing stopped: all problems are reported.
     if (!known.has(user.merchant_id) && !unchecked.has(user.merchant_id)) unchecked.set(user.merchant_id, number);
     if (number >= stopLine) return;
-    if (open.users.length === 0) open.first = number;
-    open.users.push(user);
+    if (open.users.size === 0) open.first = number;
+    open.users.add(user);
     open.last = number;
-    if (open.users.length >= batchSize) {
+    if (open.users.size >= batchSize) {
       ready.push(open);
-      open = { users: [], first: 0, last: 0, bytes: 0 };
+      open = { users: new UserBatch(), first: 0, last: 0, bytes: 0 };
     }
   });
-  for await (const chunk of createReadStream(path, { highWaterMark: 1 << 20 })) {
+  // Small reads: the event loop turns between them, so the database's answers for the batch being
+  // written are taken at once and the reading and the writing overlap.
+  for await (const chunk of createReadStream(path, { highWaterMark: 1 << 16 })) {
     lines.push(chunk as Buffer);
     for (let batch = ready.shift(); batch; batch = ready.shift()) await write(batch);
   }

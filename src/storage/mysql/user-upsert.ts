@@ -55,17 +55,50 @@ export function userFieldProblem(user: SeedUser): string | undefined {
   return undefined;
 }
 
-/** Upserts one batch inside `trx`; a key repeated in the batch keeps its last record. */
-export async function upsertUsers(trx: Trx, batch: SeedUser[], allocation: IdAllocation): Promise<{ inserted: number; updated: number }> {
-  const byMerchant = new Map<string, Map<string, SeedUser>>();
-  for (const user of batch) {
-    let users = byMerchant.get(user.merchant_id);
-    if (!users) byMerchant.set(user.merchant_id, (users = new Map()));
+/**
+ * A batch of users with its LOAD DATA text written as the users are added, on the guess that all
+ * of them are new (a first import): the text is ready when the batch is written, off the path
+ * between the database's answers. A key repeated in the batch keeps its last record.
+ */
+export class UserBatch {
+  /** The users by merchant and id, the last record of a repeated key. */
+  readonly byMerchant = new Map<string, Map<string, SeedUser>>();
+  readonly #users = new InfileWriter();
+  readonly #shares = new InfileWriter();
+  #count = 0;
+  #repeated = false;
+
+  get size(): number {
+    return this.#count;
+  }
+
+  add(user: SeedUser): void {
+    let users = this.byMerchant.get(user.merchant_id);
+    if (!users) this.byMerchant.set(user.merchant_id, (users = new Map()));
+    if (users.has(user.shared_user_id)) this.#repeated = true;
     users.set(user.shared_user_id, user);
+    // The share's user_id is its row number here; LOAD DATA turns it into the id (see loadShares).
+    this.#users.row(userValues(user));
+    this.#shares.row(shareValues(user, this.#count));
+    this.#count++;
+  }
+
+  /** The prepared text, when every user of the batch is new: all `users`, once each, in order. */
+  prepared(news: number): { users: Buffer[]; shares: Buffer[] } | undefined {
+    return !this.#repeated && news === this.#count ? { users: this.#users.finish(), shares: this.#shares.finish() } : undefined;
+  }
+}
+
+/** Upserts one batch inside `trx`; a key repeated in the batch keeps its last record. */
+export async function upsertUsers(trx: Trx, batch: SeedUser[] | UserBatch, allocation: IdAllocation): Promise<{ inserted: number; updated: number }> {
+  let prepared = batch instanceof UserBatch ? batch : undefined;
+  if (!prepared) {
+    prepared = new UserBatch();
+    for (const user of batch as SeedUser[]) prepared.add(user);
   }
   const updates: Array<{ id: string; user: SeedUser }> = [];
   const news: SeedUser[] = [];
-  for (const [merchantId, users] of byMerchant) {
+  for (const [merchantId, users] of prepared.byMerchant) {
     const idOf = await existingShares(trx, merchantId, [...users.keys()]);
     for (const [sharedUserId, user] of users) {
       const id = idOf.get(sharedUserId);
@@ -74,7 +107,7 @@ export async function upsertUsers(trx: Trx, batch: SeedUser[], allocation: IdAll
     }
   }
   if (updates.length > 0) await updateUsers(trx, updates);
-  if (news.length > 0) await insertNewUsers(trx, news, allocation);
+  if (news.length > 0) await insertNewUsers(trx, news, allocation, prepared.prepared(news.length));
   return { inserted: news.length, updated: updates.length };
 }
 
@@ -131,53 +164,64 @@ async function updateUsers(trx: Trx, updates: Array<{ id: string; user: SeedUser
   }
 }
 
-async function insertNewUsers(trx: Trx, users: SeedUser[], allocation: IdAllocation): Promise<void> {
-  let ids: bigint[];
+async function insertNewUsers(trx: Trx, users: SeedUser[], allocation: IdAllocation, prepared?: { users: Buffer[]; shares: Buffer[] }): Promise<void> {
   if (!allocation.consecutive) {
     // Interleaved allocation (lock mode 2) may hand one statement scattered ids: one row at a time, exact ids.
-    ids = [];
+    const ids: bigint[] = [];
     for (const user of users) {
       const result = await trx.insertInto('users').values(userColumns(user)).executeTakeFirstOrThrow();
       ids.push(result.insertId!);
     }
-  } else {
-    const first = await loadUsers(trx, users, allocation);
-    ids = first === undefined ? await insertUsers(trx, users, allocation) : users.map((_, i) => first + BigInt(i) * allocation.step);
+    await insertShares(trx, users, ids);
+    return;
   }
-  if (!(await loadShares(trx, users, ids, allocation))) await insertShares(trx, users, ids);
+  const text = prepared ?? loadDataText(users);
+  const first = await loadUsers(trx, text.users, users.length, allocation);
+  if (first === undefined) {
+    await insertShares(trx, users, await insertUsers(trx, users, allocation));
+    return;
+  }
+  await loadShares(trx, text.shares, users.length, first, allocation);
 }
 
 const USER_COLUMN_LIST = USER_FIELDS.join(', ');
 
+/** The LOAD DATA text of `users`, all new, in order. */
+function loadDataText(users: SeedUser[]): { users: Buffer[]; shares: Buffer[] } {
+  const usersFile = new InfileWriter();
+  const sharesFile = new InfileWriter();
+  users.forEach((user, i) => {
+    usersFile.row(userValues(user));
+    sharesFile.row(shareValues(user, i));
+  });
+  return { users: usersFile.finish(), shares: sharesFile.finish() };
+}
+
 /** LOAD DATA of the new users; their first id, or undefined when LOCAL INFILE is not available. */
-async function loadUsers(trx: Trx, users: SeedUser[], allocation: IdAllocation): Promise<bigint | undefined> {
+async function loadUsers(trx: Trx, text: Buffer[], rows: number, allocation: IdAllocation): Promise<bigint | undefined> {
   if (allocation.localInfile === false) return undefined;
-  const file = new InfileWriter();
-  for (const user of users) file.row(userValues(user));
-  const loaded = await loadData(trx, file.finish(), 'users', USER_COLUMN_LIST, users.length, allocation);
+  const loaded = await loadData(trx, text, 'users', USER_COLUMN_LIST, rows, allocation);
   return loaded === undefined ? undefined : BigInt(loaded);
 }
 
-async function loadShares(trx: Trx, users: SeedUser[], ids: bigint[], allocation: IdAllocation): Promise<boolean> {
-  if (allocation.localInfile === false) return false;
-  const file = new InfileWriter();
-  users.forEach((user, i) => file.row([user.merchant_id, user.shared_user_id, ids[i]!.toString(), user.deactivated_at === null ? 1 : 0, toSqlDatetime(user.date_joined)]));
-  return (await loadData(trx, file.finish(), 'user_shares', 'merchant_id, shared_user_id, user_id, is_active, date_joined', users.length, allocation)) !== undefined;
+/** LOAD DATA of the shares: row number `@row` of the batch gets the user id `first + @row * step`. */
+async function loadShares(trx: Trx, text: Buffer[], rows: number, first: bigint, allocation: IdAllocation): Promise<void> {
+  await loadData(trx, text, 'user_shares', 'merchant_id, shared_user_id, @row, is_active, date_joined', rows, allocation, `user_id = ${first} + @row * ${allocation.step}`);
 }
 
 /**
- * One LOAD DATA LOCAL INFILE of `chunks` into `table (columns)`. Resolves to
+ * One LOAD DATA LOCAL INFILE of `chunks` into `table (columns) SET set`. Resolves to
  * LAST_INSERT_ID() after it, or undefined (and `allocation.localInfile = false`) when the server
  * or the pool refuses LOCAL INFILE. Throws when fewer rows went in or anything was warned about:
  * LOCAL makes the server skip duplicates and cut values with a warning instead of failing.
  */
-async function loadData(trx: Trx, chunks: Buffer[], table: string, columns: string, rows: number, allocation: IdAllocation): Promise<string | undefined> {
+async function loadData(trx: Trx, chunks: Buffer[], table: string, columns: string, rows: number, allocation: IdAllocation, set?: string): Promise<string | undefined> {
   const name = registerInfile(chunks);
   let result;
   try {
     // The format InfileWriter writes: tab-separated, backslash escapes, \N for NULL, one row a line.
     const format = String.raw`FIELDS TERMINATED BY '\t' ESCAPED BY '\\' LINES TERMINATED BY '\n'`;
-    result = await sql.raw(`LOAD DATA LOCAL INFILE '${name}' INTO TABLE ${table} CHARACTER SET utf8mb4 ${format} (${columns})`).execute(trx);
+    result = await sql.raw(`LOAD DATA LOCAL INFILE '${name}' INTO TABLE ${table} CHARACTER SET utf8mb4 ${format} (${columns})${set ? ` SET ${set}` : ''}`).execute(trx);
   } catch (error) {
     if (allocation.localInfile !== true && localInfileRefused(error)) {
       allocation.localInfile = false;
@@ -253,8 +297,17 @@ function userColumns(user: SeedUser): UserColumns {
   };
 }
 
+/** A share's LOAD DATA values: its user is the `row`-th of the batch (see loadShares). */
+function shareValues(user: SeedUser, row: number): (string | number)[] {
+  return [user.merchant_id, user.shared_user_id, row, user.deactivated_at === null ? 1 : 0, loadDatetime(user.date_joined)];
+}
+
 /** The `users` columns of USER_FIELDS, in that order, as LOAD DATA values. */
-function userValues(user: SeedUser): (string | null)[] {
-  const columns = userColumns(user) as Record<string, string | null>;
-  return USER_FIELDS.map((field) => columns[field] as string | null);
+function userValues(u: SeedUser): (string | null)[] {
+  return [u.first_name, u.last_name, u.email_address, u.street, u.zip_code, u.city, u.state, u.country, u.preferred_language, loadDatetime(u.date_joined), loadDatetime(u.deactivated_at), loadDatetime(u.agreed_to_terms_and_conditions), loadDatetime(u.agreed_to_marketing)];
+}
+
+/** `2019-12-12T12:19:17.193961+00:00` -> `2019-12-12T12:19:17.193961`, which DATETIME(6) takes as it is (UTC). */
+function loadDatetime<T extends string | null>(canonical: T): T {
+  return (canonical === null ? null : canonical.slice(0, 26)) as T;
 }
