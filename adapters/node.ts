@@ -22,29 +22,70 @@ const BAD_REQUEST = new MerchantApiError('malformed_request', 'The request could
  * http.createServer((req, res) => req.url?.startsWith('/merchant-api') ? listener(req, res) : other(req, res));
  */
 export function createRequestListener(api: MerchantApi): RequestListener {
-  const listener = getRequestListener((request, env) => api.fetch(request, { clientAddress: (env as { incoming: IncomingMessage }).incoming.socket.remoteAddress }), {
-    errorHandler: () => errorResponse(BAD_REQUEST),
-  }) as (req: IncomingMessage, res: ServerResponse) => void;
-  return (req, res) => (hasTwoHosts(req.rawHeaders) ? answerTwoHosts(req, res) : listener(req, res));
+  const listener = getRequestListener(
+    (request, env) => {
+      const incoming = (env as { incoming: IncomingMessage }).incoming;
+      return api.fetch(request, { clientAddress: incoming.socket.remoteAddress, header: nodeHeader(incoming, request) });
+    },
+    { errorHandler: () => errorResponse(BAD_REQUEST) },
+  ) as (req: IncomingMessage, res: ServerResponse) => void;
+  return (req, res) => {
+    const lines = duplicatedLines(req.rawHeaders);
+    if (lines === TWO_HOST_LINES) return void answerTwoHosts(req, res);
+    if (lines === TWO_AUTHORIZATION_LINES) twoAuthorizations.add(req);
+    listener(req, res);
+  };
+}
+
+/** Requests with two Authorization lines, of which Node's `req.headers` shows only the first. */
+const twoAuthorizations = new WeakSet<IncomingMessage>();
+
+/**
+ * Headers Node's `req.headers` does not join with ", " as Fetch `Headers`
+ * does: it keeps the first of these (and joins cookies with "; ").
+ */
+const NOT_JOINED = new Set(['age', 'authorization', 'content-length', 'content-type', 'cookie', 'etag', 'expires', 'from', 'host', 'if-modified-since', 'if-unmodified-since', 'last-modified', 'location', 'max-forwards', 'proxy-authorization', 'referer', 'retry-after', 'server', 'set-cookie', 'user-agent']);
+
+/**
+ * A header as `request.headers.get` answers it, read from Node's parsed
+ * `req.headers` where that gives the same value: the Fetch `Headers` is
+ * then never built for the fields the handler reads.
+ */
+function nodeHeader(incoming: IncomingMessage, request: Request): (name: string) => string | null {
+  return (name) => {
+    const key = name.toLowerCase();
+    if (NOT_JOINED.has(key) && (key !== 'authorization' || twoAuthorizations.has(incoming))) return request.headers.get(key);
+    const value = incoming.headers[key];
+    return value === undefined ? null : typeof value === 'string' ? value : value.join(', ');
+  };
 }
 
 const TWO_HOSTS = new MerchantApiError('malformed_request', 'The request has more than one Host header.');
+const NONE = 0;
+const TWO_HOST_LINES = 1;
+const TWO_AUTHORIZATION_LINES = 2;
 
 /**
- * RFC 9112 section 3.2: a request with more than one Host line is a 400. Node
- * keeps the first and drops the rest from `req.headers`; only the raw list
- * shows them.
+ * Scans the raw header lines once for two that Node would not show:
+ * RFC 9112 section 3.2 makes two Host lines a 400, and Node keeps only the
+ * first Host and the first Authorization where a Fetch `Headers` joins
+ * them, so with two Authorization lines the handler reads `Headers`.
  */
-function hasTwoHosts(rawHeaders: string[]): boolean {
-  let seen = false;
+function duplicatedLines(rawHeaders: string[]): number {
+  let host = false;
+  let authorization = false;
+  let found = NONE;
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const name = rawHeaders[i]!;
     if (name.length === 4 && name.toLowerCase() === 'host') {
-      if (seen) return true;
-      seen = true;
+      if (host) return TWO_HOST_LINES;
+      host = true;
+    } else if (name.length === 13 && name.toLowerCase() === 'authorization') {
+      if (authorization) found = TWO_AUTHORIZATION_LINES;
+      authorization = true;
     }
   }
-  return false;
+  return found;
 }
 
 async function answerTwoHosts(req: IncomingMessage, res: ServerResponse): Promise<void> {

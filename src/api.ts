@@ -310,7 +310,7 @@ function normaliseBasePath(basePath: string | undefined): string {
 /** The merchant a request names, before anything is looked up: the Basic user, or `cp`. */
 function claimedMerchant(ctx: RequestContext, route: Route, search: string): string | undefined {
   try {
-    if (route.auth === 'basic') return parseBasicAuth(ctx.request.headers.get('authorization'))?.id;
+    if (route.auth === 'basic') return parseBasicAuth(ctx.header('authorization'))?.id;
     return parseQuery(search).find(([key]) => key === 'cp')?.[1];
   } catch {
     return undefined;

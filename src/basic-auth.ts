@@ -45,7 +45,7 @@ export function parseBasicAuth(header: string | null): { id: string; key: string
  * storage, so parsing and comparing stay outside the storage deadline.
  */
 export async function authenticate(ctx: RequestContext, getMerchant: (id: string) => Promise<Merchant | undefined>): Promise<Merchant> {
-  const header = ctx.request.headers.get('authorization');
+  const header = ctx.header('authorization');
   const credentials = parseBasicAuth(header);
   if (!credentials || credentials.key === '') throw fail(ctx, header === null ? 'missing_credentials' : 'malformed_credentials');
   const merchant = await getMerchant(credentials.id);

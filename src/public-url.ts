@@ -12,8 +12,13 @@ export interface PublicUrlOptions {
   trustProxy?: boolean;
 }
 
+/** What the resolver reads of a request: its headers. */
+interface RequestHeaders {
+  header(name: string): string | null;
+}
+
 /** Resolves public base URLs (no trailing slash) for requests. */
-export type PublicBaseResolver = (request: Request, requestOrigin: string) => string[];
+export type PublicBaseResolver = (request: RequestHeaders, requestOrigin: string) => string[];
 
 /** Validates the configured public URLs once, at start-up. */
 export function createPublicBaseResolver(options: PublicUrlOptions): PublicBaseResolver {
@@ -48,9 +53,9 @@ export function normalisePublicUrl(value: string): string {
 // proxy (the one trusted), is used; earlier ones are the client's to choose.
 const HOST = /^(?:[a-z0-9.-]+|\[[0-9a-f:.]+\])(?::\d{1,5})?$/i;
 
-function forwardedOrigin(request: Request): string | undefined {
-  const proto = lastListValue(request.headers.get('x-forwarded-proto'))?.toLowerCase();
-  const host = lastListValue(request.headers.get('x-forwarded-host'));
+function forwardedOrigin(request: RequestHeaders): string | undefined {
+  const proto = lastListValue(request.header('x-forwarded-proto'))?.toLowerCase();
+  const host = lastListValue(request.header('x-forwarded-host'));
   if ((proto !== 'http' && proto !== 'https') || host === undefined || !HOST.test(host)) return undefined;
   // URL drops the default port, as the signature's base_url does.
   return new URL(`${proto}://${host}`).origin;

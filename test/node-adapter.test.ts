@@ -1,5 +1,6 @@
 /** The Node adapter: a real server on an ephemeral port answers exactly what fetch answers. */
 import { createServer } from 'node:http';
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMerchantApi } from '../src/api.js';
 import { silentLogger } from '../src/logger.js';
@@ -55,6 +56,25 @@ describe('Node adapter serve()', () => {
       expect(sameCursor(await a.text())).toBe(sameCursor(await b.text()));
     });
   }
+
+  /** One raw HTTP/1.1 exchange, header lines exactly as given (fetch would merge repeated ones). */
+  async function rawGet(path: string, lines: string[]): Promise<{ status: number; body: string }> {
+    const { port } = new URL(server.url);
+    const socket = connect(Number(port), '127.0.0.1');
+    socket.end(`GET ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n${lines.map((l) => `${l}\r\n`).join('')}Connection: close\r\n\r\n`);
+    let text = '';
+    for await (const chunk of socket) text += chunk;
+    return { status: Number(text.slice(9, 12)), body: text.slice(text.indexOf('\r\n\r\n') + 4) };
+  }
+
+  it('reads two Authorization lines as Fetch Headers joins them, although Node keeps only the first', async () => {
+    const [good, bad] = [basic('m1', 'key-one').authorization, basic('m1', 'nope').authorization];
+    const viaServer = await rawGet('/merchant/users/u1', [`Authorization: ${good}`, `Authorization: ${bad}`]);
+    const viaFetch = await api.fetch(new Request(`${server.url}/merchant/users/u1`, { headers: [['authorization', good], ['authorization', bad]] }));
+    expect(viaServer.status).toBe(401);
+    expect(viaServer).toEqual({ status: viaFetch.status, body: await viaFetch.text() });
+    expect((await rawGet('/merchant/users/u1', [`Authorization: ${good}`])).status).not.toBe(401);
+  });
 
   it('streams the whole list in chunks over HTTP', async () => {
     const storage = new MemoryStorage();

@@ -34,7 +34,7 @@ async function page(ctx: RequestContext, input: RouteInput, merchant: Merchant, 
   if (more) {
     const cursor = await deps.cursors.seal(merchant.id, params.filter, resume !== undefined ? { after: resume, limit } : { ...positionOf(users.at(-1)!), limit }, params.order);
     nextCursor = JSON.stringify(cursor);
-    const listUrl = `${deps.resolveBases(ctx.request, input.origin)[0]}${deps.basePath}/merchant/users`;
+    const listUrl = `${deps.resolveBases(ctx, input.origin)[0]}${deps.basePath}/merchant/users`;
     const next = [['limit', String(limit)], ...params.filterParams, ['cursor', cursor]].map(([k, v]) => `${k}=${pct(v!)}`).join('&');
     headers = { link: `<${listUrl}?${next}>; rel="next"` };
   }

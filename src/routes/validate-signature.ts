@@ -32,7 +32,7 @@ export async function validateSignature(ctx: RequestContext, input: RouteInput, 
   ctx.claimedMerchantId = merchant.id;
   if (merchant.status !== 'active') return DISABLED;
 
-  const bases = deps.resolveBases(ctx.request, input.origin);
+  const bases = deps.resolveBases(ctx, input.origin);
   if (!signatureMatches(ctx.method, bases, input.path, pairs, values.hmac, merchant.keys)) {
     ctx.authFailure = 'bad_signature';
     return MISMATCH;
