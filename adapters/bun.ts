@@ -22,7 +22,7 @@ const BAD_HOST = new MerchantApiError('malformed_request', 'The request could no
 export async function serve(api: MerchantApi, options: ServeOptions = {}): Promise<Served> {
   const { Bun } = globalThis as unknown as { Bun?: BunGlobal };
   if (!Bun) throw new TypeError('merchant-api/bun runs only under Bun; use merchant-api/node or merchant-api/deno.');
-  const { port, hostname, shutdownTimeout, tls, limits } = resolveServeOptions(options);
+  const { port, hostname, shutdownTimeout, tls, limits, reusePort } = resolveServeOptions(options);
   const server = Bun.serve({
     port,
     hostname,
@@ -38,6 +38,7 @@ export async function serve(api: MerchantApi, options: ServeOptions = {}): Promi
     error: (error) => errorResponse(error),
     tls: tls && { cert: tls.cert, key: tls.key },
     development: false,
+    reusePort,
     // Bun's only connection limit: seconds without traffic. At least 30 s,
     // leaving room for a streamed list whose storage reads near the 5 s
     // storageTimeout; Bun allows at most 255.

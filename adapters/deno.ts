@@ -43,13 +43,15 @@ function normalised(request: Request): Request | undefined {
 export async function serve(api: MerchantApi, options: ServeOptions = {}): Promise<Served> {
   const { Deno } = globalThis as unknown as { Deno?: DenoGlobal };
   if (!Deno) throw new TypeError('merchant-api/deno runs only under Deno; use merchant-api/node or merchant-api/bun.');
-  const { hostname, shutdownTimeout, tls } = resolveServeOptions(options);
+  const { hostname, shutdownTimeout, tls, reusePort } = resolveServeOptions(options);
   let { port } = resolveServeOptions(options);
   const server = Deno.serve(
     {
       port,
       hostname,
       ...(tls && { cert: tls.cert, key: tls.key }),
+      // Deno 2.9 refuses reusePort without --unstable-net, so it is passed only when asked for.
+      ...(reusePort && { reusePort }),
       // Deno.serve listens synchronously and calls onListen before returning.
       onListen: (address) => {
         port = address.port;

@@ -16,6 +16,8 @@ export interface BunServeOptions {
   development: boolean;
   /** Seconds a connection may stay silent; 0 disables the limit. */
   idleTimeout?: number;
+  /** SO_REUSEPORT: other processes may listen on the same port (Linux spreads connections). */
+  reusePort?: boolean;
 }
 
 /** The server `Bun.serve` returns. */
@@ -41,6 +43,8 @@ export interface DenoServeOptions {
   onListen(address: { hostname: string; port: number }): void;
   /** Called when the handler throws; Deno's default answers a plain-text 500. */
   onError(error: unknown): Response | Promise<Response>;
+  /** SO_REUSEPORT (Linux); Deno 2.9 accepts it only with --unstable-net. */
+  reusePort?: boolean;
 }
 
 /** What `Deno.serve` tells a handler about the connection. */

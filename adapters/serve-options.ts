@@ -18,6 +18,13 @@ export interface ServeOptions {
    * its own minimum); Deno none, so put a proxy in front of it.
    */
   limits?: ConnectionLimits;
+  /**
+   * Let several processes listen on this port, the kernel spreading new
+   * connections among them (SO_REUSEPORT; Linux). Bun and Deno only (Deno
+   * needs `--unstable-net`); the Node adapter ignores it: use `node:cluster`
+   * there, as the standalone server's WORKERS does. Default false.
+   */
+  reusePort?: boolean;
 }
 
 export interface ConnectionLimits {
@@ -57,6 +64,7 @@ export function resolveServeOptions(options: ServeOptions): {
   shutdownTimeout: number;
   tls: ServeOptions['tls'];
   limits: Required<ConnectionLimits>;
+  reusePort: boolean;
 } {
   const limits = { ...DEFAULT_LIMITS, ...options.limits };
   for (const [name, value] of Object.entries(limits)) {
@@ -68,6 +76,7 @@ export function resolveServeOptions(options: ServeOptions): {
     shutdownTimeout: options.shutdownTimeout ?? DEFAULT_SHUTDOWN_TIMEOUT_MS,
     tls: options.tls,
     limits,
+    reusePort: options.reusePort ?? false,
   };
 }
 

@@ -3,6 +3,7 @@
  * validated here and nowhere else (docs/configuration.md), then passed
  * down. Every bad value is named in one error.
  */
+import { availableParallelism } from 'node:os';
 import { LOG_LEVELS } from '../logger.js';
 import { normalisePublicUrl } from '../public-url.js';
 import type { ThrottleOptions } from '../throttle.js';
@@ -50,6 +51,8 @@ export interface ServerConfig {
   maxSalts: number;
   /** HEADERS_TIMEOUT, REQUEST_TIMEOUT, KEEP_ALIVE_TIMEOUT (ms) and MAX_CONNECTIONS. */
   limits: Required<ConnectionLimits>;
+  /** WORKERS: processes serving the same port (`auto`: one per core); above 1 only with MySQL and without METRICS_PORT. */
+  workers: number;
 }
 
 /** Reads settings, collecting every problem rather than stopping at the first. */
@@ -147,9 +150,24 @@ export function readServerConfig(env: Env): ServerConfig {
       keepAliveTimeout: r.int('KEEP_ALIVE_TIMEOUT', DEFAULT_LIMITS.keepAliveTimeout, 100, 600_000),
       maxConnections: r.int('MAX_CONNECTIONS', DEFAULT_LIMITS.maxConnections, 1, 1_000_000),
     },
+    workers: workerCount(r),
   };
+  // Each worker is a process with its own memory: salts kept there would let a signed URL through once per worker.
+  const workers = config.workers === 1 ? undefined : r.text('WORKERS')?.toLowerCase() === 'auto' ? `WORKERS=auto (${config.workers} cores)` : `WORKERS=${config.workers}`;
+  if (workers && !config.databaseUrl) r.problems.push(`${workers} needs the MySQL storage (DATABASE_URL): with the memory storage each worker would keep its own salts, and a signed URL would be accepted once by each worker`);
+  if (workers && metricsPort !== undefined) r.problems.push(`METRICS_PORT cannot be used with ${workers}: each worker counts only its own requests`);
   r.check();
   return config;
+}
+
+/** WORKERS: `auto` (any case) is one per core, else a whole number from 1 to 256. */
+function workerCount(r: ReturnType<typeof reader>): number {
+  const raw = r.text('WORKERS');
+  if (raw === undefined) return 1;
+  if (raw.toLowerCase() === 'auto') return availableParallelism();
+  if (/^\d+$/.test(raw) && Number(raw) >= 1 && Number(raw) <= 256) return Number(raw);
+  r.problems.push(`WORKERS must be auto or a whole number from 1 to 256 (got "${raw}")`);
+  return 1;
 }
 
 /** PUBLIC_URL: one or more comma-separated http(s) URLs, each checked here so a typo is a configuration error. */

@@ -4,7 +4,11 @@ import { serve } from '../../adapters/bun.js';
 import { mysqlCommands, openMysqlStorage } from './mysql.js';
 import { processIo } from './process-io.js';
 import { runCli } from './run.js';
+import { spawnedWorkers, WORKER_ARGUMENT } from './workers.js';
 
-process.exitCode = await runCli(process.argv.slice(2), processIo(), { name: 'bun', serve, openMysqlStorage, commands: mysqlCommands });
+// A worker is this Bun with its flags (--smol, ...) on this script.
+const workers = spawnedWorkers(() => [process.execPath, [...process.execArgv, process.argv[1]!, 'serve', WORKER_ARGUMENT]]);
+
+process.exitCode = await runCli(process.argv.slice(2), processIo(), { name: 'bun', serve, openMysqlStorage, commands: mysqlCommands, workers });
 // Pools, timers and signal handlers may remain; the command has finished.
 process.exit();

@@ -35,7 +35,7 @@ export async function runCli(args: string[], io: CliIo, runtime: CliRuntime): Pr
       io.out(USAGE);
       return 0;
     }
-    if (command === 'serve') return await serveCommand(runtime, io);
+    if (command === 'serve') return await serveCommand(runtime, io, rest);
     if (command === 'check') return await checkCommand(rest, io);
     const other = runtime.commands?.[command];
     if (!other) throw new CliUsageError(`Unknown command "${command}".\n${USAGE}`);

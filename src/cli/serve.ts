@@ -3,6 +3,8 @@
  * storage from a seed file) or on MySQL when DATABASE_URL is set, on
  * whichever runtime's adapter it is given. Shuts down gracefully on
  * SIGTERM/SIGINT: stop accepting, finish in-flight requests, close storage.
+ * With WORKERS above 1 this process is the primary of that many workers
+ * (workers.ts), each of which runs this same command as `serve --worker`.
  */
 import { readFile } from 'node:fs/promises';
 import { createMerchantApi } from '../api.js';
@@ -17,6 +19,7 @@ import type { Served, ServeOptions } from '../../adapters/serve-options.js';
 import type { MerchantApi } from '../api.js';
 import { readServerConfig, type MysqlConfig, type ServerConfig } from './config.js';
 import { CliUsageError, type CliIo } from './io.js';
+import { runWorkers, WORKER_ARGUMENT, wholeLineWriter, workerChannel, type WorkerRuntime } from './workers.js';
 
 /** An adapter's `serve`, the only runtime-specific piece the command needs. */
 export type ServeFunction = (api: MerchantApi, options: ServeOptions) => Promise<Served>;
@@ -28,14 +31,25 @@ export interface ServeRuntime {
   name: string;
   serve: ServeFunction;
   openMysqlStorage?: OpenMysqlStorage;
+  /** How this runtime runs WORKERS; undefined: only one process. */
+  workers?: WorkerRuntime;
 }
 
 const DEMO_SEED = new URL('../examples/seed.json', import.meta.url);
 
-export async function serveCommand(runtime: ServeRuntime, io: CliIo): Promise<number> {
+export async function serveCommand(runtime: ServeRuntime, io: CliIo, args: string[] = []): Promise<number> {
+  const unknown = args.find((arg) => arg !== WORKER_ARGUMENT);
+  if (unknown !== undefined) throw new CliUsageError(`serve takes no arguments (got "${unknown}"); it is configured by environment variables, see docs/configuration.md.`);
   const config = readServerConfig(io.env);
-  // Log lines (JSON) go where the CLI writes, gathered per event-loop turn.
-  const logger = createJsonLogger({ level: config.logLevel, write: (lines) => io.out(lines.slice(0, -1)) });
+  // Asked for before anything else, so that the primary's stop message finds its listener.
+  const worker = args.includes(WORKER_ARGUMENT) ? workerChannel(runtime.workers) : undefined;
+  if (!worker && config.workers > 1) {
+    // Unreadable TLS files: one message here rather than one from each worker.
+    if (config.tls) await readTlsFiles(config.tls);
+    return runWorkers(runtime.name, runtime.workers, io, config);
+  }
+  // Log lines (JSON) go where the CLI writes, gathered per event-loop turn; a worker's in writes no other worker's can cut.
+  const logger = createJsonLogger({ level: config.logLevel, write: worker ? wholeLineWriter(io.out) : (lines) => io.out(lines.slice(0, -1)) });
   const { storage, description, demo } = await openStorage(config, runtime, io);
   let served: Served | undefined;
   let metricsServer: Served | undefined;
@@ -54,8 +68,8 @@ export async function serveCommand(runtime: ServeRuntime, io: CliIo): Promise<nu
       throttle: config.throttle,
       merchantConcurrency: config.merchantConcurrency,
     });
-    const tls = config.tls && { cert: await readTlsFile('TLS_CERT_FILE', config.tls.certFile), key: await readTlsFile('TLS_KEY_FILE', config.tls.keyFile) };
-    served = await runtime.serve(api, { port: config.port, hostname: config.hostname, tls, limits: config.limits });
+    const tls = config.tls && (await readTlsFiles(config.tls));
+    served = await runtime.serve(api, { port: config.port, hostname: config.hostname, tls, limits: config.limits, reusePort: worker?.reusePort });
     // Metrics on a listener of their own, so they are never public by accident.
     if (metrics) metricsServer = await runtime.serve(metrics, { port: config.metricsPort, hostname: config.hostname });
   } catch (error) {
@@ -79,9 +93,13 @@ export async function serveCommand(runtime: ServeRuntime, io: CliIo): Promise<nu
       `     curl -u demo-merchant:demo-secret '${publicBase}/merchant/users?limit=5'`,
     );
   }
-  io.out(lines.join('\n'));
+  // A worker's lines are the primary's to print, once for all workers.
+  if (worker) worker.ready(lines);
+  else io.out(lines.join('\n'));
 
-  const signal = await (io.stopSignal ?? new Promise<string>(() => {}));
+  // A worker stops when the primary says so, or on a signal of its own (Ctrl-C reaches every process of the terminal).
+  const never = new Promise<string>(() => {});
+  const signal = await Promise.race([io.stopSignal ?? never, worker?.stopRequested ?? never]);
   logger.info({ event: 'shutdown', signal }, 'finishing in-flight requests');
   logger.flush();
   await Promise.all([served.close(), metricsServer?.close()]);
@@ -89,6 +107,10 @@ export async function serveCommand(runtime: ServeRuntime, io: CliIo): Promise<nu
   logger.info({ event: 'stopped' });
   logger.flush();
   return 0;
+}
+
+async function readTlsFiles(files: { certFile: string; keyFile: string }): Promise<{ cert: string; key: string }> {
+  return { cert: await readTlsFile('TLS_CERT_FILE', files.certFile), key: await readTlsFile('TLS_KEY_FILE', files.keyFile) };
 }
 
 async function readTlsFile(variable: string, file: string): Promise<string> {
