@@ -8,8 +8,10 @@
  */
 import { Buffer } from 'node:buffer';
 import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { existsSync, readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { Agent, get, type IncomingMessage } from 'node:http';
+import { createServer, type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signUrl } from '../src/signing.js';
 import { basicAuth, send } from './support/http-client.js';
@@ -173,6 +175,22 @@ describe.skipIf(!mysql)('WORKERS=2 on MariaDB', () => {
       }, 30_000);
     });
   }
+
+  describe('a worker that cannot start', () => {
+    it('stops the start: the primary stops the others and exits 1, printing why', async () => {
+      const taken = createServer().listen(0, '127.0.0.1');
+      await once(taken, 'listening');
+      try {
+        const port = String((taken.address() as AddressInfo).port);
+        const { code, output } = await runProcess(process.execPath, [CLI.node, 'serve'], { ...CLEAN_ENV, DATABASE_URL: db.url, MASTER_KEY: db.masterKeyText, WORKERS: '2', PORT: port });
+        expect(output).toMatch(/merchant-api serve failed: Error: (bind|listen) EADDRINUSE 127\.0\.0\.1:\d+/);
+        expect(output).not.toContain('listening on');
+        expect(code).toBe(1);
+      } finally {
+        taken.close();
+      }
+    });
+  });
 
   describe('a worker that keeps dying', () => {
     it(`stops the server, exit 1, once it has died more than 5 times within a minute`, async () => {
