@@ -68,7 +68,7 @@ describe('Node adapter serve()', () => {
   }
 
   it('reads two Authorization lines as Fetch Headers joins them, although Node keeps only the first', async () => {
-    const [good, bad] = [basic('m1', 'key-one').authorization, basic('m1', 'nope').authorization];
+    const [good, bad] = [basic('m1', 'key-one').authorization!, basic('m1', 'nope').authorization!];
     const viaServer = await rawGet('/merchant/users/u1', [`Authorization: ${good}`, `Authorization: ${bad}`]);
     const viaFetch = await api.fetch(new Request(`${server.url}/merchant/users/u1`, { headers: [['authorization', good], ['authorization', bad]] }));
     expect(viaServer.status).toBe(401);
