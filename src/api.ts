@@ -20,6 +20,7 @@ import type { HandlerDeps, Route } from './routes/route.js';
 import { allowedMethods, ROUTES } from './routes/table.js';
 import type { Storage } from './storage.js';
 import { FailureThrottle, type Block, type ThrottleOptions } from './throttle.js';
+import { shareThrottle } from './throttle-sharing.js';
 import { parseBasicAuth } from './basic-auth.js';
 import { parseQuery } from './query.js';
 import { tracingHooks } from './tracing.js';
@@ -122,7 +123,8 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
   };
   const match = createMatcher(ROUTES);
   const trustProxy = options.trustProxy === true;
-  const throttle = options.throttle === false ? undefined : new FailureThrottle(options.throttle);
+  // Shared by every instance when the storage offers a store (MySQL); the local throttle still decides.
+  const throttle = options.throttle === false ? undefined : shareThrottle(new FailureThrottle(options.throttle), { store: options.storage.throttleStore?.(), now: deps.now, logger });
   const concurrency = options.merchantConcurrency ?? 4;
   if (!Number.isInteger(concurrency) || concurrency < 1) throw new TypeError('merchantConcurrency must be a whole number, at least 1.');
   // Listing requests running now, by merchant (entries leave at zero, so this stays small).

@@ -4,6 +4,7 @@
  * `merchant-api/storage/mysql`. The contract every implementation must meet
  * is `test/storage-contract.ts`.
  */
+import type { ThrottleStore } from './throttle-store.js';
 
 /** A merchant with the API keys that currently work, in the clear. */
 export interface Merchant {
@@ -134,6 +135,12 @@ export interface Storage {
   ping(): Promise<void>;
   /** Releases what the storage holds (pools, timers). */
   close(): Promise<void>;
+  /**
+   * Optional: where every instance on this storage shares the counters of the failed-authentication
+   * throttle (docs/security.md#sharing-the-counters-on-mysql). The MySQL storage has one; without it
+   * each instance counts alone. Asked once per handler.
+   */
+  throttleStore?(): ThrottleStore | undefined;
 }
 
 /** Longest merchant id, salt and shared_user_id any storage must accept. */

@@ -5,7 +5,10 @@
  * blocked request is refused before any key is compared or any storage read.
  * Memory is bounded whatever an attacker sends: ids of merchants that do not
  * exist never get an entry of their own, and every map has a size cap.
+ * Shared between instances, it also learns what a store tells it
+ * (`learn`, used by src/throttle-sharing.ts); it still decides alone.
  */
+import type { ThrottleRecord, ThrottleRules } from './throttle-store.js';
 
 export interface ThrottleOptions {
   /** Consecutive failures for one merchant from one address before that pair is blocked. Default 10. */
@@ -38,6 +41,8 @@ interface AddressState {
   failures: number;
   windowStart: number;
   blockedUntil: number;
+  /** The version of the shared record last learned ('' when none): an older copy never overwrites a newer one. */
+  version: string;
 }
 
 interface PairState {
@@ -45,6 +50,7 @@ interface PairState {
   /** Blocks so far: the next one lasts pairBlockSeconds * 2^blocks. */
   blocks: number;
   blockedUntil: number;
+  version: string;
 }
 
 export class FailureThrottle {
@@ -53,6 +59,11 @@ export class FailureThrottle {
   readonly #pairs = new Map<string, PairState>();
   /** Blocked pairs by address, so the common check (nothing blocked here) parses no credentials. */
   readonly #blockedPairs = new Map<string, Map<string, number>>();
+
+  /** The limits in force, every option set. */
+  get rules(): ThrottleRules {
+    return this.#o;
+  }
 
   constructor(options: ThrottleOptions = {}) {
     this.#o = {
@@ -82,8 +93,7 @@ export class FailureThrottle {
     const until = pairs.get(merchant);
     if (until === undefined) return undefined;
     if (until <= nowSeconds) {
-      pairs.delete(merchant);
-      if (pairs.size === 0) this.#blockedPairs.delete(address);
+      this.#liftPairBlock(address, merchant);
       return undefined;
     }
     return { scope: 'pair', retryAfter: until - nowSeconds, limit: this.#o.pairFailures, window: this.#o.pairBlockSeconds };
@@ -93,7 +103,7 @@ export class FailureThrottle {
   failed(address: string, merchantId: string | undefined, nowSeconds: number): void {
     let state = this.#addresses.get(address);
     if (state === undefined || nowSeconds - state.windowStart >= this.#o.addressWindowSeconds) {
-      state = { failures: 0, windowStart: nowSeconds, blockedUntil: state?.blockedUntil ?? 0 };
+      state = { failures: 0, windowStart: nowSeconds, blockedUntil: state?.blockedUntil ?? 0, version: state?.version ?? '' };
     }
     state.failures++;
     if (state.failures >= this.#o.addressFailures) {
@@ -105,23 +115,66 @@ export class FailureThrottle {
     if (merchantId === undefined) return;
 
     const key = pairKey(merchantId, address);
-    const pair = this.#pairs.get(key) ?? { consecutive: 0, blocks: 0, blockedUntil: 0 };
+    const pair = this.#pairs.get(key) ?? { consecutive: 0, blocks: 0, blockedUntil: 0, version: '' };
     pair.consecutive++;
     if (pair.consecutive >= this.#o.pairFailures) {
       const seconds = Math.min(this.#o.pairMaxBlockSeconds, this.#o.pairBlockSeconds * 2 ** pair.blocks);
       pair.blocks++;
       pair.consecutive = 0;
       pair.blockedUntil = nowSeconds + seconds;
-      let blocked = this.#blockedPairs.get(address);
-      if (blocked === undefined) touch(this.#blockedPairs, address, (blocked = new Map()), this.#o.maxEntries);
-      blocked.set(merchantId, pair.blockedUntil);
+      this.#setPairBlock(address, merchantId, pair.blockedUntil);
     }
     touch(this.#pairs, key, pair, this.#o.maxEntries);
   }
 
-  /** A verified merchant: its count from this address starts again (the doubling too). */
-  succeeded(address: string, merchantId: string): void {
+  /**
+   * A verified merchant: its count from this address starts again (the
+   * doubling too; a block in force stays). True when there was a count to
+   * forget, so a shared store is told only then.
+   */
+  succeeded(address: string, merchantId: string): boolean {
+    const pair = this.#pairs.get(pairKey(merchantId, address));
     this.#pairs.delete(pairKey(merchantId, address));
+    return pair !== undefined && (pair.consecutive > 0 || pair.blocks > 0);
+  }
+
+  /**
+   * Takes a shared record as this instance's state, unless what it holds is
+   * newer. `authoritative`: the answer to this instance's own report, which
+   * already counts every failure this instance made of it, so it also lifts a
+   * block counted here alone (after a reset this instance had not learned
+   * yet). Otherwise (another instance's change) a block only ever grows here.
+   */
+  learn(record: ThrottleRecord, authoritative: boolean): void {
+    if (record.scope === 'address') {
+      const state = this.#addresses.get(record.address);
+      if (state !== undefined && state.version >= record.version) return;
+      const blockedUntil = authoritative || state === undefined ? record.blockedUntil : Math.max(state.blockedUntil, record.blockedUntil);
+      touch(this.#addresses, record.address, { failures: record.failures, windowStart: record.windowStart, blockedUntil, version: record.version }, this.#o.maxEntries);
+      return;
+    }
+    const merchantId = record.merchantId;
+    if (merchantId === undefined) return;
+    const key = pairKey(merchantId, record.address);
+    const pair = this.#pairs.get(key);
+    if (pair !== undefined && pair.version >= record.version) return;
+    const current = this.#blockedPairs.get(record.address)?.get(merchantId) ?? 0;
+    const blockedUntil = authoritative ? record.blockedUntil : Math.max(current, record.blockedUntil);
+    touch(this.#pairs, key, { consecutive: record.failures, blocks: record.blocks, blockedUntil, version: record.version }, this.#o.maxEntries);
+    if (blockedUntil > 0) this.#setPairBlock(record.address, merchantId, blockedUntil);
+    else if (current > 0) this.#liftPairBlock(record.address, merchantId);
+  }
+
+  #setPairBlock(address: string, merchantId: string, until: number): void {
+    let blocked = this.#blockedPairs.get(address);
+    if (blocked === undefined) touch(this.#blockedPairs, address, (blocked = new Map()), this.#o.maxEntries);
+    blocked.set(merchantId, until);
+  }
+
+  #liftPairBlock(address: string, merchantId: string): void {
+    const pairs = this.#blockedPairs.get(address);
+    pairs?.delete(merchantId);
+    if (pairs?.size === 0) this.#blockedPairs.delete(address);
   }
 
   /** Entries held now, for tests and monitoring. */

@@ -1,12 +1,16 @@
 /**
- * Migration 0002 (the filter columns and indexes of user_shares) on a database built by the
- * previous migration set: every row survives, the new columns hold what the users say, the
- * listings read them, and down gives the old schema back with the rows.
+ * Migrations on a database built by the previous migration set. 0002 (the filter columns and
+ * indexes of user_shares): every row survives, the new columns hold what the users say, the
+ * listings read them, and down gives the old schema back with the rows. 0003 (the shared
+ * throttle's auth_failures): the table with its keys, merchant ids as the merchants table holds
+ * them, nothing else touched, and down and up again.
  */
 import fc from 'fast-check';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMigrator, migrateToLatest, MysqlStorage } from '../src/storage/mysql/index.js';
+import { MysqlThrottleStore } from '../src/storage/mysql/throttle-store.js';
+import { FailureThrottle } from '../src/throttle.js';
 import { compareCodePoints } from '../src/order.js';
 import { createTestDatabase, mysqlAvailable, type TestDatabase } from './support/mysql.js';
 
@@ -55,7 +59,7 @@ describe.skipIf(!available)('migration 0002_user_share_filters', () => {
 
   it('keeps every row and fills the new columns from the users', async () => {
     const before = (await sql<Record<string, unknown>>`SELECT * FROM users ORDER BY id`.execute(database.db)).rows;
-    const { results } = await migrateToLatest(database.db);
+    const { results } = await createMigrator(database.db).migrateTo('0002_user_share_filters');
     expect(results).toEqual([{ migrationName: '0002_user_share_filters', direction: 'Up', status: 'Success' }]);
     expect((await sql<Record<string, unknown>>`SELECT * FROM users ORDER BY id`.execute(database.db)).rows).toEqual(before);
     const after = (await sql<{ merchant_id: string; shared_user_id: string; user_id: string; is_active: number; date_joined: string }>`SELECT merchant_id, shared_user_id, user_id, is_active, date_joined FROM user_shares`.execute(database.db)).rows;
@@ -109,6 +113,62 @@ describe.skipIf(!available)('migration 0002_user_share_filters', () => {
     const { rows: columns } = await sql<{ Field: string }>`SHOW COLUMNS FROM user_shares`.execute(database.db);
     expect(columns.map((c) => c.Field)).toEqual(['merchant_id', 'shared_user_id', 'user_id']);
     expect((await sql<{ n: string | number }>`SELECT COUNT(*) AS n FROM user_shares`.execute(database.db)).rows[0]!.n).toBe(String(shares.length));
-    expect((await migrateToLatest(database.db)).results).toHaveLength(1);
+    expect((await createMigrator(database.db).migrateTo('0002_user_share_filters')).results).toHaveLength(1);
+  });
+});
+
+describe.skipIf(!available)('migration 0003_auth_failures', () => {
+  let database: TestDatabase;
+  const tables = async () => (await sql<{ name: string }>`SELECT TABLE_NAME AS name FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() ORDER BY name`.execute(database.db)).rows.map((r) => r.name);
+  const count = async (table: string) => Number((await sql<{ n: string }>`SELECT COUNT(*) AS n FROM ${sql.table(table)}`.execute(database.db)).rows[0]!.n);
+
+  beforeAll(async () => {
+    database = await createTestDatabase({ migrate: false });
+    expect((await createMigrator(database.db).migrateTo('0002_user_share_filters')).error).toBeUndefined();
+    await sql`INSERT INTO merchants (id) VALUES ('shop'), ('Shop'), ('shop ')`.execute(database.db);
+    await sql`INSERT INTO used_salts (merchant_id, salt, expires_at) VALUES ('shop', 's1', '2030-01-01 00:00:00')`.execute(database.db);
+  });
+  afterAll(async () => {
+    await database?.drop();
+  });
+
+  it('adds auth_failures on a database built by 0001 and 0002, touching nothing else', async () => {
+    const before = await tables();
+    expect((await migrateToLatest(database.db)).results).toEqual([{ migrationName: '0003_auth_failures', direction: 'Up', status: 'Success' }]);
+    expect((await tables()).sort()).toEqual([...before, 'auth_failures'].sort());
+    expect([await count('merchants'), await count('used_salts'), await count('auth_failures')]).toEqual([3, 1, 0]);
+  });
+
+  it('keys rows by (scope, address, merchant_id), with an index for changes, blocks and expiry', async () => {
+    const { rows } = await sql<{ Key_name: string; Column_name: string; Seq_in_index: number }>`SHOW INDEX FROM auth_failures`.execute(database.db);
+    const columns = (name: string) => rows.filter((r) => r.Key_name === name).sort((a, b) => a.Seq_in_index - b.Seq_in_index).map((r) => r.Column_name);
+    expect(columns('PRIMARY')).toEqual(['scope', 'address', 'merchant_id']);
+    expect(columns('auth_failures_changes')).toEqual(['updated_at']);
+    expect(columns('auth_failures_blocked')).toEqual(['blocked_until']);
+    expect(columns('auth_failures_expiry')).toEqual(['expires_at']);
+    const collation = async (table: string, column: string) =>
+      (await sql<{ c: string }>`SELECT COLLATION_NAME AS c FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ${table} AND COLUMN_NAME = ${column}`.execute(database.db)).rows[0]!.c;
+    expect(await collation('auth_failures', 'merchant_id')).toBe(await collation('merchants', 'id'));
+  });
+
+  it('counts merchants whose ids differ only in case or a trailing space apart', async () => {
+    const store = new MysqlThrottleStore(database.db);
+    const rules = new FailureThrottle().rules;
+    for (const id of ['shop', 'Shop', 'shop ', 'shop']) await store.recordFailure({ address: '192.0.2.1', merchantId: id, now: 1_700_000_000 }, rules);
+    const { rows } = await sql<{ merchant_id: string; failures: number }>`SELECT merchant_id, failures FROM auth_failures WHERE scope = 'pair' ORDER BY merchant_id`.execute(database.db);
+    expect(rows).toEqual([
+      { merchant_id: 'Shop', failures: 1 },
+      { merchant_id: 'shop', failures: 2 },
+      { merchant_id: 'shop ', failures: 1 },
+    ]);
+    await store.close();
+  });
+
+  it('goes down without the table and leaves the rest, and up again', async () => {
+    expect((await createMigrator(database.db).migrateDown()).error).toBeUndefined();
+    expect(await tables()).not.toContain('auth_failures');
+    expect([await count('merchants'), await count('used_salts')]).toEqual([3, 1]);
+    expect((await migrateToLatest(database.db)).results).toEqual([{ migrationName: '0003_auth_failures', direction: 'Up', status: 'Success' }]);
+    expect(await count('auth_failures')).toBe(0);
   });
 });

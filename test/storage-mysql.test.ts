@@ -282,6 +282,7 @@ describe.skipIf(!available)('MySQL storage', () => {
         expect((await migrateToLatest(scratch.db)).results).toEqual([
           { migrationName: '0001_initial', direction: 'Up', status: 'Success' },
           { migrationName: '0002_user_share_filters', direction: 'Up', status: 'Success' },
+          { migrationName: '0003_auth_failures', direction: 'Up', status: 'Success' },
         ]);
         expect((await migrateToLatest(scratch.db)).results).toEqual([]);
         expect((await createMigrator(scratch.db).migrateDown()).error).toBeUndefined();

@@ -10,6 +10,7 @@ import { MerchantCache } from './merchant-cache.js';
 import { pruneExpiredSalts, recordSalt, type PruneOptions } from './salts.js';
 import type { MerchantApiDatabase } from './schema.js';
 import { isStorableId, storageError } from './sql-values.js';
+import { MysqlThrottleStore, type MysqlThrottleOptions } from './throttle-store.js';
 import { selectUser, selectUserPage } from './user-queries.js';
 import type { PagePlan } from '../user-pages.js';
 
@@ -42,6 +43,12 @@ export interface MysqlStorageOptions {
    * boundary with a few users. The defaults are the documented ones.
    */
   pagePlan?: PagePlan;
+  /**
+   * The failed-authentication throttle's counters, shared by every instance on the database
+   * (docs/security.md#sharing-the-counters-on-mysql): how often each instance reads the others'
+   * changes, and the batches; `false` leaves each instance counting alone.
+   */
+  throttleSharing?: MysqlThrottleOptions | false;
 }
 
 /**
@@ -62,6 +69,7 @@ export class MysqlStorage implements Storage {
   #pruneBacklog = false;
   #pruning: Promise<void> | undefined;
   #closed = false;
+  #throttleStore: MysqlThrottleStore | undefined;
 
   constructor(options: MysqlStorageOptions) {
     this.#db = options.db;
@@ -121,9 +129,16 @@ export class MysqlStorage implements Storage {
     }
   }
 
+  /** The throttle's shared counters (table `auth_failures`); one per storage, whatever asks. */
+  throttleStore(): MysqlThrottleStore | undefined {
+    if (this.#options.throttleSharing === false || this.#closed) return undefined;
+    return (this.#throttleStore ??= new MysqlThrottleStore(this.#db, this.#options.throttleSharing));
+  }
+
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    await this.#throttleStore?.close();
     await this.#pruning;
     if (this.#options.destroyOnClose) await this.#db.destroy();
   }
