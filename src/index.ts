@@ -18,3 +18,4 @@ export { createJsonLogger, silentLogger } from './logger.js';
 export type { JsonLoggerOptions, Logger, LogLevel } from './logger.js';
 export { MAX_ID_LENGTH, USER_RECORD_KEYS } from './storage.js';
 export type { Merchant, SaltRecord, Storage, UserFilter, UserPageQuery, UserRecord } from './storage.js';
+export type { ThrottleFailure, ThrottleRecord, ThrottleRules, ThrottleStore, ThrottleStoreListener } from './throttle-store.js';

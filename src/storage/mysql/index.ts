@@ -11,6 +11,7 @@
  */
 export { MysqlStorage } from './mysql-storage.js';
 export type { MysqlStorageOptions } from './mysql-storage.js';
+export type { MysqlThrottleOptions } from './throttle-store.js';
 export { createMysqlKysely, parseMysqlUrl } from './create-mysql-kysely.js';
 export type { MysqlKyselyOptions } from './create-mysql-kysely.js';
 export { createMigrator, migrateToLatest } from './migrations.js';
