@@ -8,6 +8,7 @@ import { accessLogHooks } from './access-log.js';
 import { authenticate } from './basic-auth.js';
 import { createContext, type RequestContext, type RequestInfo } from './context.js';
 import { CursorCodec } from './cursor.js';
+import { FairShare, type FairShareOptions } from './fair-share.js';
 import { MerchantApiError } from './errors.js';
 import { guardStorage, type StorageOperation } from './guarded-storage.js';
 import { composeHooks, type MerchantApiHooks } from './hooks.js';
@@ -63,6 +64,8 @@ export interface MerchantApiOptions {
   throttle?: ThrottleOptions | false;
   /** Listing requests (`GET /merchant/users`) one merchant may have running at once; the next gets 429. Default 4. */
   merchantConcurrency?: number;
+  /** While the instance is busy, a merchant using more than its share gets 429 (docs/security.md#fair-sharing); `false` turns it off. Default on. */
+  fairShare?: FairShareOptions | false;
 }
 
 export interface MerchantApi {
@@ -91,7 +94,9 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
   if (!(storageTimeout > 0)) throw new TypeError('storageTimeout must be a positive number of milliseconds.');
   const logger = options.logger ?? createJsonLogger();
   const given = options.hooks === undefined ? [] : Array.isArray(options.hooks) ? options.hooks : [options.hooks as MerchantApiHooks];
+  const fairShare = options.fairShare === false ? undefined : new FairShare(options.fairShare, logger);
   const hooks = composeHooks([
+    ...(fairShare ? [fairShare.hooks] : []),
     ...(options.tracing === false ? [] : [tracingHooks()]),
     ...(options.accessLog === false ? [] : [accessLogHooks(logger)]),
     ...given,
@@ -115,6 +120,7 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
     openApiBody: JSON.stringify(openApiDocument(basePath)),
     authenticated(ctx, merchantId) {
       ctx.merchantId = merchantId;
+      fairShare?.admit(ctx, merchantId);
       if (!onAuthenticated) return;
       return Promise.resolve(onAuthenticated(ctx)).then((answer) => {
         if (answer) throw new HookAnswer(answer);

@@ -149,6 +149,8 @@ function sharedErrors(route: Route, operation: Operation): Record<string, Json> 
         'Too many failed authentications from this address, or for this merchant from this address (docs/security.md#throttling): ' +
           'refused before any key is compared or any storage read, until `Retry-After` seconds have passed.',
         operation.tooManyRequests,
+        'Also, while the instance is busy: the merchant used more than its share of it lately (docs/security.md#fair-sharing, ' +
+          '`RateLimit-Policy: "fair-share"`); retry after `Retry-After` seconds.',
       ]
         .filter(Boolean)
         .join(' '),

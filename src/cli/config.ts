@@ -47,6 +47,8 @@ export interface ServerConfig {
   throttle: ThrottleOptions | false;
   /** MERCHANT_CONCURRENCY: listings one merchant may run at once. */
   merchantConcurrency: number;
+  /** FAIR_SHARE and FAIR_SHARE_CPU: fair sharing of a busy instance between merchants, or false. */
+  fairShare: { busyPercent: number } | false;
   /** MAX_SALTS: salts the memory storage holds at most (one merchant: half). */
   maxSalts: number;
   /** HEADERS_TIMEOUT, REQUEST_TIMEOUT, KEEP_ALIVE_TIMEOUT (ms) and MAX_CONNECTIONS. */
@@ -143,6 +145,7 @@ export function readServerConfig(env: Env): ServerConfig {
         }
       : false,
     merchantConcurrency: r.int('MERCHANT_CONCURRENCY', 4, 1, 10_000),
+    fairShare: r.bool('FAIR_SHARE', true) ? { busyPercent: r.int('FAIR_SHARE_CPU', 50, 1, 1000) } : false,
     maxSalts: r.int('MAX_SALTS', DEFAULT_MAX_SALTS, 2, MAX_MAX_SALTS),
     limits: {
       headersTimeout: r.int('HEADERS_TIMEOUT', DEFAULT_LIMITS.headersTimeout, 100, 600_000),

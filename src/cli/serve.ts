@@ -67,6 +67,7 @@ export async function serveCommand(runtime: ServeRuntime, io: CliIo, args: strin
       hooks: metrics ? [metrics.hooks] : [],
       throttle: config.throttle,
       merchantConcurrency: config.merchantConcurrency,
+      fairShare: config.fairShare,
     });
     const tls = config.tls && (await readTlsFiles(config.tls));
     served = await runtime.serve(api, { port: config.port, hostname: config.hostname, tls, limits: config.limits, reusePort: worker?.reusePort });
