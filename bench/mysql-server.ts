@@ -13,7 +13,15 @@ import { silentLogger } from '../src/logger.js';
 
 const io = { env: process.env, out: (line: string) => console.log(line), err: (line: string) => console.error(line) };
 const storage = await openMysqlStorage(readMysqlConfig(process.env), io);
-const served = await serve(createMerchantApi({ storage, logger: silentLogger, cursorSecret: process.env.CURSOR_SECRET, throttle: false }), { port: 0, hostname: '127.0.0.1' });
+const served = await serve(createMerchantApi({
+    storage,
+    logger: silentLogger,
+    cursorSecret: process.env.CURSOR_SECRET,
+    throttle: false,
+    // The pre-signed validatesignature paths (bench/signed-paths.ts) are signed for this URL and window.
+    publicUrl: process.env.PUBLIC_URL,
+    timestampTolerance: process.env.TIMESTAMP_TOLERANCE ? Number(process.env.TIMESTAMP_TOLERANCE) : undefined,
+  }), { port: 0, hostname: '127.0.0.1' });
 console.log(`listening ${served.url}`);
 process.once('SIGTERM', async () => {
   await served.close();

@@ -8,11 +8,14 @@
  *    the rows each page examines, summed from `ANALYZE FORMAT=JSON` of every statement it runs
  *    (r_rows x r_loops of each table read), and latency in process and over HTTP (the server in
  *    its own process, bench/mysql-server.ts), each against the first unfiltered page.
- * 3. As before: single-user reads, the streamed whole list in users/s, the server's peak RSS.
+ * 3. The hot path (`mysql-hot-path.ts`): single-user reads against a raw primary-key read, and
+ *    validatesignature against a raw unique-salt INSERT, same run, same concurrency, as ratios.
+ * 4. As before: single-user reads one at a time, the streamed whole list in users/s, the server's peak RSS.
  * The scratch databases are dropped at the end.
  *
  * MYSQL_URL (default mysql://root@127.0.0.1:3306/test) names the server. Options: --users=N
- * (BENCH_USERS), --rounds=N (default 2), --skip-import-reference, --skip-listings.
+ * (BENCH_USERS), --rounds=N (default 2), --skip-import-reference, --skip-listings, --skip-hot-path;
+ * the hot path's --concurrency=N (default 16), --hot-seconds=S (3), --hot-warmup=S (1), --hot-rounds=N (5).
  */
 import { spawn } from 'node:child_process';
 import { createReadStream, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -22,16 +25,26 @@ import { randomBytes } from 'node:crypto';
 import { CompiledQuery, type Kysely } from 'kysely';
 import { createConnection } from 'mysql2/promise';
 import { addMerchant, createMysqlKysely, generateMasterKey, importUserFile, migrateToLatest, MysqlStorage, parseMasterKey, type MerchantApiDatabase } from '../src/storage/mysql/index.js';
-import { selectUserPage } from '../src/storage/mysql/user-queries.js';
+import { selectUserPage, userByKeySql } from '../src/storage/mysql/user-queries.js';
 import { toSqlDatetime } from '../src/storage/mysql/sql-values.js';
 import { fakeUser, idOf, MERCHANT, writeUsersFile } from './fake-users.js';
 import { casesTable, CURSOR_SECRET, runCases, timeMany } from './listing-cases.js';
 import { InfileWriter } from '../src/storage/mysql/infile.js';
+import { sealApiKey } from '../src/storage/mysql/key-sealing.js';
+import { MAX_SIGNED_RATE, runHotPath } from './mysql-hot-path.js';
+import { MERCHANT_KEY, PUBLIC_URL, TIMESTAMP_TOLERANCE } from './servers/data.mjs';
+import { writeSignedPaths } from './signed-paths.js';
 
 const args = new Map(process.argv.slice(2).map((arg) => [arg.replace(/=.*$/, ''), arg.includes('=') ? arg.replace(/^[^=]*=/, '') : 'true']));
 const MYSQL_URL = process.env.MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test';
 const USERS = Number(args.get('--users') ?? process.env.BENCH_USERS ?? 1_000_000);
 const ROUNDS = Number(args.get('--rounds') ?? 2);
+const HOT = {
+  concurrency: Number(args.get('--concurrency') ?? 16),
+  seconds: Number(args.get('--hot-seconds') ?? 3),
+  warmup: Number(args.get('--hot-warmup') ?? 1),
+  rounds: Number(args.get('--hot-rounds') ?? 5),
+};
 const MARKER = '"shared_user_id":';
 const USER_COLUMNS = 'first_name, last_name, email_address, street, zip_code, city, state, country, preferred_language, date_joined, deactivated_at, agreed_to_terms_and_conditions, agreed_to_marketing';
 
@@ -168,10 +181,12 @@ try {
   const { target, apiKey } = kept;
   db = target.db;
   const storage = new MysqlStorage({ db, masterKey: masterKeyText });
+  // The key the pre-signed validatesignature paths are signed with (bench/servers/data.mjs), next to the generated one.
+  await db.insertInto('merchant_keys').values({ merchant_id: MERCHANT, sealed_key: await sealApiKey(parseMasterKey(masterKeyText), MERCHANT, MERCHANT_KEY) }).execute();
 
   // The server in its own process, as `serve` runs it.
   server = spawn(process.execPath, ['--import', 'tsx', 'bench/mysql-server.ts'], {
-    env: { ...process.env, DATABASE_URL: target.url, MASTER_KEY: masterKeyText, CURSOR_SECRET },
+    env: { ...process.env, DATABASE_URL: target.url, MASTER_KEY: masterKeyText, CURSOR_SECRET, PUBLIC_URL, TIMESTAMP_TOLERANCE: String(TIMESTAMP_TOLERANCE) },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const base = await new Promise<string>((resolve, reject) => {
@@ -205,7 +220,14 @@ try {
     console.log(casesTable(results));
   }
 
-  // 3. Single users, the whole list, memory.
+  // 3. The hot path: single users and salts, each against its raw mysql2 reference.
+  if (!args.has('--skip-hot-path')) {
+    const signedPaths = { file: join(dir, 'signed-paths.txt'), count: MAX_SIGNED_RATE * (HOT.seconds + HOT.warmup) * HOT.rounds };
+    await writeSignedPaths(signedPaths.file, signedPaths.count);
+    console.log(`\n${await runHotPath({ url: target.url, storage, base, headers, users: USERS, userSql: userByKeySql(db), signedPaths, saltWindowSeconds: TIMESTAMP_TOLERANCE, dir, serverPid: server.pid!, ...HOT })}`);
+  }
+
+  // 4. Single users one at a time, the whole list, memory.
   console.log('');
   const reads = await timeMany(5000, () => storage.getUser(MERCHANT, idOf(Math.floor(Math.random() * USERS))));
   console.log(`storage getUser: p50 ${reads.p50.toFixed(2)} ms, p99 ${reads.p99.toFixed(2)} ms (5000 random ids)`);

@@ -5,7 +5,7 @@
  * timestamps in SQL), only for failure behaviour (docs/protocol.md#failures).
  */
 import { Kysely, MysqlDialect, type MysqlPool, type MysqlPoolConnection } from 'kysely';
-import { createPool, type PoolConnection, type PoolOptions } from 'mysql2';
+import { createPool, type Pool, type PoolConnection, type PoolOptions } from 'mysql2';
 import { openInfile } from './infile.js';
 import type { MerchantApiDatabase } from './schema.js';
 
@@ -35,6 +35,29 @@ export interface MysqlKyselyOptions {
  */
 export function createMysqlKysely(url: string, options: MysqlKyselyOptions = {}): Kysely<MerchantApiDatabase> {
   const config = parseMysqlUrl(url, options);
+  const pool = createMysqlPool(config);
+  const wrapped = new WeakMap<PoolConnection, MysqlPoolConnection>();
+  const timedPool: MysqlPool = {
+    getConnection(callback) {
+      pool.getConnection((error, connection) => {
+        if (error) return callback(error, undefined as never);
+        let wrapper = wrapped.get(connection);
+        if (!wrapper) wrapped.set(connection, (wrapper = withQueryTimeout(connection, config.queryTimeout)));
+        callback(null, wrapper);
+      });
+    },
+    end(callback) {
+      pool.end(callback);
+    },
+  };
+  return new Kysely<MerchantApiDatabase>({ dialect: new MysqlDialect({ pool: timedPool }) });
+}
+
+/**
+ * The `mysql2` pool under `createMysqlKysely`, with its session settings; also what
+ * `bench:mysql` reads through as its raw reference, so both use the same pool.
+ */
+export function createMysqlPool(config: MysqlConfig): Pool {
   const pool = createPool({
     host: config.host,
     port: config.port,
@@ -77,21 +100,7 @@ export function createMysqlKysely(url: string, options: MysqlKyselyOptions = {})
       });
     }
   });
-  const wrapped = new WeakMap<PoolConnection, MysqlPoolConnection>();
-  const timedPool: MysqlPool = {
-    getConnection(callback) {
-      pool.getConnection((error, connection) => {
-        if (error) return callback(error, undefined as never);
-        let wrapper = wrapped.get(connection);
-        if (!wrapper) wrapped.set(connection, (wrapper = withQueryTimeout(connection, config.queryTimeout)));
-        callback(null, wrapper);
-      });
-    },
-    end(callback) {
-      pool.end(callback);
-    },
-  };
-  return new Kysely<MerchantApiDatabase>({ dialect: new MysqlDialect({ pool: timedPool }) });
+  return pool;
 }
 
 function withQueryTimeout(connection: PoolConnection, timeout: number): MysqlPoolConnection {
@@ -110,7 +119,7 @@ function withQueryTimeout(connection: PoolConnection, timeout: number): MysqlPoo
   } as MysqlPoolConnection;
 }
 
-interface MysqlConfig {
+export interface MysqlConfig {
   host: string;
   port: number;
   user: string;

@@ -79,6 +79,17 @@ export async function selectUserPage(db: Db, query: UserPageQuery, trace?: State
   return page;
 }
 
+let userByKey: string | undefined;
+
+/**
+ * The single-user statement's text, compiled once (`?` for the merchant and the shared id): a
+ * point lookup on both primary keys. `bench:mysql` runs the same text as its raw reference.
+ */
+export function userByKeySql(db: Db): string {
+  return (userByKey ??= sql`SELECT ${COLUMNS} FROM user_shares s INNER JOIN users u ON u.id = s.user_id
+    WHERE s.merchant_id = ${''} AND s.shared_user_id = ${''}`.compile(db).sql);
+}
+
 /** The user `sharedUserId` as shared with `merchantId`, by primary key. */
 export async function selectUser(db: Db, merchantId: string, sharedUserId: string): Promise<UserRecord | undefined> {
   const rows = await sql<UserRow>`SELECT ${COLUMNS} FROM user_shares s INNER JOIN users u ON u.id = s.user_id
