@@ -5,9 +5,10 @@
  * timestamps in SQL), only for failure behaviour (docs/protocol.md#failures).
  */
 import { Kysely, MysqlDialect, type MysqlPool, type MysqlPoolConnection } from 'kysely';
-import { createPool, type Pool, type PoolConnection, type PoolOptions } from 'mysql2';
+import { createPool, type Pool, type PoolConnection, type PoolOptions, type QueryOptions } from 'mysql2';
 import { openInfile } from './infile.js';
 import type { MerchantApiDatabase } from './schema.js';
+import { registerDirectRunner, type RunStatement, type StatementResult } from './statement-runner.js';
 
 /** Options of `createMysqlKysely`; URL query parameters of the same names override the defaults too. */
 export interface MysqlKyselyOptions {
@@ -50,7 +51,9 @@ export function createMysqlKysely(url: string, options: MysqlKyselyOptions = {})
       pool.end(callback);
     },
   };
-  return new Kysely<MerchantApiDatabase>({ dialect: new MysqlDialect({ pool: timedPool }) });
+  const db = new Kysely<MerchantApiDatabase>({ dialect: new MysqlDialect({ pool: timedPool }) });
+  registerDirectRunner(db, directRunner(pool, config.queryTimeout));
+  return db;
 }
 
 /**
@@ -101,6 +104,25 @@ export function createMysqlPool(config: MysqlConfig): Pool {
     }
   });
   return pool;
+}
+
+/** The hot statements straight on the pool (`statement-runner.ts`), under the same timeout rule as Kysely's queries. */
+function directRunner(pool: Pool, timeout: number): RunStatement {
+  return <R>(text: string, parameters: readonly unknown[], options?: { prepared?: boolean }) =>
+    new Promise<StatementResult<R>>((resolve, reject) => {
+      pool.getConnection((error, connection) => {
+        if (error) return reject(error);
+        const done = (failure: { code?: string } | null, result: unknown) => {
+          if (failure?.code === 'PROTOCOL_SEQUENCE_TIMEOUT') connection.destroy();
+          else connection.release();
+          if (failure) return reject(failure);
+          resolve(Array.isArray(result) ? { rows: result as R[], affectedRows: 0 } : { rows: [], affectedRows: (result as { affectedRows: number }).affectedRows });
+        };
+        const command: QueryOptions = timeout > 0 ? { sql: text, timeout } : { sql: text };
+        if (options?.prepared === false) connection.query(command, parameters as never, done as never);
+        else connection.execute(command, parameters as never, done as never);
+      });
+    });
 }
 
 function withQueryTimeout(connection: PoolConnection, timeout: number): MysqlPoolConnection {

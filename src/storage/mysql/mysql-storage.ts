@@ -7,11 +7,11 @@ import { StorageUnavailableError } from '../../errors.js';
 import type { Merchant, SaltRecord, Storage, UserPageQuery, UserRecord, UserRecordPage } from '../../storage.js';
 import { MasterKeyError, openApiKey, parseMasterKey, type MasterKey } from './key-sealing.js';
 import { MerchantCache } from './merchant-cache.js';
-import { pruneExpiredSalts, recordSalt, type PruneOptions } from './salts.js';
+import { pruneExpiredSalts, SaltWriter, type PruneOptions } from './salts.js';
 import type { MerchantApiDatabase } from './schema.js';
 import { isStorableId, storageError } from './sql-values.js';
 import { MysqlThrottleStore, type MysqlThrottleOptions } from './throttle-store.js';
-import { selectUser, selectUserPage } from './user-queries.js';
+import { selectUserPage, UserReader } from './user-queries.js';
 import type { PagePlan } from '../user-pages.js';
 
 /** Options of `MysqlStorage`. */
@@ -64,6 +64,8 @@ export class MysqlStorage implements Storage {
   readonly #db: Kysely<MerchantApiDatabase>;
   readonly #masterKey: MasterKey;
   readonly #cache: MerchantCache;
+  readonly #salts: SaltWriter;
+  readonly #users: UserReader;
   readonly #options: MysqlStorageOptions;
   #lastPrune = -Infinity;
   #pruneBacklog = false;
@@ -75,6 +77,8 @@ export class MysqlStorage implements Storage {
     this.#db = options.db;
     this.#masterKey = typeof options.masterKey === 'string' ? parseMasterKey(options.masterKey) : options.masterKey;
     this.#cache = new MerchantCache(options.keyCacheTtlMs ?? 10_000);
+    this.#salts = new SaltWriter(options.db);
+    this.#users = new UserReader(options.db);
     this.#options = options;
   }
 
@@ -94,7 +98,7 @@ export class MysqlStorage implements Storage {
     if (!isStorableId(record.merchantId)) throw new RangeError('recordSalt: no merchant can have this id.');
     this.#maybePrune(record.now);
     try {
-      return await recordSalt(this.#db, record);
+      return await this.#salts.record(record);
     } catch (error) {
       throw storageError(error, 'salt recording');
     }
@@ -114,7 +118,7 @@ export class MysqlStorage implements Storage {
     this.#assertOpen();
     if (!isStorableId(merchantId) || !isStorableId(sharedUserId)) return undefined;
     try {
-      return await selectUser(this.#db, merchantId, sharedUserId);
+      return await this.#users.read(merchantId, sharedUserId);
     } catch (error) {
       throw storageError(error, 'user read');
     }

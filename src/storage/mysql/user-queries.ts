@@ -19,6 +19,8 @@ import type { UserFilter, UserPageQuery, UserRecord, UserRecordPage } from '../.
 import { DEFAULT_PAGE_PLAN, hasDateFilter, type PagePlan } from '../user-pages.js';
 import type { MerchantApiDatabase } from './schema.js';
 import { canonicalColumn, toSqlDatetime } from './sql-values.js';
+import { StatementBatcher, type BatchOptions, type Waiting } from './statement-batcher.js';
+import { statementRunner, type RunStatement } from './statement-runner.js';
 
 /** Told about each statement a page runs, before it runs (the bench EXPLAINs them). */
 export type StatementTrace = (query: CompiledQuery) => void;
@@ -90,11 +92,79 @@ export function userByKeySql(db: Db): string {
     WHERE s.merchant_id = ${''} AND s.shared_user_id = ${''}`.compile(db).sql);
 }
 
-/** The user `sharedUserId` as shared with `merchantId`, by primary key. */
+/** The user `sharedUserId` as shared with `merchantId`, by primary key, as a prepared statement where the pool allows. */
 export async function selectUser(db: Db, merchantId: string, sharedUserId: string): Promise<UserRecord | undefined> {
-  const rows = await sql<UserRow>`SELECT ${COLUMNS} FROM user_shares s INNER JOIN users u ON u.id = s.user_id
-    WHERE s.merchant_id = ${merchantId} AND s.shared_user_id = ${sharedUserId}`.execute(db);
-  return rows.rows[0] && toRecord(rows.rows[0]);
+  const { rows } = await statementRunner(db)<UserRow>(userByKeySql(db), [merchantId, sharedUserId]);
+  return rows[0] && toRecord(rows[0]);
+}
+
+/** Statement sizes of a batched read: a batch is padded (repeating its last key) to the next, so few texts are prepared. */
+const BATCH_SIZES = [2, 4, 8, 16, 32] as const;
+const usersByKey = new Map<number, string>();
+
+/** The batched read's text for `size` keys: a range read of exactly those keys on both primary keys. */
+export function usersByKeySql(db: Db, size: number): string {
+  let text = usersByKey.get(size);
+  if (text === undefined) {
+    const pairs = sql.join(Array.from({ length: size }, () => sql`(${''}, ${''})`));
+    text = sql`SELECT s.merchant_id AS merchant_id, ${COLUMNS} FROM user_shares s FORCE INDEX (PRIMARY) INNER JOIN users u FORCE INDEX (PRIMARY) ON u.id = s.user_id
+      WHERE (s.merchant_id, s.shared_user_id) IN (${pairs})`.compile(db).sql;
+    usersByKey.set(size, text);
+  }
+  return text;
+}
+
+interface UserKey {
+  merchantId: string;
+  sharedUserId: string;
+}
+
+// A lone surrogate goes over the wire as U+FFFD, so its row would not match it in JS: such a key is read alone.
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+const keyOf = (merchantId: string, sharedUserId: string) => `${merchantId.length}:${merchantId}${sharedUserId}`;
+
+/**
+ * Single-user reads, those that wait for MySQL together in one statement (`statement-batcher.ts`):
+ * each read answered from the batch's rows by its key, which the columns' binary collation makes
+ * an exact comparison of code points, as in SQL.
+ */
+export class UserReader {
+  readonly #db: Db;
+  readonly #run: RunStatement;
+  readonly #batcher: StatementBatcher<UserKey, UserRecord | undefined>;
+
+  /** Defaults: 4 statements in flight, 32 users each, 10000 waiting. */
+  constructor(db: Db, options: Partial<BatchOptions> = {}) {
+    this.#db = db;
+    this.#run = statementRunner(db);
+    this.#batcher = new StatementBatcher((batch) => this.#read(batch), { concurrency: 4, maxBatch: BATCH_SIZES[BATCH_SIZES.length - 1]!, maxWaiting: 10_000, ...options });
+  }
+
+  read(merchantId: string, sharedUserId: string): Promise<UserRecord | undefined> {
+    if (LONE_SURROGATE.test(merchantId) || LONE_SURROGATE.test(sharedUserId)) return selectUser(this.#db, merchantId, sharedUserId);
+    return this.#batcher.add({ merchantId, sharedUserId });
+  }
+
+  async #read(batch: Waiting<UserKey, UserRecord | undefined>[]): Promise<void> {
+    if (batch.length === 1) {
+      const [only] = batch as [Waiting<UserKey, UserRecord | undefined>];
+      only.resolve(await selectUser(this.#db, only.item.merchantId, only.item.sharedUserId));
+      return;
+    }
+    const size = BATCH_SIZES.find((each) => each >= batch.length) ?? batch.length;
+    const parameters: string[] = [];
+    for (let i = 0; i < size; i++) {
+      const { item } = batch[Math.min(i, batch.length - 1)]!;
+      parameters.push(item.merchantId, item.sharedUserId);
+    }
+    const { rows } = await this.#run<UserRow & { merchant_id: string }>(usersByKeySql(this.#db, size), parameters);
+    const found = new Map<string, UserRow>();
+    for (const row of rows) found.set(keyOf(row.merchant_id, row.shared_user_id), row);
+    for (const { item, resolve } of batch) {
+      const row = found.get(keyOf(item.merchantId, item.sharedUserId));
+      resolve(row && toRecord(row));
+    }
+  }
 }
 
 /** Which `is_active` values the filter keeps: one, or both. */
