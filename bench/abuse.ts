@@ -17,7 +17,10 @@
  * Options: --seconds=S (flood length, default 120), --connections=N (flood
  * connections, default 4), --max-salts=N (skip the calibration),
  * --cli=path/to/cli.js (another build, e.g. a worktree of an older commit, for
- * before/after figures), --runtime=node|deno.
+ * before/after figures), --runtime=node|deno, --fair-share=off (FAIR_SHARE=false:
+ * the replay store alone takes the flood; by default fair sharing refuses the
+ * two flooding merchants their excess while the bystander is served,
+ * docs/security.md#fair-sharing).
  * Needs `npm run build` and wrk.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -37,6 +40,7 @@ const { values } = parseArgs({
     'max-salts': { type: 'string' },
     cli: { type: 'string', default: 'dist/cli.js' },
     runtime: { type: 'string', default: 'node' },
+    'fair-share': { type: 'string', default: 'on' },
   },
 });
 const SECONDS = Number(values.seconds);
@@ -79,7 +83,7 @@ async function startServer(maxSalts: number): Promise<Server> {
   // taskset execs the server, so the child's pid is the server's.
   const child = spawn('taskset', ['-c', '0', ...command], {
     cwd: ROOT,
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', SEED_FILE: seedPath, PUBLIC_URL, TIMESTAMP_TOLERANCE: String(TOLERANCE), MAX_SALTS: String(maxSalts), THROTTLE_AUTH: 'false', ACCESS_LOG: 'false', LOG_LEVEL: 'error', DENO_NO_UPDATE_CHECK: '1' },
+    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', SEED_FILE: seedPath, PUBLIC_URL, TIMESTAMP_TOLERANCE: String(TOLERANCE), MAX_SALTS: String(maxSalts), THROTTLE_AUTH: 'false', FAIR_SHARE: String(values['fair-share'] !== 'off'), ACCESS_LOG: 'false', LOG_LEVEL: 'error', DENO_NO_UPDATE_CHECK: '1' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
@@ -151,7 +155,7 @@ const ms = (n: number) => `${n.toFixed(2)} ms`;
 const mb = (n: number | undefined) => (n === undefined ? 'gone' : `${n.toFixed(0)} MB`);
 
 try {
-  console.log(`salt flood on ${RUNTIME} (${CLI.replace(ROOT, '')}), heap limit ${HEAP_MB} MB, TIMESTAMP_TOLERANCE ${TOLERANCE} s, flood ${SECONDS} s with ${CONNECTIONS} connections\n`);
+  console.log(`salt flood on ${RUNTIME} (${CLI.replace(ROOT, '')}), fair sharing ${values['fair-share'] !== 'off' ? 'on' : 'off'}, heap limit ${HEAP_MB} MB, TIMESTAMP_TOLERANCE ${TOLERANCE} s, flood ${SECONDS} s with ${CONNECTIONS} connections\n`);
 
   // 1. Calibration: how fast does a flood go? An operator sizes MAX_SALTS for the rate it expects.
   let maxSalts: number;
