@@ -9,8 +9,8 @@
  * whose recent use is above both the average of the merchants active now and
  * an equal part of what the instance serves when full gets 429 with
  * Retry-After; one at or below either is always served. A merchant refused
- * stays held to that for 10 s even when the instance is no longer busy, so
- * that it does not flood it again the moment its clients come back. An idle
+ * is held for 10 s after its last refusal, busy or not, to the average alone,
+ * so that it does not fill the instance again as its clients come back. An idle
  * instance refuses nobody else, and a merchant alone on it may use all of it.
  *
  * Why CPU and not event-loop delay: a flood of cheap requests keeps every
@@ -104,15 +104,19 @@ export class FairShare {
     const now = performance.now();
     this.#lastRequest = now;
     if (this.#timer === undefined) this.#start(now);
-    if (this.#active < 2 || this.#capacity === 0) return;
+    if (this.#active < 2) return;
     const use = this.#uses.get(merchantId);
     if (use === undefined) return;
-    if (!this.#busyNow && (use.refusedAt === 0 || now - use.refusedAt > HOLD_MS)) return;
+    const held = use.refusedAt !== 0 && now - use.refusedAt <= HOLD_MS;
+    if (!this.#busyNow && !held) return;
     const charge = use.charge * Math.exp((use.at - now) / DECAY_MS);
     const total = this.#total * Math.exp((this.#totalAt - now) / DECAY_MS);
-    if (charge * this.#active <= total || charge * this.#active <= this.#capacity) return;
+    if (charge * this.#active <= total) return;
+    // A merchant not refused lately may also use its equal part of the full instance; one held
+    // gets no more than the average, so its clients coming back do not fill the core again.
+    if (!held && charge * this.#active <= this.#capacity) return;
     ctx.throttled = 'fair_share';
-    if (use.refusedAt === 0 || now - use.refusedAt > HOLD_MS) {
+    if (!held) {
       this.#logger.warn({ event: 'fair_share_refusing', merchant_id: merchantId, share: Math.round((100 * charge) / total), active_merchants: this.#active, request_id: ctx.requestId });
     }
     use.refusedAt = now;
