@@ -10,7 +10,8 @@ import { createContext, type RequestContext, type RequestInfo } from './context.
 import { CursorCodec } from './cursor.js';
 import { FairShare, type FairShareOptions } from './fair-share.js';
 import { MerchantApiError } from './errors.js';
-import { guardStorage, type StorageOperation } from './guarded-storage.js';
+import { guardStorage, type StorageCall, type StorageOperation } from './guarded-storage.js';
+import { MerchantStorageShare } from './merchant-storage-share.js';
 import { composeHooks, type MerchantApiHooks } from './hooks.js';
 import { createJsonLogger, describeError, type Logger } from './logger.js';
 import { openApiDocument } from './openapi.js';
@@ -102,12 +103,18 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
     ...given,
   ]);
 
-  const storage = guardStorage<RequestContext>(
+  const guarded = guardStorage<RequestContext>(
     options.storage,
     storageTimeout,
     (operation: StorageOperation, ctx, error) => logger.error({ event: 'storage_unavailable', request_id: ctx.requestId, operation, ...describeError(error) }),
     hooks.onStorageCall && ((operation, ctx) => hooks.onStorageCall!(ctx, operation) ?? undefined),
   );
+  // An authenticated merchant's calls take at most half of a pooled storage's connections.
+  const share = options.storage.concurrency === undefined ? undefined : new MerchantStorageShare(options.storage.concurrency);
+  const storage: StorageCall<RequestContext> =
+    share === undefined
+      ? guarded
+      : (operation, ctx, call) => (ctx.merchantId === undefined ? guarded(operation, ctx, call) : guarded(operation, ctx, (s) => share.run(ctx.merchantId!, () => call(s))));
   const onAuthenticated = hooks.onAuthenticated;
   const deps: HandlerDeps = {
     storage,

@@ -136,6 +136,12 @@ export interface Storage {
   /** Releases what the storage holds (pools, timers). */
   close(): Promise<void>;
   /**
+   * Optional: how many calls the storage runs at once (a pool's connections). When set, one
+   * authenticated merchant's calls take at most half of them and the rest wait in a queue of
+   * that merchant's own (docs/security.md#fair-sharing). The MySQL storage sets it.
+   */
+  readonly concurrency?: number;
+  /**
    * Optional: where every instance on this storage shares the counters of the failed-authentication
    * throttle (docs/security.md#sharing-the-counters-on-mysql). The MySQL storage has one; without it
    * each instance counts alone. Asked once per handler.

@@ -64,6 +64,11 @@ describe.skipIf(!available)('MySQL storage', () => {
       await database?.drop();
     });
 
+    it('states its pool size, so that one merchant is given at most half of it', () => {
+      expect(storage.concurrency).toBe(10);
+      expect(new MysqlStorage({ db: database.db, masterKey: database.masterKey, poolSize: 4 }).concurrency).toBe(4);
+    });
+
     it('keeps every microsecond, from year 1 to 9999', async () => {
       const stamps = ['0001-01-01T00:00:00.000000+00:00', '1999-12-31T23:59:59.999999+00:00', '2019-12-12T12:19:17.193961+00:00', '2038-01-19T03:14:08.000001+00:00', '9999-12-31T23:59:59.999999+00:00'];
       await importSeed(database.db, database.masterKey, {

@@ -53,7 +53,15 @@ export function createMysqlKysely(url: string, options: MysqlKyselyOptions = {})
   };
   const db = new Kysely<MerchantApiDatabase>({ dialect: new MysqlDialect({ pool: timedPool }) });
   registerDirectRunner(db, directRunner(pool, config.queryTimeout));
+  poolSizes.set(db, config.connectionLimit);
   return db;
+}
+
+const poolSizes = new WeakMap<object, number>();
+
+/** The connections of a Kysely built by `createMysqlKysely`; undefined for any other. */
+export function poolSizeOf(db: object): number | undefined {
+  return poolSizes.get(db);
 }
 
 /**

@@ -2,6 +2,7 @@
  * The storage interface on MySQL through an injected Kysely (docs/protocol.md#storage-and-secrets).
  * The caller owns the pool; `createMysqlKysely` builds one from a URL.
  */
+import { poolSizeOf } from './create-mysql-kysely.js';
 import type { Kysely } from 'kysely';
 import { StorageUnavailableError } from '../../errors.js';
 import type { Merchant, SaltRecord, Storage, UserPageQuery, UserRecord, UserRecordPage } from '../../storage.js';
@@ -49,6 +50,12 @@ export interface MysqlStorageOptions {
    * changes, and the batches; `false` leaves each instance counting alone.
    */
   throttleSharing?: MysqlThrottleOptions | false;
+  /**
+   * Connections in `db`'s pool: one merchant's calls take at most half of them
+   * (docs/security.md#fair-sharing). Default: known for a Kysely from `createMysqlKysely`,
+   * else no share is kept.
+   */
+  poolSize?: number;
 }
 
 /**
@@ -67,6 +74,8 @@ export class MysqlStorage implements Storage {
   readonly #salts: SaltWriter;
   readonly #users: UserReader;
   readonly #options: MysqlStorageOptions;
+  /** Calls the pool runs at once; the handler gives one merchant half of them. */
+  readonly concurrency: number | undefined;
   #lastPrune = -Infinity;
   #pruneBacklog = false;
   #pruning: Promise<void> | undefined;
@@ -80,6 +89,7 @@ export class MysqlStorage implements Storage {
     this.#salts = new SaltWriter(options.db);
     this.#users = new UserReader(options.db);
     this.#options = options;
+    this.concurrency = options.poolSize ?? poolSizeOf(options.db);
   }
 
   /** The Kysely this storage queries (for admin operations sharing its pool). */
