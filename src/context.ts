@@ -24,7 +24,7 @@ export interface RequestContext {
   merchantId: string | undefined;
   /** The merchant the credentials name, once the storage knows it exists (also when the credentials are wrong). */
   claimedMerchantId: string | undefined;
-  /** Why the request was refused by a limit: `auth_address`, `auth_pair`, `merchant_concurrency`, or a storage's own. */
+  /** Why the request was refused by a limit: `auth_address`, `auth_pair`, `merchant_concurrency`, `fair_share`, or a storage's own. */
   throttled: string | undefined;
   /** The error code of the answer, when it is an error. */
   errorCode: string | undefined;
