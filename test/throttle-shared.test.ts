@@ -198,9 +198,14 @@ describe.skipIf(!available)('the throttle shared by two instances on MySQL', () 
     ]);
     await sql`UPDATE auth_failures SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE address IN (${sql.join(addresses.slice(0, 4))})`.execute(database.db);
     const small = instance({ sharing: { batchSize: 3, maxBatches: 2, pruneIntervalMs: 60_000 } }).storage.throttleStore()!;
-    expect(await small.prune()).toBe(6);
-    expect(await small.prune()).toBe(2);
-    expect(await small.prune()).toBe(0);
+    // At most batchSize x maxBatches rows a run. The instances of the earlier tests prune in the
+    // background too (once a minute, which a slow run can reach), so the runs here may find fewer.
+    const runs: number[] = [];
+    do runs.push(await small.prune());
+    while (runs.at(-1)! > 0 && runs.length < 10);
+    expect(runs.every((pruned) => pruned <= 6)).toBe(true);
+    expect(runs.reduce((sum, pruned) => sum + pruned, 0)).toBeLessThanOrEqual(8);
+    for (const address of addresses.slice(0, 4)) expect(await rows(address)).toEqual([]);
     expect(await rows(addresses[4]!)).toHaveLength(2);
     // In the background, by an instance that listens.
     await sql`UPDATE auth_failures SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE address = ${addresses[4]}`.execute(database.db);
