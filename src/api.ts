@@ -65,7 +65,12 @@ export interface MerchantApiOptions {
   throttle?: ThrottleOptions | false;
   /** Listing requests (`GET /merchant/users`) one merchant may have running at once; the next gets 429. Default 4. */
   merchantConcurrency?: number;
-  /** While the instance is busy, a merchant using more than its share gets 429 (docs/security.md#fair-sharing); `false` turns it off. Default on. */
+  /**
+   * While the instance is busy, a merchant using more than its share gets 429
+   * (docs/security.md#fair-sharing); `{}` turns it on with the defaults. Default off: it samples
+   * the whole process's CPU, which in your own server is not only this handler's. The standalone
+   * server turns it on (`FAIR_SHARE`).
+   */
   fairShare?: FairShareOptions | false;
 }
 
@@ -95,7 +100,8 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
   if (!(storageTimeout > 0)) throw new TypeError('storageTimeout must be a positive number of milliseconds.');
   const logger = options.logger ?? createJsonLogger();
   const given = options.hooks === undefined ? [] : Array.isArray(options.hooks) ? options.hooks : [options.hooks as MerchantApiHooks];
-  const fairShare = options.fairShare === false ? undefined : new FairShare(options.fairShare, logger);
+  // Off unless asked for: in an application's own process, the CPU it samples is not only ours.
+  const fairShare = options.fairShare === undefined || options.fairShare === false ? undefined : new FairShare(options.fairShare, logger);
   const hooks = composeHooks([
     ...(fairShare ? [fairShare.hooks] : []),
     ...(options.tracing === false ? [] : [tracingHooks()]),
