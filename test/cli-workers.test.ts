@@ -10,11 +10,12 @@ import { Buffer } from 'node:buffer';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, readFileSync, readdirSync, readlinkSync } from 'node:fs';
-import { Agent, get, type IncomingMessage } from 'node:http';
+import { Agent, get } from 'node:http';
 import { createServer, type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signUrl } from '../src/signing.js';
 import { basicAuth, send } from './support/http-client.js';
+import { readRest, startSlowList } from './support/slow-list.js';
 import { createTestDatabase, mysqlAvailable, type TestDatabase } from './support/mysql.js';
 import { CLEAN_ENV, CLI, ROOT, RUNTIMES, runProcess, runtimeCommand, type Runtime } from './support/processes.js';
 import { largeSeed, MERCHANTS, writeSeed } from './support/seeds.js';
@@ -337,30 +338,5 @@ function status(url: string, agent: Agent): Promise<number> {
       response.resume();
       response.on('end', () => resolve(response.statusCode!));
     }).on('error', reject);
-  });
-}
-
-/** Starts the full list and resolves once its first bytes arrived, with the response paused. */
-function startSlowList(baseUrl: string): Promise<{ response: IncomingMessage; firstChunk: Buffer }> {
-  const { main } = MERCHANTS;
-  return new Promise((resolve, reject) => {
-    const request = get(`${baseUrl}/merchant/users`, { headers: basicAuth(main.id, main.keys[0]), agent: false }, (response) => {
-      response.once('data', (firstChunk: Buffer) => {
-        response.pause();
-        resolve({ response, firstChunk });
-      });
-    });
-    request.on('error', reject);
-  });
-}
-
-function readRest(response: IncomingMessage, firstChunk: Buffer): Promise<string> {
-  const chunks = [firstChunk];
-  return new Promise((resolve, reject) => {
-    response.on('data', (chunk: Buffer) => chunks.push(chunk));
-    response.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    response.on('error', reject);
-    response.on('aborted', () => reject(new Error('the server cut the response')));
-    response.resume();
   });
 }

@@ -4,12 +4,11 @@
  * stop accepting, finish that response, close the storage (the "stopped" event is
  * printed after it) and exit 0 within 10 s.
  */
-import { Buffer } from 'node:buffer';
-import { get, type IncomingMessage } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { basicAuth, send } from './support/http-client.js';
+import { send } from './support/http-client.js';
+import { readRest, startSlowList } from './support/slow-list.js';
 import { CLI, RUNTIMES, startServer } from './support/processes.js';
-import { largeSeed, MERCHANTS, writeSeed } from './support/seeds.js';
+import { largeSeed, writeSeed } from './support/seeds.js';
 
 // About 18 MB of JSON: far more than the loopback socket buffers hold, so a
 // client that stops reading leaves the server mid-stream.
@@ -22,31 +21,6 @@ beforeAll(() => {
 afterAll(() => seed.remove());
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** Starts the full list and resolves once its first bytes arrived, with the response paused. */
-function startSlowList(baseUrl: string): Promise<{ response: IncomingMessage; firstChunk: Buffer }> {
-  const { main } = MERCHANTS;
-  return new Promise((resolve, reject) => {
-    const request = get(`${baseUrl}/merchant/users`, { headers: basicAuth(main.id, main.keys[0]), agent: false }, (response) => {
-      response.once('data', (firstChunk: Buffer) => {
-        response.pause();
-        resolve({ response, firstChunk });
-      });
-    });
-    request.on('error', reject);
-  });
-}
-
-function readRest(response: IncomingMessage, firstChunk: Buffer): Promise<string> {
-  const chunks = [firstChunk];
-  return new Promise((resolve, reject) => {
-    response.on('data', (chunk: Buffer) => chunks.push(chunk));
-    response.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    response.on('error', reject);
-    response.on('aborted', () => reject(new Error('the server cut the response')));
-    response.resume();
-  });
-}
 
 for (const runtime of RUNTIMES) {
   describe(`graceful shutdown on ${runtime}`, () => {
