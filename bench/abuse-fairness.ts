@@ -163,7 +163,7 @@ try {
   for (const fairShare of values.only === 'off' ? [false] : values.only === 'on' ? [true] : [false, true]) {
     const server = await startServer(seed.path, fairShare);
     try {
-      const label = fairShare ? 'fair sharing on (default)' : 'FAIR_SHARE=false';
+      const label = fairShare ? 'FAIR_SHARE=true' : 'FAIR_SHARE=false';
       // Warm up, then the unloaded figures.
       await timeBystander(server.url, 2);
       const idleCpu = cpuSeconds(server.pid);

@@ -68,8 +68,8 @@ export interface MerchantApiOptions {
   /**
    * While the instance is busy, a merchant using more than its share gets 429
    * (docs/security.md#fair-sharing); `{}` turns it on with the defaults. Default off: it samples
-   * the whole process's CPU, which in your own server is not only this handler's. The standalone
-   * server turns it on (`FAIR_SHARE`).
+   * the whole process's CPU, which in your own server is not only this handler's
+   * (`FAIR_SHARE=true` in the standalone server).
    */
   fairShare?: FairShareOptions | false;
 }

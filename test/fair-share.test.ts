@@ -133,7 +133,7 @@ async function contend(url: string): Promise<{ refused?: HttpResponse; heavy: nu
 
 for (const runtime of RUNTIMES) {
   describe(`fair sharing on ${runtime}`, () => {
-    const server = useCliServer(runtime, conformanceSeed(), { FAIR_SHARE_CPU: '1', THROTTLE_AUTH: 'false' });
+    const server = useCliServer(runtime, conformanceSeed(), { FAIR_SHARE: 'true', FAIR_SHARE_CPU: '1', THROTTLE_AUTH: 'false' });
 
     it('answers the heavy merchant 429 with Retry-After and the RateLimit fields, and serves the light one', async () => {
       const { refused, light } = await contend(server.url);

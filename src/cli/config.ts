@@ -145,7 +145,7 @@ export function readServerConfig(env: Env): ServerConfig {
         }
       : false,
     merchantConcurrency: r.int('MERCHANT_CONCURRENCY', 4, 1, 10_000),
-    fairShare: r.bool('FAIR_SHARE', true) ? { busyPercent: r.int('FAIR_SHARE_CPU', 50, 1, 1000) } : false,
+    fairShare: r.bool('FAIR_SHARE', false) ? { busyPercent: r.int('FAIR_SHARE_CPU', 50, 1, 1000) } : false,
     maxSalts: r.int('MAX_SALTS', DEFAULT_MAX_SALTS, 2, MAX_MAX_SALTS),
     limits: {
       headersTimeout: r.int('HEADERS_TIMEOUT', DEFAULT_LIMITS.headersTimeout, 100, 600_000),
