@@ -18,12 +18,13 @@
  * Every caller is a closed loop (the next call when the last answered), `concurrency` of them,
  * random users from `users`; the figure of a kind is its median over the rounds.
  */
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { createMysqlPool, parseMysqlUrl } from '../src/storage/mysql/create-mysql-kysely.js';
 import { unixToSqlDatetime } from '../src/storage/mysql/sql-values.js';
 import type { Storage } from '../src/storage.js';
 import { idOf, MERCHANT } from './fake-users.js';
 import { runAutocannon } from './load.js';
+import { cpuSeconds, databasePid } from './servers.js';
 
 /** The most validatesignature requests/s a run may reach before its pre-signed salts run out (then they repeat: failures). */
 export const MAX_SIGNED_RATE = 12_000;
@@ -61,30 +62,9 @@ interface Rate {
   cpu?: { bench: number; server: number; database: number };
 }
 
-const TICKS_PER_SECOND = 100;
-
-/** CPU seconds (user + system) of a process from /proc; 0 when it is gone or unknown. */
-function cpuSeconds(pid: number | undefined): number {
-  if (pid === undefined) return 0;
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /, '').split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND;
-  } catch {
-    return 0;
-  }
-}
-
-/** The MariaDB/MySQL server process on this machine, if it runs here. */
-function databasePid(): number | undefined {
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      if (/^(mariadbd|mysqld)$/.test(readFileSync(`/proc/${entry}/comm`, 'utf8').trim())) return Number(entry);
-    } catch {
-      // Gone meanwhile.
-    }
-  }
-  return undefined;
+/** CPU seconds (user + system) of a process; 0 when it is gone or unknown. */
+function cpuSecondsOrZero(pid: number | undefined): number {
+  return pid === undefined ? 0 : cpuSeconds(pid) || 0;
 }
 
 type Kind = 'raw execute' | 'raw query' | 'storage getUser' | 'HTTP user' | 'raw insert' | 'storage recordSalt' | 'HTTP validatesignature';
@@ -130,12 +110,12 @@ export async function runHotPath(options: HotPathOptions): Promise<string> {
   const dbPid = databasePid();
   /** Runs one measurement and adds each party's CPU per call. */
   const measured = async (run: () => Promise<Rate>): Promise<Rate> => {
-    const before = { bench: process.cpuUsage(), server: cpuSeconds(options.serverPid), database: cpuSeconds(dbPid), at: performance.now() };
+    const before = { bench: process.cpuUsage(), server: cpuSecondsOrZero(options.serverPid), database: cpuSecondsOrZero(dbPid), at: performance.now() };
     const rate = await run();
     const calls = (rate.rate * (performance.now() - before.at)) / 1000;
     const bench = process.cpuUsage(before.bench);
     const perCall = (seconds: number) => (seconds * 1e6) / calls;
-    return { ...rate, cpu: { bench: perCall((bench.user + bench.system) / 1e6), server: perCall(cpuSeconds(options.serverPid) - before.server), database: perCall(cpuSeconds(dbPid) - before.database) } };
+    return { ...rate, cpu: { bench: perCall((bench.user + bench.system) / 1e6), server: perCall(cpuSecondsOrZero(options.serverPid) - before.server), database: perCall(cpuSecondsOrZero(dbPid) - before.database) } };
   };
 
   const check = (rows: unknown) => {

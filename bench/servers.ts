@@ -3,7 +3,7 @@
  * `taskset`, on a free loopback port, ready once it prints `READY <port>`.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { CaseId } from './options.js';
 import { SINGLE_USER_ID } from './servers/data.mjs';
@@ -149,4 +149,17 @@ export function cpuSeconds(pid: number): number {
   } catch {
     return NaN;
   }
+}
+
+/** The MariaDB/MySQL server process on this machine, if one runs here, to account for its CPU. */
+export function databasePid(): number | undefined {
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (/^(mariadbd|mysqld)$/.test(readFileSync(`/proc/${entry}/comm`, 'utf8').trim())) return Number(entry);
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return undefined;
 }

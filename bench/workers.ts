@@ -27,6 +27,7 @@ import { createConnection } from 'mysql2/promise';
 import { createMysqlKysely, generateMasterKey, importSeed, migrateToLatest, parseMasterKey } from '../src/storage/mysql/index.js';
 import { fakeUser, idOf, MERCHANT } from './fake-users.js';
 import { runAutocannon, type LoadResult } from './load.js';
+import { databasePid } from './servers.js';
 import { MERCHANT_ID, MERCHANT_KEY, PUBLIC_URL, TIMESTAMP_TOLERANCE } from './servers/data.mjs';
 import { writeSignedPaths } from './signed-paths.js';
 
@@ -110,19 +111,6 @@ function treeCpuSeconds(pid: number): number {
   };
   visit(pid);
   return ticks / TICKS_PER_SECOND;
-}
-
-/** The MariaDB/MySQL server process on this machine, if there is one to account for. */
-function databasePid(): number | undefined {
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      if (/^(mariadbd|mysqld)$/.test(readFileSync(`/proc/${entry}/comm`, 'utf8').trim())) return Number(entry);
-    } catch {
-      // Gone meanwhile.
-    }
-  }
-  return undefined;
 }
 
 /** Cores each party used over a measurement: the server (primary and workers), MariaDB and this load generator. */
