@@ -30,10 +30,11 @@ export async function serve(api: MerchantApi, options: ServeOptions = {}): Promi
     // instead of an absolute URL; Node's adapter answers those 400, so do we.
     // Bun joins repeated Host lines into one value ("a, b"), which no valid
     // Host contains; RFC 9112 section 3.2 makes such a request a 400.
-    fetch: (request, bunServer) =>
-      request.url.startsWith('/') || request.headers.get('host')?.includes(',')
-        ? errorResponse(BAD_HOST, { head: request.method === 'HEAD' })
-        : api.fetch(request, { clientAddress: bunServer.requestIP(request)?.address }),
+    fetch: (request, bunServer) => {
+      if (request.url.startsWith('/') || request.headers.get('host')?.includes(',')) return errorResponse(BAD_HOST, { head: request.method === 'HEAD' });
+      const peer = bunServer.requestIP(request);
+      return api.fetch(request, { clientAddress: peer?.address, clientPort: peer?.port });
+    },
     // api.fetch never rejects; should Bun itself fail, answer our JSON 500, not Bun's HTML page.
     error: (error) => errorResponse(error),
     tls: tls && { cert: tls.cert, key: tls.key },

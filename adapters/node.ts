@@ -25,7 +25,7 @@ export function createRequestListener(api: MerchantApi): RequestListener {
   const listener = getRequestListener(
     (request, env) => {
       const incoming = (env as { incoming: IncomingMessage }).incoming;
-      return api.fetch(request, { clientAddress: incoming.socket.remoteAddress, header: nodeHeader(incoming, request) });
+      return api.fetch(request, { clientAddress: incoming.socket.remoteAddress, clientPort: incoming.socket.remotePort, header: nodeHeader(incoming, request) });
     },
     { errorHandler: () => errorResponse(BAD_REQUEST) },
   ) as (req: IncomingMessage, res: ServerResponse) => void;
@@ -95,6 +95,30 @@ async function answerTwoHosts(req: IncomingMessage, res: ServerResponse): Promis
 }
 
 /**
+ * Closes a new connection, before it is read, from an address that already
+ * holds `perAddress`: one client opening (or reopening as fast as they are
+ * closed) thousands of idle connections then holds a few of the server's,
+ * not all of them. Closing costs far less than the request a connection
+ * would carry.
+ */
+function limitConnectionsPerAddress(server: Server, perAddress: number): void {
+  if (perAddress >= server.maxConnections) return;
+  const open = new Map<string, number>();
+  server.on('connection', (socket: Socket) => {
+    const address = socket.remoteAddress;
+    if (address === undefined) return;
+    const held = open.get(address) ?? 0;
+    if (held >= perAddress) return void socket.destroy();
+    open.set(address, held + 1);
+    socket.once('close', () => {
+      const left = open.get(address)! - 1;
+      if (left === 0) open.delete(address);
+      else open.set(address, left);
+    });
+  });
+}
+
+/**
  * Answers what Node's HTTP parser rejects before any listener runs (oversized
  * headers, garbage) with JSON instead of a bare status line.
  */
@@ -142,6 +166,7 @@ export async function serve(api: MerchantApi, options: ServeOptions = {}): Promi
   };
   const server: Server = tls ? createHttpsServer({ ...serverOptions, cert: tls.cert, key: tls.key }, listener) : createServer(serverOptions, listener);
   server.maxConnections = limits.maxConnections;
+  limitConnectionsPerAddress(server, limits.maxConnectionsPerAddress);
   answerClientErrors(server);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

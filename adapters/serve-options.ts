@@ -14,7 +14,7 @@ export interface ServeOptions {
   shutdownTimeout?: number;
   /**
    * Connection limits (docs/runtimes.md#connection-limits). Node applies all
-   * four; Bun has only an idle timeout (from `keepAliveTimeout`, at least
+   * five; Bun has only an idle timeout (from `keepAliveTimeout`, at least
    * its own minimum); Deno none, so put a proxy in front of it.
    */
   limits?: ConnectionLimits;
@@ -36,9 +36,16 @@ export interface ConnectionLimits {
   keepAliveTimeout?: number;
   /** Most connections at once; further ones are closed as they arrive. Default 10,000. */
   maxConnections?: number;
+  /**
+   * Most connections at once from one address (the socket's peer), so that
+   * one client cannot hold all of `maxConnections`; further ones are closed
+   * as they arrive. Behind a proxy every connection comes from the proxy:
+   * set it to `maxConnections` there. Default 256.
+   */
+  maxConnectionsPerAddress?: number;
 }
 
-export const DEFAULT_LIMITS: Required<ConnectionLimits> = { headersTimeout: 10_000, requestTimeout: 30_000, keepAliveTimeout: 5_000, maxConnections: 10_000 };
+export const DEFAULT_LIMITS: Required<ConnectionLimits> = { headersTimeout: 10_000, requestTimeout: 30_000, keepAliveTimeout: 5_000, maxConnections: 10_000, maxConnectionsPerAddress: 256 };
 
 export interface Served {
   /** Where the server listens, e.g. `http://127.0.0.1:8787`. */

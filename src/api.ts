@@ -66,10 +66,11 @@ export interface MerchantApiOptions {
   /** Listing requests (`GET /merchant/users`) one merchant may have running at once; the next gets 429. Default 4. */
   merchantConcurrency?: number;
   /**
-   * While the instance is busy, a merchant using more than its share gets 429
-   * (docs/security.md#fair-sharing); `{}` turns it on with the defaults. Default off: it samples
-   * the whole process's CPU, which in your own server is not only this handler's
-   * (`FAIR_SHARE=true` in the standalone server).
+   * While the instance is busy, a merchant keeping several connections busy and using more
+   * than its share gets 429 (docs/security.md#fair-sharing); `{}` turns it on with the defaults.
+   * It counts connections by `RequestInfo.clientPort`, which our adapters give. Default off in
+   * the library: the CPU it samples is the whole process's, in your server not only this
+   * handler's (on by default in the standalone server, `FAIR_SHARE`).
    */
   fairShare?: FairShareOptions | false;
 }

@@ -18,6 +18,12 @@ export interface RequestContext {
   route: string | undefined;
   /** The client's address as the adapter saw it (the socket's peer), when it told. */
   readonly clientAddress: string | undefined;
+  /**
+   * The client's port on the socket the request came in on, when the adapter
+   * told: with the socket's address it tells one connection from another
+   * (behind a proxy, one of the proxy's connections).
+   */
+  readonly clientPort: number | undefined;
   /** When the request arrived, in milliseconds since the epoch. */
   readonly startTime: number;
   /** The authenticated merchant's id, from the moment its credentials are verified. */
@@ -36,6 +42,11 @@ export interface RequestContext {
 export interface RequestInfo {
   /** The client's address: the socket's peer (not a forwarded header). */
   clientAddress?: string;
+  /**
+   * The socket peer's port. Fair sharing counts a merchant's connections by it
+   * (docs/security.md#fair-sharing): without it nobody is refused for their share.
+   */
+  clientPort?: number;
   /**
    * Reads a header (lower-case name) exactly as `request.headers.get` would,
    * from headers the runtime has parsed already. The Node adapter passes one:
@@ -64,6 +75,7 @@ export function createContext(request: Request, info: RequestInfo | undefined, t
     method: request.method,
     route: undefined,
     clientAddress,
+    clientPort: info?.clientPort,
     startTime: Date.now(),
     merchantId: undefined,
     claimedMerchantId: undefined,

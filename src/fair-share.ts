@@ -6,12 +6,23 @@
  * Charges decay with a time constant of 250 ms, so they say what each
  * merchant used lately. While the instance is busy (its process used at
  * least `busyPercent` of a core over the last 100 ms sample), a merchant
- * whose recent use is above both the average of the merchants active now and
- * an equal part of what the instance serves when full gets 429 with
- * Retry-After; one at or below either is always served. A merchant refused
+ * that sends requests on several connections at once, and whose recent use
+ * is above both the average of the merchants active now and an equal part
+ * of what the instance serves when full, gets 429 with Retry-After; one at
+ * or below either is always served. A merchant refused
  * is held for 10 s after its last refusal, busy or not, to the average alone,
  * so that it does not fill the instance again as its clients come back. An idle
  * instance refuses nobody else, and a merchant alone on it may use all of it.
+ *
+ * Why several connections: the runtimes serve connections in turn, so
+ * another merchant's request waits for at most one request of a merchant
+ * that sends one at a time (its latency at most doubles, the goal), however
+ * fast that merchant sends and however busy the process is for other
+ * reasons (an embedding application, a test runner). A merchant keeping
+ * several connections busy makes the others wait for several. A connection
+ * counts once it carried two of the merchant's requests in a second: a
+ * client that opens a connection per request cannot be told from a
+ * sequential one by the server, and is left to a proxy's per-client limits.
  *
  * Why CPU and not event-loop delay: a flood of cheap requests keeps every
  * loop turn short (timer drift stayed at 0.2-1.4 ms under 13,000 listings a
@@ -49,12 +60,21 @@ const ACTIVE_MS = REQUEST_OVERHEAD_MS / 4;
 const IDLE_STOP_MS = 2000;
 /** Merchants tracked at most; the table is swept every sample, so only a flood of distinct authenticated merchants reaches it. */
 const MAX_MERCHANTS = 100_000;
+/** How long a merchant's connections are counted over (in samples): long enough for two of its slowest listings on one connection. */
+const CONNECTION_WINDOW_SAMPLES = 10;
+/** Connections counted per merchant and window; more than this many counts as this many. */
+const MAX_CONNECTIONS = 64;
 
 interface Use {
   charge: number;
   at: number;
   /** When this merchant was last refused (0: not in this episode), so a refusal is logged once per episode. */
   refusedAt: number;
+  /** Its requests per connection (the client's port) in the current window. */
+  connections: Map<number, number>;
+  /** Connections that carried at least two of its requests in the current window, and in the one before. */
+  reused: number;
+  reusedBefore: number;
 }
 
 export class FairShare {
@@ -75,6 +95,7 @@ export class FairShare {
   #charged = 0;
   #lastRequest = 0;
   #timer: ReturnType<typeof setInterval> | undefined;
+  #ticks = 0;
   #sample: { cpu: number; at: number } | undefined;
 
   /** Charges each finished request to its merchant. */
@@ -104,11 +125,13 @@ export class FairShare {
     const now = performance.now();
     this.#lastRequest = now;
     if (this.#timer === undefined) this.#start(now);
-    if (this.#active < 2) return;
-    const use = this.#uses.get(merchantId);
+    const use = this.#use(merchantId, now);
     if (use === undefined) return;
+    if (ctx.clientPort !== undefined) countConnection(use, ctx.clientPort);
+    if (this.#active < 2) return;
     const held = use.refusedAt !== 0 && now - use.refusedAt <= HOLD_MS;
-    if (!this.#busyNow && !held) return;
+    // One connection at a time delays the others by at most one request each: never refused for it.
+    if (!held && (!this.#busyNow || Math.max(use.reused, use.reusedBefore) < 2)) return;
     const charge = use.charge * Math.exp((use.at - now) / DECAY_MS);
     const total = this.#total * Math.exp((this.#totalAt - now) / DECAY_MS);
     if (charge * this.#active <= total) return;
@@ -135,13 +158,20 @@ export class FairShare {
     this.#total = this.#total * Math.exp((this.#totalAt - now) / DECAY_MS) + cost;
     this.#totalAt = now;
     this.#charged += cost;
-    const use = this.#uses.get(merchantId);
-    if (use !== undefined) {
-      use.charge = use.charge * Math.exp((use.at - now) / DECAY_MS) + cost;
-      use.at = now;
-    } else if (this.#uses.size < MAX_MERCHANTS) {
-      this.#uses.set(merchantId, { charge: cost, at: now, refusedAt: 0 });
+    const use = this.#use(merchantId, now);
+    if (use === undefined) return;
+    use.charge = use.charge * Math.exp((use.at - now) / DECAY_MS) + cost;
+    use.at = now;
+  }
+
+  /** The merchant's entry, made on its first request (unless the table is full). */
+  #use(merchantId: string, now: number): Use | undefined {
+    let use = this.#uses.get(merchantId);
+    if (use === undefined && this.#uses.size < MAX_MERCHANTS) {
+      use = { charge: 0, at: now, refusedAt: 0, connections: new Map(), reused: 0, reusedBefore: 0 };
+      this.#uses.set(merchantId, use);
     }
+    return use;
   }
 
   #start(now: number): void {
@@ -173,12 +203,30 @@ export class FairShare {
       }
     }
     this.#charged = 0;
+    const newWindow = ++this.#ticks % CONNECTION_WINDOW_SAMPLES === 0;
     let active = 0;
     for (const [id, use] of this.#uses) {
+      if (newWindow) {
+        use.reusedBefore = use.reused;
+        use.reused = 0;
+        use.connections.clear();
+      }
       if (use.charge * Math.exp((use.at - now) / DECAY_MS) >= ACTIVE_MS) active++;
-      else if (now - use.refusedAt > HOLD_MS) this.#uses.delete(id);
+      // A request in progress has not been charged yet: its entry is kept while its connections are counted.
+      else if (now - use.refusedAt > HOLD_MS && use.connections.size === 0) this.#uses.delete(id);
     }
     this.#active = active;
+  }
+}
+
+/** Counts a request on one of the merchant's connections; the second request on it makes it a reused one. */
+function countConnection(use: Use, port: number): void {
+  const requests = use.connections.get(port);
+  if (requests === undefined) {
+    if (use.connections.size < MAX_CONNECTIONS) use.connections.set(port, 1);
+  } else if (requests === 1) {
+    use.connections.set(port, 2);
+    use.reused++;
   }
 }
 

@@ -2,9 +2,11 @@
  * The limits through the standalone server on Node, Bun and Deno: failed
  * authentication is throttled per (merchant, address) without touching
  * another merchant, a blocked pair is refused even with the right key, and
- * (on Node, the one runtime with a header timeout) a slow client is cut off.
+ * (on Node, the one runtime with a header timeout and connection caps) a
+ * slow client is cut off and one address cannot hold every connection.
  */
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
+import { request } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { basicAuth, send } from './support/http-client.js';
 import { RUNTIMES, useCliServer } from './support/processes.js';
@@ -60,3 +62,51 @@ for (const runtime of RUNTIMES) {
     }
   });
 }
+
+/** A connection from `localAddress` that sends nothing; resolves once it is connected, with whether the server closed it within `withinMs`. */
+function idleConnection(port: number, localAddress: string, withinMs: number): Promise<{ socket: Socket; closedByServer: boolean }> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ port, host: '127.0.0.1', localAddress });
+    socket.on('error', () => {});
+    socket.once('connect', () => {
+      const timer = setTimeout(() => resolve({ socket, closedByServer: false }), withinMs);
+      socket.once('close', () => {
+        clearTimeout(timer);
+        resolve({ socket, closedByServer: true });
+      });
+    });
+    socket.once('error', reject);
+  });
+}
+
+/** GET /healthz from `localAddress` on a new connection: its status. */
+function healthFrom(url: string, localAddress: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = request(`${url}/healthz`, { agent: false, localAddress }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode!));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+describe('connections per address on node', () => {
+  const server = useCliServer('node', conformanceSeed(), { MAX_CONNECTIONS_PER_ADDRESS: '5' });
+
+  it('closes a sixth connection from one address as it arrives, and serves another address', async () => {
+    const port = Number(new URL(server.url).port);
+    const held = await Promise.all(Array.from({ length: 5 }, () => idleConnection(port, '127.0.0.1', 500)));
+    try {
+      expect(held.map((c) => c.closedByServer)).toEqual([false, false, false, false, false]);
+      expect((await idleConnection(port, '127.0.0.1', 2000)).closedByServer).toBe(true);
+      expect(await healthFrom(server.url, '127.0.0.2')).toBe(200);
+      // One of the five goes: the address may connect again.
+      held[0]!.socket.destroy();
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(await healthFrom(server.url, '127.0.0.1')).toBe(200);
+    } finally {
+      for (const { socket } of held) socket.destroy();
+    }
+  });
+});

@@ -51,7 +51,7 @@ export interface ServerConfig {
   fairShare: { busyPercent: number } | false;
   /** MAX_SALTS: salts the memory storage holds at most (one merchant: half). */
   maxSalts: number;
-  /** HEADERS_TIMEOUT, REQUEST_TIMEOUT, KEEP_ALIVE_TIMEOUT (ms) and MAX_CONNECTIONS. */
+  /** HEADERS_TIMEOUT, REQUEST_TIMEOUT, KEEP_ALIVE_TIMEOUT (ms), MAX_CONNECTIONS and MAX_CONNECTIONS_PER_ADDRESS. */
   limits: Required<ConnectionLimits>;
   /** WORKERS: processes serving the same port (`auto`: one per core); above 1 only with MySQL and without METRICS_PORT. */
   workers: number;
@@ -145,13 +145,15 @@ export function readServerConfig(env: Env): ServerConfig {
         }
       : false,
     merchantConcurrency: r.int('MERCHANT_CONCURRENCY', 4, 1, 10_000),
-    fairShare: r.bool('FAIR_SHARE', false) ? { busyPercent: r.int('FAIR_SHARE_CPU', 50, 1, 1000) } : false,
+    fairShare: r.bool('FAIR_SHARE', true) ? { busyPercent: r.int('FAIR_SHARE_CPU', 50, 1, 1000) } : false,
     maxSalts: r.int('MAX_SALTS', DEFAULT_MAX_SALTS, 2, MAX_MAX_SALTS),
     limits: {
       headersTimeout: r.int('HEADERS_TIMEOUT', DEFAULT_LIMITS.headersTimeout, 100, 600_000),
       requestTimeout: r.int('REQUEST_TIMEOUT', DEFAULT_LIMITS.requestTimeout, 100, 3_600_000),
       keepAliveTimeout: r.int('KEEP_ALIVE_TIMEOUT', DEFAULT_LIMITS.keepAliveTimeout, 100, 600_000),
       maxConnections: r.int('MAX_CONNECTIONS', DEFAULT_LIMITS.maxConnections, 1, 1_000_000),
+      // Behind a proxy every connection is the proxy's.
+      maxConnectionsPerAddress: r.int('MAX_CONNECTIONS_PER_ADDRESS', trustProxy ? 1_000_000 : DEFAULT_LIMITS.maxConnectionsPerAddress, 1, 1_000_000),
     },
     workers: workerCount(r),
   };
