@@ -6,9 +6,10 @@
  * too: it cannot be raised here):
  *
  * 1. 20,000 idle connections that never send a byte, from three processes
- *    (bench/abuse-idle-clients.ts); meanwhile a legitimate GET /healthz on a
- *    new connection every second for 20 s: its answer or error and time; how
- *    many idle connections the server still holds; its open descriptors.
+ *    (bench/abuse-idle-clients.ts) on 127.0.0.1; meanwhile a legitimate
+ *    GET /healthz from another client (127.0.0.2) on a new connection every
+ *    second for 40 s: its answer or error and time; how many idle connections
+ *    the server still holds; its open descriptors.
  * 2. A slowloris client: a request line and then one header byte a second,
  *    never the blank line; how long the server holds it (cut at 150 s).
  *
@@ -35,12 +36,12 @@ const work = mkdtempSync(join(tmpdir(), 'merchant-api-abuse-conn-'));
 const seed = join(work, 'seed.json');
 writeFileSync(seed, JSON.stringify({ merchants: [{ id: 'm', keys: ['k'] }], users: [] }));
 
-/** A legitimate request on a new connection: its status or error, and how long it took. */
+/** A legitimate request from another client address on a new connection: its status or error, and how long it took. */
 function probe(url: string): Promise<string> {
   const started = performance.now();
   const took = () => `${(performance.now() - started).toFixed(0)} ms`;
   return new Promise((done) => {
-    const req = request(`${url}/healthz`, { agent: false, timeout: 3000 }, (res) => {
+    const req = request(`${url}/healthz`, { agent: false, timeout: 3000, localAddress: '127.0.0.2' }, (res) => {
       res.resume();
       res.on('end', () => done(`${res.statusCode} in ${took()}`));
     });

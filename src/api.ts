@@ -9,6 +9,7 @@ import { authenticate } from './basic-auth.js';
 import { createContext, type RequestContext, type RequestInfo } from './context.js';
 import { CursorCodec } from './cursor.js';
 import { FairShare, type FairShareOptions } from './fair-share.js';
+import { heldBack, refusalDelay, Tarpit, type TarpitOptions } from './tarpit.js';
 import { MerchantApiError } from './errors.js';
 import { guardStorage, type StorageCall, type StorageOperation } from './guarded-storage.js';
 import { MerchantStorageShare } from './merchant-storage-share.js';
@@ -73,6 +74,14 @@ export interface MerchantApiOptions {
    * handler's (on by default in the standalone server, `FAIR_SHARE`).
    */
   fairShare?: FairShareOptions | false;
+  /**
+   * A connection refused with 429 and `Retry-After` that sends again before
+   * that time gets its next refusal only when the time is up (at most
+   * `maxDelayMs`, default 5000, later), so that a client ignoring
+   * `Retry-After` costs a timer instead of a core (docs/security.md#clients-that-ignore-retry-after).
+   * Needs `RequestInfo.clientPort`, which our adapters give. Default on; `false` turns it off.
+   */
+  tarpit?: TarpitOptions | false;
 }
 
 export interface MerchantApi {
@@ -145,6 +154,7 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
   const trustProxy = options.trustProxy === true;
   // Shared by every instance when the storage offers a store (MySQL); the local throttle still decides.
   const throttle = options.throttle === false ? undefined : shareThrottle(new FailureThrottle(options.throttle), { store: options.storage.throttleStore?.(), now: deps.now, logger });
+  const tarpit = options.tarpit === false ? undefined : new Tarpit(options.tarpit);
   const concurrency = options.merchantConcurrency ?? 4;
   if (!Number.isInteger(concurrency) || concurrency < 1) throw new TypeError('merchantConcurrency must be a whole number, at least 1.');
   // Listing requests running now, by merchant (entries leave at zero, so this stays small).
@@ -295,6 +305,8 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
         answer = await run(ctx, route, path, search, origin, params);
       } catch (error) {
         answer = failed(ctx, error, shape);
+        const wait = tarpit && refusalDelay(tarpit, ctx, error);
+        if (wait) await heldBack(wait);
       }
       return respond(ctx, answer, head, started);
     },

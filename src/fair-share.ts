@@ -8,8 +8,8 @@
  * least `busyPercent` of a core over the last 100 ms sample), a merchant
  * that sends requests on several connections at once, and whose recent use
  * is above both the average of the merchants active now and an equal part
- * of what the instance serves when full, gets 429 with Retry-After; one at
- * or below either is always served. A merchant refused
+ * of what the instance serves when full, three samples in a row, gets 429
+ * with Retry-After; one at or below either is always served. A merchant refused
  * is held for 10 s after its last refusal, busy or not, to the average alone,
  * so that it does not fill the instance again as its clients come back. An idle
  * instance refuses nobody else, and a merchant alone on it may use all of it.
@@ -19,10 +19,13 @@
  * that sends one at a time (its latency at most doubles, the goal), however
  * fast that merchant sends and however busy the process is for other
  * reasons (an embedding application, a test runner). A merchant keeping
- * several connections busy makes the others wait for several. A connection
- * counts once it carried two of the merchant's requests in a second: a
- * client that opens a connection per request cannot be told from a
- * sequential one by the server, and is left to a proxy's per-client limits.
+ * several connections busy makes the others wait for several. It counts the
+ * connections that carried a request of the merchant in a sample and an
+ * earlier one (kept alive), and it takes three: Node's fetch sends requests
+ * made one after another on two connections in turn. Three samples in a
+ * row, so that a short burst of parallel requests is not a flood. A client
+ * that opens a connection per request cannot be told from a sequential one
+ * by the server, and is left to a proxy's per-client limits.
  *
  * Why CPU and not event-loop delay: a flood of cheap requests keeps every
  * loop turn short (timer drift stayed at 0.2-1.4 ms under 13,000 listings a
@@ -50,6 +53,8 @@ export interface FairShareOptions {
 const SAMPLE_MS = 100;
 /** How long a refused merchant stays held to its share after its last refusal, and how long the capacity seen while busy is remembered. */
 const HOLD_MS = 10_000;
+/** Time constant with which the capacity seen at the busiest sample sinks back. */
+const CAPACITY_DECAY_MS = 2000;
 /** Time constant of the decaying charges. */
 const DECAY_MS = 250;
 /** The HTTP parsing and writing around a request that the pipeline cannot time (50-70 µs per request on Node in bench/). */
@@ -60,21 +65,27 @@ const ACTIVE_MS = REQUEST_OVERHEAD_MS / 4;
 const IDLE_STOP_MS = 2000;
 /** Merchants tracked at most; the table is swept every sample, so only a flood of distinct authenticated merchants reaches it. */
 const MAX_MERCHANTS = 100_000;
-/** How long a merchant's connections are counted over (in samples): long enough for two of its slowest listings on one connection. */
-const CONNECTION_WINDOW_SAMPLES = 10;
-/** Connections counted per merchant and window; more than this many counts as this many. */
+/** A connection not seen for this many samples is forgotten (a new request on it counts as a new connection). */
+const CONNECTION_MEMORY_SAMPLES = 10;
+/** Connections remembered per merchant; past this, further ones are not counted. */
 const MAX_CONNECTIONS = 64;
+/** Kept-alive connections in one sample from which a merchant counts as sending several requests at once (Node's fetch alternates two for sequential requests). */
+const CONCURRENT_CONNECTIONS = 3;
+/** Samples in a row a merchant must be over its share before it is refused: a burst is not a flood. */
+const SUSTAINED_SAMPLES = 3;
 
 interface Use {
   charge: number;
   at: number;
   /** When this merchant was last refused (0: not in this episode), so a refusal is logged once per episode. */
   refusedAt: number;
-  /** Its requests per connection (the client's port) in the current window. */
-  connections: Map<number, number>;
-  /** Connections that carried at least two of its requests in the current window, and in the one before. */
-  reused: number;
-  reusedBefore: number;
+  /** The samples in which each of its connections (by the client's port) first and last carried a request. */
+  connections: Map<number, { first: number; last: number }>;
+  /** Its kept-alive connections that carried a request in the current sample, and in the last one. */
+  concurrentNow: number;
+  concurrent: number;
+  /** Samples in a row that ended with this merchant over its share of a busy instance. */
+  overSamples: number;
 }
 
 export class FairShare {
@@ -89,7 +100,13 @@ export class FairShare {
   /** The last sample found the instance busy. */
   #busyNow = false;
   #lastBusy = 0;
-  /** What the instance served (charges a second) at its busiest sample of this busy spell, as a decayed total: what a full instance serves. */
+  /**
+   * What the instance served (as a decayed total) at its busiest samples of
+   * this busy spell: what a full instance serves. A sample above it raises it;
+   * it sinks back with a time constant of CAPACITY_DECAY_MS, so that one
+   * outlier (a pause that inflated every request's time) does not raise
+   * every merchant's equal part for the rest of the spell.
+   */
   #capacity = 0;
   /** Charges since the last sample, undecayed. */
   #charged = 0;
@@ -127,11 +144,12 @@ export class FairShare {
     if (this.#timer === undefined) this.#start(now);
     const use = this.#use(merchantId, now);
     if (use === undefined) return;
-    if (ctx.clientPort !== undefined) countConnection(use, ctx.clientPort);
+    if (ctx.clientPort !== undefined) this.#countConnection(use, ctx.clientPort);
     if (this.#active < 2) return;
+    // Requests sent one at a time delay the others' by at most one each: never refused for it.
+    if (Math.max(use.concurrent, use.concurrentNow) < CONCURRENT_CONNECTIONS) return;
     const held = use.refusedAt !== 0 && now - use.refusedAt <= HOLD_MS;
-    // One connection at a time delays the others by at most one request each: never refused for it.
-    if (!held && (!this.#busyNow || Math.max(use.reused, use.reusedBefore) < 2)) return;
+    if (!held && !(this.#busyNow && use.overSamples >= SUSTAINED_SAMPLES)) return;
     const charge = use.charge * Math.exp((use.at - now) / DECAY_MS);
     const total = this.#total * Math.exp((this.#totalAt - now) / DECAY_MS);
     if (charge * this.#active <= total) return;
@@ -164,11 +182,24 @@ export class FairShare {
     use.at = now;
   }
 
+  /** Counts a request on one of the merchant's connections: a kept-alive one (seen in an earlier sample) once per sample. */
+  #countConnection(use: Use, port: number): void {
+    const sample = this.#ticks;
+    const connection = use.connections.get(port);
+    if (connection === undefined) {
+      if (use.connections.size < MAX_CONNECTIONS) use.connections.set(port, { first: sample, last: sample });
+      return;
+    }
+    if (connection.last === sample) return;
+    connection.last = sample;
+    if (connection.first < sample) use.concurrentNow++;
+  }
+
   /** The merchant's entry, made on its first request (unless the table is full). */
   #use(merchantId: string, now: number): Use | undefined {
     let use = this.#uses.get(merchantId);
     if (use === undefined && this.#uses.size < MAX_MERCHANTS) {
-      use = { charge: 0, at: now, refusedAt: 0, connections: new Map(), reused: 0, reusedBefore: 0 };
+      use = { charge: 0, at: now, refusedAt: 0, connections: new Map(), concurrentNow: 0, concurrent: 0, overSamples: 0 };
       this.#uses.set(merchantId, use);
     }
     return use;
@@ -196,37 +227,31 @@ export class FairShare {
       this.#sample = { cpu, at: now };
       this.#busyNow = percent >= this.#busyPercent;
       if (this.#busyNow) {
+        this.#capacity = Math.max(this.#capacity * Math.exp(-(now - this.#lastBusy) / CAPACITY_DECAY_MS), served);
         this.#lastBusy = now;
-        this.#capacity = Math.max(this.#capacity, served);
       } else if (now - this.#lastBusy > HOLD_MS) {
         this.#capacity = 0;
       }
     }
     this.#charged = 0;
-    const newWindow = ++this.#ticks % CONNECTION_WINDOW_SAMPLES === 0;
+    const total = this.#total * Math.exp((this.#totalAt - now) / DECAY_MS);
+    const forgetBefore = this.#ticks - CONNECTION_MEMORY_SAMPLES;
     let active = 0;
     for (const [id, use] of this.#uses) {
-      if (newWindow) {
-        use.reusedBefore = use.reused;
-        use.reused = 0;
-        use.connections.clear();
+      use.concurrent = use.concurrentNow;
+      use.concurrentNow = 0;
+      if (this.#ticks % CONNECTION_MEMORY_SAMPLES === 0) {
+        for (const [port, connection] of use.connections) if (connection.last < forgetBefore) use.connections.delete(port);
       }
-      if (use.charge * Math.exp((use.at - now) / DECAY_MS) >= ACTIVE_MS) active++;
-      // A request in progress has not been charged yet: its entry is kept while its connections are counted.
+      const charge = use.charge * Math.exp((use.at - now) / DECAY_MS);
+      const over = this.#busyNow && use.concurrent >= CONCURRENT_CONNECTIONS && charge * this.#active > total && charge * this.#active > this.#capacity;
+      use.overSamples = over ? use.overSamples + 1 : 0;
+      if (charge >= ACTIVE_MS) active++;
+      // A request in progress has not been charged yet: its entry is kept while its connections are remembered.
       else if (now - use.refusedAt > HOLD_MS && use.connections.size === 0) this.#uses.delete(id);
     }
     this.#active = active;
-  }
-}
-
-/** Counts a request on one of the merchant's connections; the second request on it makes it a reused one. */
-function countConnection(use: Use, port: number): void {
-  const requests = use.connections.get(port);
-  if (requests === undefined) {
-    if (use.connections.size < MAX_CONNECTIONS) use.connections.set(port, 1);
-  } else if (requests === 1) {
-    use.connections.set(port, 2);
-    use.reused++;
+    this.#ticks++;
   }
 }
 
