@@ -143,6 +143,37 @@ describe.skipIf(!available)('MySQL storage', () => {
       expect(await storage.recordSalt({ merchantId: 'shop', salt: long.slice(0, 128), expiresAt: now + 300, now })).toBe(true);
     });
 
+    it('answers new unknown ids from its list of merchant ids, without a query, and knows a merchant added meanwhile within the TTL', async () => {
+      let queries = 0;
+      const counted = database.db.withPlugin({
+        transformQuery: (args) => {
+          queries++;
+          return args.node;
+        },
+        transformResult: async (args) => args.result,
+      });
+      const listed = new MysqlStorage({ db: counted, masterKey: database.masterKey, keyCacheTtlMs: 500 });
+      expect(await listed.getMerchant('guess-first')).toBeUndefined();
+      await sleep(50);
+      const afterFirst = queries;
+      for (let i = 0; i < 1000; i++) expect(await listed.getMerchant(`guess-${i}`)).toBeUndefined();
+      expect(queries - afterFirst).toBe(0);
+      expect((await listed.getMerchant('shop'))!.keys).toEqual(['shop-secret-key-1']);
+      expect(await listed.getMerchant('店-🛒')).toMatchObject({ id: '店-🛒' });
+
+      // Added by another process: unknown until the list is read again, within the TTL.
+      await importSeed(database.db, database.masterKey, { merchants: [{ id: 'listed-later', status: 'active', keys: ['listed-later-key'] }], users: [] });
+      const added = Date.now();
+      let found = await listed.getMerchant('listed-later');
+      while (!found && Date.now() - added < 2000) {
+        await sleep(20);
+        found = await listed.getMerchant('listed-later');
+      }
+      expect(found?.keys).toEqual(['listed-later-key']);
+      expect(Date.now() - added).toBeLessThan(1000);
+      await listed.close();
+    });
+
     it('answers ids longer than any stored one as absent', async () => {
       expect(await storage.getMerchant('m'.repeat(129))).toBeUndefined();
       expect(await storage.getUser('shop', 'u'.repeat(129))).toBeUndefined();

@@ -4,9 +4,9 @@
  * revoked key, a new key or a status change reaches an instance only when
  * its entry expires, so `ttlMs` is how long a revoked key may still work.
  * Unknown ids are cached as absent for `ttlMs` too, in a bounded map of their
- * own: guessing merchant ids then costs no query, and answers as fast as a
- * wrong key for a known merchant. So a merchant added by the CLI may take up
- * to `ttlMs` to work on an instance that was just asked for it.
+ * own, for when the storage keeps no list of every id (merchant-directory.ts):
+ * asking again for one then costs no query. So a merchant added by the CLI
+ * may take up to `ttlMs` to work on an instance that was just asked for it.
  */
 import type { Merchant } from '../../storage.js';
 

@@ -8,6 +8,7 @@ import { StorageUnavailableError } from '../../errors.js';
 import type { Merchant, SaltRecord, Storage, UserPageQuery, UserRecord, UserRecordPage } from '../../storage.js';
 import { MasterKeyError, openApiKey, parseMasterKey, type MasterKey } from './key-sealing.js';
 import { MerchantCache } from './merchant-cache.js';
+import { MerchantDirectory } from './merchant-directory.js';
 import { pruneExpiredSalts, SaltWriter, type PruneOptions } from './salts.js';
 import type { MerchantApiDatabase } from './schema.js';
 import { isStorableId, storageError } from './sql-values.js';
@@ -71,6 +72,8 @@ export class MysqlStorage implements Storage {
   readonly #db: Kysely<MerchantApiDatabase>;
   readonly #masterKey: MasterKey;
   readonly #cache: MerchantCache;
+  /** Every merchant id, so that a new unknown id costs no query. */
+  readonly #directory: MerchantDirectory;
   readonly #salts: SaltWriter;
   readonly #users: UserReader;
   readonly #options: MysqlStorageOptions;
@@ -86,6 +89,10 @@ export class MysqlStorage implements Storage {
     this.#db = options.db;
     this.#masterKey = typeof options.masterKey === 'string' ? parseMasterKey(options.masterKey) : options.masterKey;
     this.#cache = new MerchantCache(options.keyCacheTtlMs ?? 10_000);
+    this.#directory = new MerchantDirectory({
+      ttlMs: options.keyCacheTtlMs ?? 10_000,
+      readIds: async (limit) => (await this.#db.selectFrom('merchants').select('id').limit(limit).execute()).map((row) => row.id),
+    });
     this.#salts = new SaltWriter(options.db);
     this.#users = new UserReader(options.db);
     this.#options = options;
@@ -99,7 +106,7 @@ export class MysqlStorage implements Storage {
 
   async getMerchant(id: string): Promise<Merchant | undefined> {
     this.#assertOpen();
-    if (!isStorableId(id)) return undefined;
+    if (!isStorableId(id) || !this.#directory.mayExist(id)) return undefined;
     return this.#cache.get(id, () => this.#loadMerchant(id));
   }
 
@@ -154,12 +161,14 @@ export class MysqlStorage implements Storage {
     this.#closed = true;
     await this.#throttleStore?.close();
     await this.#pruning;
+    await this.#directory.reading;
     if (this.#options.destroyOnClose) await this.#db.destroy();
   }
 
   /** Forgets cached keys: of one merchant, or all (the next lookup reads MySQL). */
   invalidateKeyCache(merchantId?: string): void {
     this.#cache.invalidate(merchantId);
+    this.#directory.invalidate();
   }
 
   /** Deletes expired salts now, in bounded batches; resolves to how many went. */
