@@ -101,19 +101,29 @@ async function answerTwoHosts(req: IncomingMessage, res: ServerResponse): Promis
  * not all of them. Closing costs far less than the request a connection
  * would carry.
  */
-function limitConnectionsPerAddress(server: Server, perAddress: number): void {
+function limitConnectionsPerAddress(server: Server, perAddress: number, onCapped?: (address: string, limit: number) => void): void {
   if (perAddress >= server.maxConnections) return;
   const open = new Map<string, number>();
+  // Addresses told about since they reached the cap.
+  const capped = new Set<string>();
   server.on('connection', (socket: Socket) => {
     const address = socket.remoteAddress;
     if (address === undefined) return;
     const held = open.get(address) ?? 0;
-    if (held >= perAddress) return void socket.destroy();
+    if (held >= perAddress) {
+      socket.destroy();
+      if (!capped.has(address)) {
+        capped.add(address);
+        onCapped?.(address, perAddress);
+      }
+      return;
+    }
     open.set(address, held + 1);
     socket.once('close', () => {
       const left = open.get(address)! - 1;
       if (left === 0) open.delete(address);
       else open.set(address, left);
+      if (left < perAddress) capped.delete(address);
     });
   });
 }
@@ -166,7 +176,7 @@ export async function serve(api: MerchantApi, options: ServeOptions = {}): Promi
   };
   const server: Server = tls ? createHttpsServer({ ...serverOptions, cert: tls.cert, key: tls.key }, listener) : createServer(serverOptions, listener);
   server.maxConnections = limits.maxConnections;
-  limitConnectionsPerAddress(server, limits.maxConnectionsPerAddress);
+  limitConnectionsPerAddress(server, limits.maxConnectionsPerAddress, options.onConnectionsCapped);
   answerClientErrors(server);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

@@ -25,6 +25,12 @@ export interface ServeOptions {
    * there, as the standalone server's WORKERS does. Default false.
    */
   reusePort?: boolean;
+  /**
+   * Told when an address reaches `limits.maxConnectionsPerAddress` and its
+   * next connection is closed unread; once until the address holds fewer
+   * again, so a flood of connections is one call, not thousands. Node only.
+   */
+  onConnectionsCapped?: (clientAddress: string, limit: number) => void;
 }
 
 export interface ConnectionLimits {

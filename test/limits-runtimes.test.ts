@@ -100,6 +100,10 @@ describe('connections per address on node', () => {
     try {
       expect(held.map((c) => c.closedByServer)).toEqual([false, false, false, false, false]);
       expect((await idleConnection(port, '127.0.0.1', 2000)).closedByServer).toBe(true);
+      expect((await idleConnection(port, '127.0.0.1', 2000)).closedByServer).toBe(true);
+      // Logged once for the address, not once per connection closed.
+      await server.process.waitFor(/"event":"connections_per_address_reached"/);
+      expect(server.process.output().match(/"event":"connections_per_address_reached","client_address":"127\.0\.0\.1","limit":5/g)).toHaveLength(1);
       expect(await healthFrom(server.url, '127.0.0.2')).toBe(200);
       // One of the five goes: the address may connect again.
       held[0]!.socket.destroy();

@@ -70,7 +70,14 @@ export async function serveCommand(runtime: ServeRuntime, io: CliIo, args: strin
       fairShare: config.fairShare,
     });
     const tls = config.tls && (await readTlsFiles(config.tls));
-    served = await runtime.serve(api, { port: config.port, hostname: config.hostname, tls, limits: config.limits, reusePort: worker?.reusePort });
+    served = await runtime.serve(api, {
+      port: config.port,
+      hostname: config.hostname,
+      tls,
+      limits: config.limits,
+      reusePort: worker?.reusePort,
+      onConnectionsCapped: (clientAddress, limit) => logger.warn({ event: 'connections_per_address_reached', client_address: clientAddress, limit }),
+    });
     // Metrics on a listener of their own, so they are never public by accident.
     if (metrics) metricsServer = await runtime.serve(metrics, { port: config.metricsPort, hostname: config.hostname });
   } catch (error) {
