@@ -2,7 +2,8 @@
  * WORKERS=N (docs/runtimes.md#workers), with real processes: the
  * configurations refused, and on MariaDB, per runtime, a primary with two
  * workers that both take connections, print one `listening on` line, answer
- * a signed URL once however many times it is sent, restart a worker killed
+ * a signed URL once however many times it is sent, count both workers'
+ * requests on the primary's one metrics port, restart a worker killed
  * with SIGKILL, and on SIGTERM finish an in-flight streamed list, exit 0
  * and leave no process behind.
  */
@@ -12,6 +13,7 @@ import { once } from 'node:events';
 import { existsSync, readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { Agent, get } from 'node:http';
 import { createServer, type AddressInfo } from 'node:net';
+import parsePrometheusTextFormat from 'parse-prometheus-text-format';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signUrl } from '../src/signing.js';
 import { basicAuth, send } from './support/http-client.js';
@@ -36,11 +38,6 @@ describe('WORKERS: the configurations refused, exit 2 with one line', () => {
       'WORKERS=2 with the memory storage',
       { WORKERS: '2' },
       'Invalid configuration: WORKERS=2 needs the MySQL storage (DATABASE_URL): with the memory storage each worker would keep its own salts, and a signed URL would be accepted once by each worker.',
-    ],
-    [
-      'WORKERS=2 with METRICS_PORT',
-      { WORKERS: '2', DATABASE_URL: 'mysql://root@127.0.0.1:1/none', METRICS_PORT: '0' },
-      'Invalid configuration: METRICS_PORT cannot be used with WORKERS=2: each worker counts only its own requests.',
     ],
   ];
   for (const [name, env, message] of refused) {
@@ -90,7 +87,7 @@ describe.skipIf(!mysql)('WORKERS=2 on MariaDB', () => {
     describe(`on ${runtime}`, () => {
       let server: Primary;
       beforeAll(async () => {
-        server = await startPrimary(runtime, { DATABASE_URL: db.url, MASTER_KEY: db.masterKeyText, WORKERS: '2', CURSOR_SECRET: '' });
+        server = await startPrimary(runtime, { DATABASE_URL: db.url, MASTER_KEY: db.masterKeyText, WORKERS: '2', CURSOR_SECRET: '', METRICS_PORT: '0' });
       }, 60_000);
       afterAll(async () => server?.kill());
 
@@ -126,6 +123,28 @@ describe.skipIf(!mysql)('WORKERS=2 on MariaDB', () => {
           expect(answers.filter((answer) => answer.body === '{"status":"ok","is_valid":true}')).toHaveLength(1);
           expect(answers.filter((answer) => answer.status === 200)).toHaveLength(1);
         }
+      });
+
+      it('counts both workers\' requests on the one metrics port the primary serves', async () => {
+        const metricsUrl = /^Metrics: (http:\/\/\S+)$/m.exec(server.output())![1]!;
+        const scrape = async () => {
+          const text = await (await fetch(metricsUrl)).text();
+          expect(text).toContain('# merchant-api: 2 of 2 workers answered this scrape');
+          const families = parsePrometheusTextFormat(text);
+          const healthz = families.find((family) => family.name === 'merchant_api_requests_total')?.metrics.filter((m) => m.labels?.route === '/healthz') ?? [];
+          return healthz.reduce((sum, m) => sum + Number(m.value ?? 0), 0);
+        };
+        const before = await scrape();
+        // Held-open connections, so that both workers answer some of them.
+        const agent = new Agent({ keepAlive: true, maxSockets: 16 });
+        try {
+          expect(await Promise.all(Array.from({ length: 32 }, () => status(`${server.url}/healthz`, agent)))).toEqual(Array(32).fill(200));
+          expect(server.workerPids().map((pid) => connectionsHeldBy(pid, server.port)).every((count) => count > 0)).toBe(true);
+        } finally {
+          agent.destroy();
+        }
+        expect((await scrape()) - before).toBe(32);
+        expect(server.output().match(/^Metrics: /gm)).toHaveLength(1);
       });
 
       it('pages with a cursor sealed by one worker and opened by another', async () => {

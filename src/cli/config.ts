@@ -53,7 +53,7 @@ export interface ServerConfig {
   maxSalts: number;
   /** HEADERS_TIMEOUT, REQUEST_TIMEOUT, KEEP_ALIVE_TIMEOUT (ms), MAX_CONNECTIONS and MAX_CONNECTIONS_PER_ADDRESS. */
   limits: Required<ConnectionLimits>;
-  /** WORKERS: processes serving the same port (`auto`: one per core); above 1 only with MySQL and without METRICS_PORT. */
+  /** WORKERS: processes serving the same port (`auto`: one per core); above 1 only with MySQL; with METRICS_PORT the primary serves every worker's metrics. */
   workers: number;
 }
 
@@ -160,7 +160,6 @@ export function readServerConfig(env: Env): ServerConfig {
   // Each worker is a process with its own memory: salts kept there would let a signed URL through once per worker.
   const workers = config.workers === 1 ? undefined : r.text('WORKERS')?.toLowerCase() === 'auto' ? `WORKERS=auto (${config.workers} cores)` : `WORKERS=${config.workers}`;
   if (workers && !config.databaseUrl) r.problems.push(`${workers} needs the MySQL storage (DATABASE_URL): with the memory storage each worker would keep its own salts, and a signed URL would be accepted once by each worker`);
-  if (workers && metricsPort !== undefined) r.problems.push(`METRICS_PORT cannot be used with ${workers}: each worker counts only its own requests`);
   r.check();
   return config;
 }

@@ -46,7 +46,7 @@ export async function serveCommand(runtime: ServeRuntime, io: CliIo, args: strin
   if (!worker && config.workers > 1) {
     // Unreadable TLS files: one message here rather than one from each worker.
     if (config.tls) await readTlsFiles(config.tls);
-    return runWorkers(runtime.name, runtime.workers, io, config);
+    return runWorkers(runtime.name, runtime.workers, io, config, (fetch) => runtime.serve({ fetch }, { port: config.metricsPort, hostname: config.hostname }));
   }
   // Log lines (JSON) go where the CLI writes, gathered per event-loop turn; a worker's in writes no other worker's can cut.
   const logger = createJsonLogger({ level: config.logLevel, write: worker ? wholeLineWriter(io.out) : (lines) => io.out(lines.slice(0, -1)) });
@@ -78,8 +78,9 @@ export async function serveCommand(runtime: ServeRuntime, io: CliIo, args: strin
       reusePort: worker?.reusePort,
       onConnectionsCapped: (clientAddress, limit) => logger.warn({ event: 'connections_per_address_reached', client_address: clientAddress, limit }),
     });
-    // Metrics on a listener of their own, so they are never public by accident.
-    if (metrics) metricsServer = await runtime.serve(metrics, { port: config.metricsPort, hostname: config.hostname });
+    // Metrics on a listener of their own, so they are never public by accident; a worker's go to the primary, which serves them all.
+    if (metrics && worker) worker.answerMetrics(() => metrics.registry.getMetricsAsJSON());
+    else if (metrics) metricsServer = await runtime.serve(metrics, { port: config.metricsPort, hostname: config.hostname });
   } catch (error) {
     await served?.close();
     await storage.close();

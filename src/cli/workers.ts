@@ -12,7 +12,8 @@
  * here, for all three. The primary and its workers talk over the IPC channel
  * every runtime's `node:child_process` offers: a worker says when it listens
  * (`ready`), the primary tells it to stop (`stop`, with the signal's name),
- * so a worker never gets a second signal that would cut it short.
+ * so a worker never gets a second signal that would cut it short, and with
+ * METRICS_PORT asks for its metrics on each scrape (worker-metrics.ts).
  */
 import type { Cluster } from 'node:cluster';
 import { spawn } from 'node:child_process';
@@ -23,6 +24,8 @@ import { createJsonLogger } from '../logger.js';
 import { DEFAULT_SHUTDOWN_TIMEOUT_MS } from '../../adapters/serve-options.js';
 import type { ServerConfig } from './config.js';
 import { CliUsageError, type CliIo } from './io.js';
+import { METRICS_ANSWER, METRICS_REQUEST, WorkerMetrics, type MetricsAnswer, type MetricsRequest, type WorkerMetricsJson } from './worker-metrics.js';
+import type { Served } from '../../adapters/serve-options.js';
 
 /** A worker that dies is started again at most this often a minute; once more and the server stops (exit 1). */
 export const MAX_RESTARTS_PER_MINUTE = 5;
@@ -31,8 +34,8 @@ const EXIT_MARGIN_MS = 2000;
 /** The argument that makes `serve` a worker (`merchant-api serve --worker`); only the primary passes it. */
 export const WORKER_ARGUMENT = '--worker';
 
-type ToWorker = { type: 'merchant-api:stop'; signal: string };
-type FromWorker = { type: 'merchant-api:ready'; lines: string[] };
+type ToWorker = { type: 'merchant-api:stop'; signal: string } | MetricsRequest;
+type FromWorker = { type: 'merchant-api:ready'; lines: string[] } | MetricsAnswer;
 
 /** One worker process, as the primary sees it. */
 export interface WorkerProcess {
@@ -52,6 +55,8 @@ export interface WorkerChannel {
   ready(lines: string[]): void;
   /** Resolves with the signal's name when the primary asks this worker to stop. */
   stopRequested: Promise<string>;
+  /** Answers the primary's scrapes (METRICS_PORT) with what `collect` gives. */
+  answerMetrics(collect: () => Promise<WorkerMetricsJson>): void;
 }
 
 /** The runtime-specific half, given to `serve` by main.ts, main-bun.ts and main-deno.ts. */
@@ -146,15 +151,26 @@ function onlyOnce<T extends unknown[]>(listener: (...args: T) => void): (...args
 }
 
 function processChannel(reusePort: boolean): WorkerChannel {
+  let collect: (() => Promise<WorkerMetricsJson>) | undefined;
   const stopRequested = new Promise<string>((resolve) => {
     process.on('message', (message: Partial<ToWorker>) => {
       if (message?.type === 'merchant-api:stop') resolve(String(message.signal));
+      else if (message?.type === METRICS_REQUEST && collect) {
+        const id = message.id!;
+        void collect().then(
+          (metrics) => process.connected && process.send!({ type: METRICS_ANSWER, id, metrics } satisfies FromWorker, () => {}),
+          () => {},
+        );
+      }
     });
   });
   return {
     reusePort,
     ready: (lines) => void process.send!({ type: 'merchant-api:ready', lines } satisfies FromWorker),
     stopRequested,
+    answerMetrics(collector) {
+      collect = collector;
+    },
   };
 }
 
@@ -214,7 +230,13 @@ function utf8Length(text: string, limit: number): number {
  * a failure (a worker that could not start, or too many restarts: exit 1,
  * or 2 when a worker found the configuration wrong).
  */
-export async function runWorkers(runtimeName: string, workers: WorkerRuntime | undefined, io: CliIo, config: ServerConfig): Promise<number> {
+export async function runWorkers(
+  runtimeName: string,
+  workers: WorkerRuntime | undefined,
+  io: CliIo,
+  config: ServerConfig,
+  serveMetrics?: (fetch: (request: Request) => Promise<Response>) => Promise<Served>,
+): Promise<number> {
   const count = config.workers;
   if (!workers) throw new CliUsageError(`WORKERS=${count} is not supported on ${runtimeName}.`);
   workers.check();
@@ -230,17 +252,20 @@ export async function runWorkers(runtimeName: string, workers: WorkerRuntime | u
     const live = new Map<WorkerProcess, boolean>();
     const restarts: number[] = [];
     let listening = false;
-    let stopping: { code: number; timer?: ReturnType<typeof setTimeout> } | undefined;
+    let stopping: { code: number; timer?: ReturnType<typeof setTimeout>; metricsClosed?: Promise<void> } | undefined;
+    // METRICS_PORT: one scrape for all workers, served here.
+    const metrics = config.metricsPort === undefined || !serveMetrics ? undefined : new WorkerMetrics(() => [...live].filter(([, ready]) => ready).map(([worker]) => worker));
+    let metricsServer: Promise<Served> | undefined;
 
     const finish = () => {
       clearTimeout(stopping!.timer);
       logger.info({ event: 'stopped' });
       logger.flush();
-      resolve(stopping!.code);
+      void Promise.resolve(stopping!.metricsClosed).then(() => resolve(stopping!.code));
     };
     const stopAll = (code: number, signal = 'SIGTERM') => {
       if (stopping) return;
-      stopping = { code };
+      stopping = { code, metricsClosed: metricsServer?.then((served) => served.close()).catch(() => {}) };
       for (const worker of live.keys()) worker.send({ type: 'merchant-api:stop', signal });
       // Each worker lets in-flight requests finish for up to 8 s, then closes its storage; after that it is killed.
       stopping.timer = setTimeout(() => {
@@ -257,17 +282,15 @@ export async function runWorkers(runtimeName: string, workers: WorkerRuntime | u
       const worker = workers.start(env);
       live.set(worker, false);
       worker.onMessage((message) => {
+        if (metrics?.receive(message)) return;
         if ((message as Partial<FromWorker>)?.type !== 'merchant-api:ready') return;
         live.set(worker, true);
         if (replacing !== undefined) logger.info({ event: 'worker_restarted', pid: worker.pid, replaced: replacing });
         if (listening || stopping || live.size < count || [...live.values()].includes(false)) return;
         listening = true;
         // The first worker's lines, its first line stating how many workers listen.
-        const [first = '', ...rest] = (message as FromWorker).lines;
-        const lines = [first.replace(/\)$/, `, ${count} workers)`), ...rest];
-        if (!config.cursorSecret) lines.push('CURSOR_SECRET is not set: page cursors work only until this server restarts (its workers share one random secret).');
-        io.out(lines.join('\n'));
-        logger.info({ event: 'workers_listening', pids: [...live.keys()].map((each) => each.pid) });
+        const [first = '', ...rest] = (message as { lines: string[] }).lines;
+        void announce([first.replace(/\)$/, `, ${count} workers)`), ...rest]);
       });
       worker.onExit((code, signal, error) => {
         live.delete(worker);
@@ -293,6 +316,23 @@ export async function runWorkers(runtimeName: string, workers: WorkerRuntime | u
         restarts.push(now);
         start(worker.pid);
       });
+    };
+
+    const announce = async (lines: string[]) => {
+      if (metrics) {
+        try {
+          metricsServer = serveMetrics!(metrics.fetch);
+          lines.splice(1, 0, `Metrics: ${(await metricsServer).url}/metrics`);
+          if (stopping) return;
+        } catch (error) {
+          io.err(`merchant-api serve failed: cannot serve the metrics on METRICS_PORT ${config.metricsPort}: ${(error as Error).message}`);
+          metricsServer = undefined;
+          return stopAll(1);
+        }
+      }
+      if (!config.cursorSecret) lines.push('CURSOR_SECRET is not set: page cursors work only until this server restarts (its workers share one random secret).');
+      io.out(lines.join('\n'));
+      logger.info({ event: 'workers_listening', pids: [...live.keys()].map((each) => each.pid) });
     };
 
     void io.stopSignal?.then((signal) => {
