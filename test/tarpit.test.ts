@@ -8,6 +8,7 @@
  * server on Node, Bun and Deno with a keep-alive connection.
  */
 import { Agent } from 'node:http';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { Tarpit } from '../src/tarpit.js';
 import { basic, call, ORIGIN, testApi } from './support/api.js';
@@ -42,6 +43,44 @@ describe('Tarpit', () => {
     expect(tarpit.size).toBe(2);
     expect(tarpit.delay('b', 10, 4)).toBe(0);
     expect(tarpit.delay('c', 10, 5)).toBeGreaterThan(0);
+  });
+
+  /** Refusals of several connections, interleaved: which connection, its Retry-After, and what the client adds to the wait it was told (or takes off it). */
+  const refusals = fc.array(fc.record({ connection: fc.integer({ min: 0, max: 3 }), retryAfter: fc.integer({ min: 1, max: 8 }), extraMs: fc.integer({ min: 0, max: 3000 }) }), { minLength: 1, maxLength: 200 });
+
+  it('never holds back a client that waits its Retry-After after each answer, whatever the others do (property)', () => {
+    fc.assert(
+      fc.property(refusals, fc.integer({ min: 0, max: 60_000 }), (steps, maxDelayMs) => {
+        const tarpit = new Tarpit({ maxDelayMs });
+        // When each connection may send again: its last answer plus its Retry-After plus what it adds.
+        const nextSend = new Map<number, number>();
+        let now = 0;
+        for (const { connection, retryAfter, extraMs } of steps) {
+          now = Math.max(now, nextSend.get(connection) ?? 0);
+          expect(tarpit.delay(`c${connection}`, retryAfter, now)).toBe(0);
+          nextSend.set(connection, now + retryAfter * 1000 + extraMs);
+        }
+      }),
+    );
+  });
+
+  it('answers a client that resends at once about once per Retry-After, and never later than maxDelayMs (property)', () => {
+    fc.assert(
+      fc.property(refusals, fc.integer({ min: 1, max: 10_000 }), (steps, maxDelayMs) => {
+        const tarpit = new Tarpit({ maxDelayMs });
+        // Each connection resends the moment its answer arrives: answeredAt is when that was, and what it was told.
+        const last = new Map<number, { answeredAt: number; retryAfter: number }>();
+        for (const { connection, retryAfter } of steps) {
+          const previous = last.get(connection);
+          const sentAt = previous?.answeredAt ?? 0;
+          const wait = tarpit.delay(`c${connection}`, retryAfter, sentAt);
+          expect(wait).toBeGreaterThanOrEqual(0);
+          expect(wait).toBeLessThanOrEqual(maxDelayMs);
+          if (previous) expect(wait).toBe(Math.min(previous.retryAfter * 1000, maxDelayMs));
+          last.set(connection, { answeredAt: sentAt + wait, retryAfter });
+        }
+      }),
+    );
   });
 
   it('checks its options', () => {
