@@ -13,6 +13,7 @@ import { heldBack, refusalDelay, Tarpit, type TarpitOptions } from './tarpit.js'
 import { MerchantApiError } from './errors.js';
 import { guardStorage, type StorageCall, type StorageOperation } from './guarded-storage.js';
 import { MerchantStorageShare } from './merchant-storage-share.js';
+import { rateLimitFields } from './ratelimit-fields.js';
 import { composeHooks, type MerchantApiHooks } from './hooks.js';
 import { createJsonLogger, describeError, type Logger } from './logger.js';
 import { openApiDocument } from './openapi.js';
@@ -188,7 +189,7 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
         ctx,
         'merchant_concurrency',
         new MerchantApiError('too_many_requests', `At most ${concurrency} listings of one merchant run at once; retry when one has finished.`, {
-          headers: { 'retry-after': '1', 'ratelimit-policy': `"listings";q=${concurrency}`, ratelimit: '"listings";r=0;t=1' },
+          headers: rateLimitFields('listings', concurrency, 1),
         }),
       );
     }
@@ -355,11 +356,6 @@ function tooManyFailures(block: Block): MerchantApiError {
   const who = block.scope === 'address' ? 'this address' : 'this merchant from this address';
   const name = block.scope === 'address' ? 'auth-address' : 'auth-merchant';
   return new MerchantApiError('too_many_requests', `Too many failed authentications from ${who}; try again in ${block.retryAfter} seconds.`, {
-    headers: {
-      'retry-after': String(block.retryAfter),
-      // draft-ietf-httpapi-ratelimit-headers: the policy passed, and nothing left until it resets.
-      'ratelimit-policy': `"${name}";q=${block.limit};w=${block.window}`,
-      ratelimit: `"${name}";r=0;t=${block.retryAfter}`,
-    },
+    headers: rateLimitFields(name, block.limit, block.retryAfter, block.window),
   });
 }

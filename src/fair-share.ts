@@ -37,6 +37,7 @@ import type { RequestContext } from './context.js';
 import { MerchantApiError } from './errors.js';
 import type { MerchantApiHooks } from './hooks.js';
 import type { Logger } from './logger.js';
+import { rateLimitFields } from './ratelimit-fields.js';
 
 export interface FairShareOptions {
   /**
@@ -129,11 +130,6 @@ export class FairShare {
     this.#logger = logger;
   }
 
-  /** True when the last sample found the instance busy. */
-  get busy(): boolean {
-    return this.#busyNow;
-  }
-
   /**
    * Lets an authenticated request through, or throws the 429 when the
    * instance is busy and this merchant used more than the average lately.
@@ -150,35 +146,34 @@ export class FairShare {
     if (Math.max(use.concurrent, use.concurrentNow) < CONCURRENT_CONNECTIONS) return;
     const held = use.refusedAt !== 0 && now - use.refusedAt <= HOLD_MS;
     if (!held && !(this.#busyNow && use.overSamples >= SUSTAINED_SAMPLES)) return;
-    const charge = use.charge * Math.exp((use.at - now) / DECAY_MS);
-    const total = this.#total * Math.exp((this.#totalAt - now) / DECAY_MS);
+    const charge = decayed(use.charge, use.at, now);
+    const total = decayed(this.#total, this.#totalAt, now);
     if (charge * this.#active <= total) return;
     // A merchant not refused lately may also use its equal part of the full instance; one held
     // gets no more than the average, so its clients coming back do not fill the core again.
     if (!held && charge * this.#active <= this.#capacity) return;
     ctx.throttled = 'fair_share';
-    if (!held) {
-      this.#logger.warn({ event: 'fair_share_refusing', merchant_id: merchantId, share: Math.round((100 * charge) / total), active_merchants: this.#active, request_id: ctx.requestId });
-    }
+    const used = Math.round((100 * charge) / total);
+    if (!held) this.#logger.warn({ event: 'fair_share_refusing', merchant_id: merchantId, share: used, active_merchants: this.#active, request_id: ctx.requestId });
     use.refusedAt = now;
     // Spread over 1-3 s, so that a merchant's clients refused together do not come back together.
     const retryAfter = 1 + Math.floor(Math.random() * 3);
     const share = Math.max(1, Math.floor(100 / this.#active));
     throw new MerchantApiError(
       'too_many_requests',
-      `This merchant used more than its share of this busy instance lately (${Math.round((100 * charge) / total)}% of it, with ${this.#active} merchants active); retry in ${retryAfter} seconds.`,
-      { headers: rateLimitFields('fair-share', share, 1, retryAfter) },
+      `This merchant used more than its share of this busy instance lately (${used}% of it, with ${this.#active} merchants active); retry in ${retryAfter} seconds.`,
+      { headers: rateLimitFields('fair-share', share, retryAfter, 1) },
     );
   }
 
   #charge(merchantId: string, cost: number): void {
     const now = performance.now();
-    this.#total = this.#total * Math.exp((this.#totalAt - now) / DECAY_MS) + cost;
+    this.#total = decayed(this.#total, this.#totalAt, now) + cost;
     this.#totalAt = now;
     this.#charged += cost;
     const use = this.#use(merchantId, now);
     if (use === undefined) return;
-    use.charge = use.charge * Math.exp((use.at - now) / DECAY_MS) + cost;
+    use.charge = decayed(use.charge, use.at, now) + cost;
     use.at = now;
   }
 
@@ -234,7 +229,7 @@ export class FairShare {
       }
     }
     this.#charged = 0;
-    const total = this.#total * Math.exp((this.#totalAt - now) / DECAY_MS);
+    const total = decayed(this.#total, this.#totalAt, now);
     const forgetBefore = this.#ticks - CONNECTION_MEMORY_SAMPLES;
     let active = 0;
     for (const [id, use] of this.#uses) {
@@ -243,7 +238,7 @@ export class FairShare {
       if (this.#ticks % CONNECTION_MEMORY_SAMPLES === 0) {
         for (const [port, connection] of use.connections) if (connection.last < forgetBefore) use.connections.delete(port);
       }
-      const charge = use.charge * Math.exp((use.at - now) / DECAY_MS);
+      const charge = decayed(use.charge, use.at, now);
       const over = this.#busyNow && use.concurrent >= CONCURRENT_CONNECTIONS && charge * this.#active > total && charge * this.#active > this.#capacity;
       use.overSamples = over ? use.overSamples + 1 : 0;
       if (charge >= ACTIVE_MS) active++;
@@ -255,12 +250,9 @@ export class FairShare {
   }
 }
 
-/**
- * `Retry-After` and the IETF RateLimit fields (draft-ietf-httpapi-ratelimit-headers)
- * of a refusal: the policy that was passed, and nothing left until it resets.
- */
-export function rateLimitFields(policy: string, quota: number, window: number, retryAfter: number): Record<string, string> {
-  return { 'retry-after': String(retryAfter), 'ratelimit-policy': `"${policy}";q=${quota};w=${window}`, ratelimit: `"${policy}";r=0;t=${retryAfter}` };
+/** What a charge made `at` is worth `now`, decaying with DECAY_MS. */
+function decayed(charge: number, at: number, now: number): number {
+  return charge * Math.exp((at - now) / DECAY_MS);
 }
 
 /** The process's CPU time in µs, where the runtime offers `process.cpuUsage` (Node, Bun, Deno). */

@@ -6,6 +6,7 @@
  * `maxWaiting` queued calls the merchant gets 429 at once.
  */
 import { MerchantApiError } from './errors.js';
+import { rateLimitFields } from './ratelimit-fields.js';
 
 export class MerchantStorageShare {
   /** Calls one merchant may have running at once. */
@@ -38,7 +39,7 @@ export class MerchantStorageShare {
     if (queue === undefined) this.#waiting.set(merchantId, (queue = []));
     if (queue.length >= this.#maxWaiting) {
       throw new MerchantApiError('too_many_requests', `This merchant already has ${queue.length} storage calls waiting for its share of the storage's connections; retry shortly.`, {
-        headers: { 'retry-after': '1', 'ratelimit-policy': `"storage-share";q=${this.limit}`, ratelimit: '"storage-share";r=0;t=1' },
+        headers: rateLimitFields('storage-share', this.limit, 1),
       });
     }
     // The slot is handed over by #release without being given back in between.

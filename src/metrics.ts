@@ -11,6 +11,7 @@
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { MerchantApiHooks } from './hooks.js';
+import { answerScrape } from './metrics-endpoint.js';
 
 export interface MetricsOptions {
   /** Where the metrics are registered. Default: a new registry of their own. */
@@ -112,12 +113,6 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   return {
     registry,
     hooks,
-    async fetch(request) {
-      const { pathname } = new URL(request.url);
-      if (pathname !== '/metrics') return new Response('Not found. Metrics are at /metrics.\n', { status: 404, headers: { 'content-type': 'text/plain' } });
-      if (request.method !== 'GET' && request.method !== 'HEAD') return new Response('Only GET.\n', { status: 405, headers: { allow: 'GET, HEAD' } });
-      const text = await registry.metrics();
-      return new Response(request.method === 'HEAD' ? null : text, { headers: { 'content-type': registry.contentType, 'cache-control': 'no-store' } });
-    },
+    fetch: (request) => answerScrape(request, async () => ({ text: await registry.metrics(), contentType: registry.contentType })),
   };
 }

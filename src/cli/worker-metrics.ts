@@ -9,6 +9,7 @@
  * needs node:cluster, which Bun's and Deno's workers are not.
  */
 import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
+import { answerScrape } from '../metrics-endpoint.js';
 
 export const METRICS_REQUEST = 'merchant-api:metrics-request';
 export const METRICS_ANSWER = 'merchant-api:metrics';
@@ -46,16 +47,13 @@ export class WorkerMetrics {
   }
 
   /** Answers `GET /metrics` with every worker's metrics merged; anything else 404 or 405, as a single process does. */
-  readonly fetch = async (request: Request): Promise<Response> => {
-    const { pathname } = new URL(request.url);
-    if (pathname !== '/metrics') return new Response('Not found. Metrics are at /metrics.\n', { status: 404, headers: { 'content-type': 'text/plain' } });
-    if (request.method !== 'GET' && request.method !== 'HEAD') return new Response('Only GET.\n', { status: 405, headers: { allow: 'GET, HEAD' } });
-    const { answers, asked } = await this.#collect();
-    const registry = AggregatorRegistry.aggregate(answers);
-    // A worker that did not answer in time (starting, stopping, stuck) is missing from the sums: say how many did.
-    const text = `# merchant-api: ${answers.length} of ${asked} workers answered this scrape\n${await registry.metrics()}`;
-    return new Response(request.method === 'HEAD' ? null : text, { headers: { 'content-type': registry.contentType, 'cache-control': 'no-store' } });
-  };
+  readonly fetch = (request: Request): Promise<Response> =>
+    answerScrape(request, async () => {
+      const { answers, asked } = await this.#collect();
+      const registry = AggregatorRegistry.aggregate(answers);
+      // A worker that did not answer in time (starting, stopping, stuck) is missing from the sums: say how many did.
+      return { text: `# merchant-api: ${answers.length} of ${asked} workers answered this scrape\n${await registry.metrics()}`, contentType: registry.contentType };
+    });
 
   #collect(): Promise<{ answers: WorkerMetricsJson[]; asked: number }> {
     const workers = this.workers();

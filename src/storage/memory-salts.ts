@@ -20,6 +20,7 @@
  *   oldest salt expires.
  */
 import { MerchantApiError, StorageUnavailableError } from '../errors.js';
+import { rateLimitFields } from '../ratelimit-fields.js';
 
 export interface SaltStoreOptions {
   /**
@@ -135,7 +136,7 @@ export class SaltStore {
       throw new MerchantApiError(
         'too_many_requests',
         `This merchant holds ${counts.total} unexpired salts, the most one merchant may (half of the replay store's ${this.maxSalts}); new signatures are refused until its oldest salt expires in ${retryAfter} seconds.`,
-        { headers: { 'retry-after': String(retryAfter), 'ratelimit-policy': `"salts";q=${this.merchantShare}`, ratelimit: `"salts";r=0;t=${retryAfter}` } },
+        { headers: rateLimitFields('salts', this.merchantShare, retryAfter) },
       );
     }
     if (this.#all.total >= this.maxSalts) {
