@@ -3,23 +3,23 @@ import { defineConfig } from 'tsup';
 
 /**
  * One entry per public subpath of package.json "exports" (checked by
- * test/package.test.ts), plus the CLI. ESM and CJS, with declarations.
+ * test/package/package.test.ts), plus the CLI. ESM and CJS, with declarations.
  */
 export const entries = {
   index: 'src/index.ts',
-  signing: 'src/signing.ts',
-  metrics: 'src/metrics.ts',
+  signing: 'src/signing/index.ts',
+  metrics: 'src/observe/metrics.ts',
   node: 'adapters/node.ts',
   bun: 'adapters/bun.ts',
   deno: 'adapters/deno.ts',
-  'storage/memory': 'src/storage/memory.ts',
+  'storage/memory': 'src/storage/memory/index.ts',
   'storage/mysql': 'src/storage/mysql/index.ts',
   client: 'src/client/index.ts',
 } as const;
 
 export default defineConfig([
   {
-    // test/package.test.ts fails if an entry is missing, so this filter cannot hide one.
+    // test/package/package.test.ts fails if an entry is missing, so this filter cannot hide one.
     entry: Object.fromEntries(Object.entries(entries).filter(([, file]) => existsSync(file))),
     format: ['esm', 'cjs'],
     dts: true,

@@ -10,8 +10,8 @@
 import { createHmac } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { createMerchantApi, type MerchantApi } from '../src/api.js';
-import { silentLogger } from '../src/logger.js';
-import { MemoryStorage } from '../src/storage/memory.js';
+import { silentLogger } from '../src/observe/logger.js';
+import { MemoryStorage } from '../src/storage/memory/index.js';
 
 const { values } = parseArgs({ options: { rounds: { type: 'string', default: '15' }, requests: { type: 'string', default: '20000' } } });
 const ROUNDS = Number(values.rounds);

@@ -202,7 +202,7 @@ async function bruteForce(server: { url: string; metrics: string }): Promise<voi
   const counts = new Map<number, number>();
   const started = performance.now();
   // A new connection for each guess: on a kept connection, each 429 after the first would come only
-  // when its Retry-After is up (src/tarpit.ts; bench/abuse-auth.ts measures that).
+  // when its Retry-After is up (src/limits/tarpit.ts; bench/abuse-auth.ts measures that).
   for (let i = 0; i < 1000; i++) {
     const status = await new Promise<number>((resolve, reject) => {
       const req = request(`${server.url}/merchant/users?limit=1`, { agent: false, headers: auth({ id: A.id, key: `guess-${i}` }) }, (res) => {

@@ -18,7 +18,7 @@ import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { createMerchantApi, silentLogger } from '../src/index.js';
 import { createMerchantClient, type UserRecord } from '../src/client/index.js';
-import { MemoryStorage } from '../src/storage/memory.js';
+import { MemoryStorage } from '../src/storage/memory/index.js';
 import { serve } from '../adapters/node.js';
 import { makeUsers, MERCHANT_ID, MERCHANT_KEY } from './servers/data.mjs';
 

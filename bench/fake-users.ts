@@ -5,7 +5,7 @@
  */
 import { createWriteStream } from 'node:fs';
 import { once } from 'node:events';
-import type { SeedUser } from '../src/storage/seed.js';
+import type { SeedUser } from '../src/storage/seed/seed.js';
 
 export const MERCHANT = 'bench-merchant';
 export const idOf = (i: number) => `user-${String(i).padStart(7, '0')}`;

@@ -5,9 +5,9 @@
  * Timed in process (the storage call) and over HTTP (a real server process, cursors sealed with
  * its CURSOR_SECRET), each against the first unfiltered page measured in the same run.
  */
-import { CursorCodec } from '../src/cursor.js';
-import { compareCodePoints } from '../src/order.js';
-import type { Storage, UserFilter, UserOrder, UserPageQuery } from '../src/storage.js';
+import { CursorCodec } from '../src/listing/cursor.js';
+import { compareCodePoints } from '../src/storage/order.js';
+import type { Storage, UserFilter, UserOrder, UserPageQuery } from '../src/storage/contract.js';
 import { fakeUser, MERCHANT } from './fake-users.js';
 
 export const PAGE = 100;

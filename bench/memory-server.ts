@@ -6,8 +6,8 @@
 import process from 'node:process';
 import { serve } from '../adapters/node.js';
 import { createMerchantApi } from '../src/api.js';
-import { silentLogger } from '../src/logger.js';
-import { loadMemoryStorage } from '../src/storage/memory.js';
+import { silentLogger } from '../src/observe/logger.js';
+import { loadMemoryStorage } from '../src/storage/memory/index.js';
 
 const { storage } = await loadMemoryStorage(process.env.SEED_FILE!);
 const served = await serve(createMerchantApi({ storage, logger: silentLogger, cursorSecret: process.env.CURSOR_SECRET, throttle: false }), { port: 0, hostname: '127.0.0.1' });

@@ -21,7 +21,7 @@
 import { writeFileSync } from 'node:fs';
 import { createMysqlPool, parseMysqlUrl } from '../src/storage/mysql/create-mysql-kysely.js';
 import { unixToSqlDatetime } from '../src/storage/mysql/sql-values.js';
-import type { Storage } from '../src/storage.js';
+import type { Storage } from '../src/storage/contract.js';
 import { idOf, MERCHANT } from './fake-users.js';
 import { runAutocannon } from './load.js';
 import { cpuSeconds, databasePid } from './servers.js';

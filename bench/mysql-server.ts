@@ -8,8 +8,8 @@ import process from 'node:process';
 import { serve } from '../adapters/node.js';
 import { createMerchantApi } from '../src/api.js';
 import { readMysqlConfig } from '../src/cli/config.js';
-import { openMysqlStorage } from '../src/cli/mysql.js';
-import { silentLogger } from '../src/logger.js';
+import { openMysqlStorage } from '../src/cli/commands/mysql.js';
+import { silentLogger } from '../src/observe/logger.js';
 
 const io = { env: process.env, out: (line: string) => console.log(line), err: (line: string) => console.error(line) };
 const storage = await openMysqlStorage(readMysqlConfig(process.env), io);

@@ -10,7 +10,7 @@ import { createReadStream } from 'node:fs';
 import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { loadMemoryStorage } from '../src/storage/memory.js';
+import { loadMemoryStorage } from '../src/storage/memory/index.js';
 
 const [mode, file] = process.argv.slice(2);
 const status = (field: 'VmRSS' | 'VmHWM') => Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync('/proc/self/status', 'utf8'))![1]) * 1024;

@@ -15,8 +15,8 @@ import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { availableParallelism, cpus, totalmem, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { loadMemoryStorage } from '../src/storage/memory.js';
-import { MemoryUserIndex } from '../src/storage/memory-users.js';
+import { loadMemoryStorage } from '../src/storage/memory/index.js';
+import { MemoryUserIndex } from '../src/storage/memory/users.js';
 import { MERCHANT, writeUsersFile } from './fake-users.js';
 import { casesTable, CURSOR_SECRET, runCases } from './listing-cases.js';
 

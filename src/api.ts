@@ -4,30 +4,30 @@
  * authentication, handler, and one place where every answer, error or not,
  * becomes a `Response` in the JSON shape of its endpoint.
  */
-import { accessLogHooks } from './access-log.js';
-import { authenticate } from './basic-auth.js';
-import { createContext, type RequestContext, type RequestInfo } from './context.js';
-import { CursorCodec } from './cursor.js';
-import { FairShare, type FairShareOptions } from './fair-share.js';
-import { heldBack, refusalDelay, Tarpit, type TarpitOptions } from './tarpit.js';
+import { accessLogHooks } from './observe/access-log.js';
+import { authenticate } from './auth/basic-auth.js';
+import { createContext, type RequestContext, type RequestInfo } from './http/context.js';
+import { CursorCodec } from './listing/cursor.js';
+import { FairShare, type FairShareOptions } from './limits/fair-share.js';
+import { heldBack, refusalDelay, Tarpit, type TarpitOptions } from './limits/tarpit.js';
 import { MerchantApiError } from './errors.js';
-import { guardStorage, type StorageCall, type StorageOperation } from './guarded-storage.js';
-import { MerchantStorageShare } from './merchant-storage-share.js';
-import { rateLimitFields } from './ratelimit-fields.js';
-import { composeHooks, type MerchantApiHooks } from './hooks.js';
-import { createJsonLogger, describeError, type Logger } from './logger.js';
-import { openApiDocument } from './openapi.js';
-import { createPublicBaseResolver } from './public-url.js';
-import { errorReply, toResponse, type ErrorShape, type Reply } from './responses.js';
+import { guardStorage, type StorageCall, type StorageOperation } from './storage/guard.js';
+import { MerchantStorageShare } from './limits/storage-share.js';
+import { rateLimitFields } from './limits/ratelimit-fields.js';
+import { composeHooks, type MerchantApiHooks } from './http/hooks.js';
+import { createJsonLogger, describeError, type Logger } from './observe/logger.js';
+import { openApiDocument } from './openapi/document.js';
+import { createPublicBaseResolver } from './http/public-url.js';
+import { errorReply, toResponse, type ErrorShape, type Reply } from './http/responses.js';
 import { createMatcher, NOT_FOUND } from './routes/match.js';
 import type { HandlerDeps, Route } from './routes/route.js';
 import { allowedMethods, ROUTES } from './routes/table.js';
-import type { Storage } from './storage.js';
-import { FailureThrottle, type Block, type ThrottleOptions } from './throttle.js';
-import { shareThrottle } from './throttle-sharing.js';
-import { parseBasicAuth } from './basic-auth.js';
-import { parseQuery } from './query.js';
-import { tracingHooks } from './tracing.js';
+import type { Storage } from './storage/contract.js';
+import { FailureThrottle, type Block, type ThrottleOptions } from './limits/throttle.js';
+import { shareThrottle } from './limits/throttle-sharing.js';
+import { parseBasicAuth } from './auth/basic-auth.js';
+import { parseQuery } from './http/query.js';
+import { tracingHooks } from './observe/tracing.js';
 
 export interface MerchantApiOptions {
   /** Where merchants, keys, salts and users live. The caller owns it and closes it. */

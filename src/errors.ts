@@ -1,6 +1,6 @@
 /**
  * The one error type of merchant-api. Every failure the handler answers is a
- * `MerchantApiError`; `src/responses.ts` turns it into the documented JSON shape
+ * `MerchantApiError`; `src/http/responses.ts` turns it into the documented JSON shape
  * of the endpoint that raised it, in one place.
  */
 

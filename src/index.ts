@@ -7,15 +7,15 @@
  */
 export { createMerchantApi } from './api.js';
 export type { MerchantApi, MerchantApiOptions } from './api.js';
-export type { AuthFailureReason, RequestContext, RequestInfo } from './context.js';
-export type { MerchantApiHooks, RequestSummary } from './hooks.js';
-export type { StorageOperation } from './guarded-storage.js';
+export type { AuthFailureReason, RequestContext, RequestInfo } from './http/context.js';
+export type { MerchantApiHooks, RequestSummary } from './http/hooks.js';
+export type { StorageOperation } from './storage/guard.js';
 export { MerchantApiError, StorageUnavailableError } from './errors.js';
 export type { ErrorDetail, MerchantApiErrorCode } from './errors.js';
-export { errorResponse } from './responses.js';
-export type { ErrorShape } from './responses.js';
-export { createJsonLogger, silentLogger } from './logger.js';
-export type { JsonLoggerOptions, Logger, LogLevel } from './logger.js';
-export { MAX_ID_LENGTH, USER_RECORD_KEYS } from './storage.js';
-export type { Merchant, SaltRecord, Storage, UserFilter, UserPageQuery, UserRecord } from './storage.js';
-export type { ThrottleFailure, ThrottleRecord, ThrottleRules, ThrottleStore, ThrottleStoreListener } from './throttle-store.js';
+export { errorResponse } from './http/responses.js';
+export type { ErrorShape } from './http/responses.js';
+export { createJsonLogger, silentLogger } from './observe/logger.js';
+export type { JsonLoggerOptions, Logger, LogLevel } from './observe/logger.js';
+export { MAX_ID_LENGTH, USER_RECORD_KEYS } from './storage/contract.js';
+export type { Merchant, SaltRecord, Storage, UserFilter, UserPageQuery, UserRecord } from './storage/contract.js';
+export type { ThrottleFailure, ThrottleRecord, ThrottleRules, ThrottleStore, ThrottleStoreListener } from './storage/throttle-store.js';

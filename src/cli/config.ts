@@ -4,13 +4,13 @@
  * down. Every bad value is named in one error.
  */
 import { availableParallelism } from 'node:os';
-import { LOG_LEVELS } from '../logger.js';
-import { normalisePublicUrl } from '../public-url.js';
-import type { ThrottleOptions } from '../throttle.js';
+import { LOG_LEVELS } from '../observe/logger.js';
+import { normalisePublicUrl } from '../http/public-url.js';
+import type { ThrottleOptions } from '../limits/throttle.js';
 import { DEFAULT_LIMITS, type ConnectionLimits } from '../../adapters/serve-options.js';
-import { MasterKeyError, parseMasterKey, type MasterKey } from '../storage/mysql/key-sealing.js';
-import { DEFAULT_MAX_SALTS, MAX_MAX_SALTS } from '../storage/memory-salts.js';
-import { CliUsageError } from './io.js';
+import { MasterKeyError, parseMasterKey, type MasterKey } from '../storage/mysql/merchants/key-sealing.js';
+import { DEFAULT_MAX_SALTS, MAX_MAX_SALTS } from '../storage/memory/salts.js';
+import { CliUsageError } from './usage-error.js';
 
 type Env = Record<string, string | undefined>;
 

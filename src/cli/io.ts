@@ -19,8 +19,3 @@ export interface CliIo {
 
 /** A CLI command: its arguments after the command name; resolves to the exit code. */
 export type CliCommand = (args: string[], io: CliIo, config: MysqlConfig) => Promise<number>;
-
-/** A usage or configuration problem: printed as one line, exit code 2. */
-export class CliUsageError extends Error {
-  override name = 'CliUsageError';
-}

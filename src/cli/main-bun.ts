@@ -1,10 +1,10 @@
 /** The `merchant-api` command on Bun: the same commands as `main.ts`, served by `Bun.serve`. */
 import process from 'node:process';
 import { serve } from '../../adapters/bun.js';
-import { mysqlCommands, openMysqlStorage } from './mysql.js';
+import { mysqlCommands, openMysqlStorage } from './commands/mysql.js';
 import { processIo } from './process-io.js';
 import { runCli } from './run.js';
-import { spawnedWorkers, WORKER_ARGUMENT } from './workers.js';
+import { spawnedWorkers, WORKER_ARGUMENT } from './workers/workers.js';
 
 // A worker is this Bun with its flags (--smol, ...) on this script.
 const workers = spawnedWorkers(() => [process.execPath, [...process.execArgv, process.argv[1]!, 'serve', WORKER_ARGUMENT]]);

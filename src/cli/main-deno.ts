@@ -1,11 +1,11 @@
 /** The `merchant-api` command on Deno: the same commands as `main.ts`, served by `Deno.serve`. */
 import process from 'node:process';
 import { serve } from '../../adapters/deno.js';
-import { CliUsageError } from './io.js';
-import { mysqlCommands, openMysqlStorage } from './mysql.js';
+import { CliUsageError } from './usage-error.js';
+import { mysqlCommands, openMysqlStorage } from './commands/mysql.js';
 import { processIo } from './process-io.js';
 import { runCli } from './run.js';
-import { spawnedWorkers, WORKER_ARGUMENT } from './workers.js';
+import { spawnedWorkers, WORKER_ARGUMENT } from './workers/workers.js';
 
 /** The permissions a worker is given: what the server needs (docs/runtimes.md#deno), never more than the primary has. */
 const WORKER_PERMISSIONS = ['net', 'read', 'env'] as const;

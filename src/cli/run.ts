@@ -2,10 +2,11 @@
  * The `merchant-api` command line: dispatches `merchant-api <command> ...`
  * to its command, and turns usage errors into one line and exit code 2.
  */
-import { checkCommand } from './check.js';
-import { CliUsageError, type CliCommand, type CliIo } from './io.js';
+import { checkCommand } from './commands/check.js';
+import type { CliCommand, CliIo } from './io.js';
+import { CliUsageError } from './usage-error.js';
 import { readMysqlConfig } from './config.js';
-import { serveCommand, type ServeRuntime } from './serve.js';
+import { serveCommand, type ServeRuntime } from './commands/serve.js';
 
 export interface CliRuntime extends ServeRuntime {
   /** Further commands (the MySQL administration: migrate, import, merchant). */

@@ -6,11 +6,11 @@
  * incremental parser, and retries what may be retried (./retry.ts).
  *
  * Web APIs only (fetch, streams, TextDecoder, AbortController, btoa), plus
- * `node:crypto` through src/signing.ts for HMAC-SHA224, which Web Crypto
+ * `node:crypto` through src/signing/index.ts for HMAC-SHA224, which Web Crypto
  * lacks and Node, Bun and Deno all implement.
  */
-import { pct, signUrl } from '../signing.js';
-import { toPairs } from '../signing-params.js';
+import { pct, signUrl } from '../signing/index.js';
+import { toPairs } from '../signing/params.js';
 import { MerchantApiError, MerchantClientError, MerchantTimeoutError, networkError } from './errors.js';
 import { JsonEnvelopeParser, JsonStreamError } from './json-stream.js';
 import { backoffMs, isRetryableStatus, retryAfterMs, retryPolicy, sleep, type RetryPolicy } from './retry.js';

@@ -2,12 +2,12 @@
  * The types of `merchant-api/client`, in one place. The record and the error
  * codes are the server's own types (type-only imports: nothing of the server
  * is bundled); the rest describe the wire (docs/protocol.md#users) and the
- * client's options. test/client-types.test.ts checks them both ways against
+ * client's options. test/client/types.test.ts checks them both ways against
  * types generated from the server's OpenAPI document, so they cannot drift.
  */
 import type { MerchantApiErrorCode } from '../errors.js';
-import type { SigningParams } from '../signing.js';
-import type { UserRecord } from '../storage.js';
+import type { SigningParams } from '../signing/index.js';
+import type { UserRecord } from '../storage/contract.js';
 
 export type { UserRecord, SigningParams };
 

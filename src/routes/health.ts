@@ -1,6 +1,6 @@
 /** `GET /healthz` (the process answers) and `GET /readyz` (the storage answers too), docs/protocol.md#endpoints. */
-import type { RequestContext } from '../context.js';
-import { reply, type Reply } from '../responses.js';
+import type { RequestContext } from '../http/context.js';
+import { reply, type Reply } from '../http/responses.js';
 import type { HandlerDeps, RouteInput } from './route.js';
 
 const OK = '{"status":"ok"}';

@@ -4,7 +4,7 @@
  * strictly (a bad escape is a 400, not a 404).
  */
 import { MerchantApiError } from '../errors.js';
-import { decodePathSegment } from '../query.js';
+import { decodePathSegment } from '../http/query.js';
 import type { Route } from './route.js';
 
 export interface RouteMatch {

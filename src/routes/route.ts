@@ -2,12 +2,12 @@
  * What a route is, and what its handler gets. The table itself is
  * `src/routes/table.ts`; the pipeline that runs it is `src/api.ts`.
  */
-import type { RequestContext } from '../context.js';
-import type { CursorCodec } from '../cursor.js';
-import type { StorageCall } from '../guarded-storage.js';
-import type { PublicBaseResolver } from '../public-url.js';
-import type { ErrorShape, Reply } from '../responses.js';
-import type { Merchant } from '../storage.js';
+import type { RequestContext } from '../http/context.js';
+import type { CursorCodec } from '../listing/cursor.js';
+import type { StorageCall } from '../storage/guard.js';
+import type { PublicBaseResolver } from '../http/public-url.js';
+import type { ErrorShape, Reply } from '../http/responses.js';
+import type { Merchant } from '../storage/contract.js';
 
 /** How a route authenticates: a signed query, HTTP Basic (done before the handler), or not at all. */
 export type RouteAuth = 'signature' | 'basic' | 'none';

@@ -1,10 +1,10 @@
 /** `GET /merchant/users/{shared_user_id}` (docs/protocol.md#users): one user, as shared with this merchant. */
-import type { RequestContext } from '../context.js';
+import type { RequestContext } from '../http/context.js';
 import { MerchantApiError } from '../errors.js';
-import { printable } from '../printable.js';
-import { parseQuery } from '../query.js';
-import { reply, type Reply } from '../responses.js';
-import { userJson } from '../user-json.js';
+import { printable } from '../listing/printable.js';
+import { parseQuery } from '../http/query.js';
+import { reply, type Reply } from '../http/responses.js';
+import { userJson } from '../listing/user-json.js';
 import type { HandlerDeps, RouteInput } from './route.js';
 
 const NOT_FOUND = new MerchantApiError('not_found', 'No user with this shared_user_id is shared with this merchant.');

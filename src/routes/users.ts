@@ -3,13 +3,13 @@
  * sealed cursor (docs/protocol.md#pagination-and-cursors), or every user as
  * one JSON document streamed in batches so memory stays flat.
  */
-import type { RequestContext } from '../context.js';
-import { parseListParams, type ListParams } from '../list-params.js';
-import { parseQuery } from '../query.js';
-import { reply, type Reply } from '../responses.js';
-import { pct } from '../signing.js';
-import type { Merchant, UserFilter, UserOrder, UserRecord, UserRecordPage } from '../storage.js';
-import { usersJson } from '../user-json.js';
+import type { RequestContext } from '../http/context.js';
+import { parseListParams, type ListParams } from '../listing/list-params.js';
+import { parseQuery } from '../http/query.js';
+import { reply, type Reply } from '../http/responses.js';
+import { pct } from '../signing/index.js';
+import type { Merchant, UserFilter, UserOrder, UserRecord, UserRecordPage } from '../storage/contract.js';
+import { usersJson } from '../listing/user-json.js';
 import type { HandlerDeps, RouteInput } from './route.js';
 
 export async function listUsers(ctx: RequestContext, input: RouteInput, deps: HandlerDeps): Promise<Reply> {

@@ -2,12 +2,12 @@
  * `GET /validatesignature` (docs/protocol.md#validating-a-signature): the outcome table, checked
  * in the documented order, with byte-exact bodies.
  */
-import type { RequestContext } from '../context.js';
+import type { RequestContext } from '../http/context.js';
 import { MerchantApiError } from '../errors.js';
-import { decodePathSegment, parseQuery } from '../query.js';
-import { reply, SIGNATURE_OK, signatureError, type Reply } from '../responses.js';
-import { canonicalMessage, verify } from '../signing.js';
-import { MAX_ID_LENGTH } from '../storage.js';
+import { decodePathSegment, parseQuery } from '../http/query.js';
+import { reply, SIGNATURE_OK, signatureError, type Reply } from '../http/responses.js';
+import { canonicalMessage, verify } from '../signing/index.js';
+import { MAX_ID_LENGTH } from '../storage/contract.js';
 import type { HandlerDeps, RouteInput } from './route.js';
 
 const REQUIRED = ['salt', 'cp', 'ts', 'hmac'] as const;

@@ -19,7 +19,7 @@
  *     fewer than `limit` kept, the page is short and `resumeAfter` names the last user examined:
  *     the next page goes on from there. A page may then be short, even empty, before the end.
  */
-import type { UserFilter } from '../storage.js';
+import type { UserFilter } from './contract.js';
 
 /** Largest date range (in users) read from the date index and ordered by id for each page. */
 export const SEEK_LIMIT = 2000;

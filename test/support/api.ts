@@ -1,9 +1,9 @@
 /** Builds a handler on the memory storage with a fixed clock, and signs requests for it. */
 import { createMerchantApi, type MerchantApiOptions } from '../../src/api.js';
-import { silentLogger } from '../../src/logger.js';
-import { sign } from '../../src/signing.js';
-import { MemoryStorage } from '../../src/storage/memory.js';
-import { pct } from '../../src/signing.js';
+import { silentLogger } from '../../src/observe/logger.js';
+import { sign } from '../../src/signing/index.js';
+import { MemoryStorage } from '../../src/storage/memory/index.js';
+import { pct } from '../../src/signing/index.js';
 import { contractSeed } from './seeds.js';
 
 export const NOW_MS = 1_700_000_000_000;

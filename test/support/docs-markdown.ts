@@ -1,7 +1,7 @@
 /**
  * Reading the documentation as data: its pages, fenced code blocks, headings
  * (as GitHub turns them into anchors) and relative links, for the tests that
- * keep README.md and docs/ true (test/docs.test.ts, test/examples.test.ts).
+ * keep README.md and docs/ true (test/package/docs.test.ts, test/package/examples.test.ts).
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { ROOT } from './processes.js';

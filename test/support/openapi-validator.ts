@@ -17,7 +17,7 @@ import Ajv2020, { type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import { describe, expect, it } from 'vitest';
 import { send, type RecordedExchange } from './http-client.js';
-import { MALFORMED, type MalformedCase } from '../http-conformance.js';
+import { MALFORMED, type MalformedCase } from '../suites/http-conformance.js';
 
 type Json = Record<string, any>;
 

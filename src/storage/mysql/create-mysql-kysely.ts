@@ -6,9 +6,9 @@
  */
 import { Kysely, MysqlDialect, type MysqlPool, type MysqlPoolConnection } from 'kysely';
 import { createPool, type Pool, type PoolConnection, type PoolOptions, type QueryOptions } from 'mysql2';
-import { openInfile } from './infile.js';
+import { openInfile } from './admin/infile.js';
 import type { MerchantApiDatabase } from './schema.js';
-import { registerDirectRunner, type RunStatement, type StatementResult } from './statement-runner.js';
+import { registerDirectRunner, type RunStatement, type StatementResult } from './statements/statement-runner.js';
 
 /** Options of `createMysqlKysely`; URL query parameters of the same names override the defaults too. */
 export interface MysqlKyselyOptions {

@@ -11,15 +11,15 @@
  */
 export { MysqlStorage } from './mysql-storage.js';
 export type { MysqlStorageOptions } from './mysql-storage.js';
-export type { MysqlThrottleOptions } from './throttle-store.js';
+export type { MysqlThrottleOptions } from './throttle/throttle-store.js';
 export { createMysqlKysely, parseMysqlUrl } from './create-mysql-kysely.js';
 export type { MysqlKyselyOptions } from './create-mysql-kysely.js';
-export { createMigrator, migrateToLatest } from './migrations.js';
-export { generateApiKey, generateMasterKey, MasterKeyError, openApiKey, parseMasterKey, sealApiKey } from './key-sealing.js';
-export type { MasterKey } from './key-sealing.js';
-export { addMerchant, listMerchants, MerchantAdminError, rotateMerchantKey, setMerchantStatus } from './merchant-admin.js';
-export type { MerchantSummary, SeedMerchantResult } from './merchant-admin.js';
-export { importSeed, importUserFile, ImportValidationError } from './import.js';
-export type { ImportOptions, ImportSummary } from './import.js';
+export { createMigrator, migrateToLatest } from './migrations/migrations.js';
+export { generateApiKey, generateMasterKey, MasterKeyError, openApiKey, parseMasterKey, sealApiKey } from './merchants/key-sealing.js';
+export type { MasterKey } from './merchants/key-sealing.js';
+export { addMerchant, listMerchants, MerchantAdminError, rotateMerchantKey, setMerchantStatus } from './admin/merchant-admin.js';
+export type { MerchantSummary, SeedMerchantResult } from './admin/merchant-admin.js';
+export { importSeed, importUserFile, ImportValidationError } from './admin/import.js';
+export type { ImportOptions, ImportSummary } from './admin/import.js';
 export type { MerchantApiDatabase, MerchantKeysTable, MerchantsTable, UsedSaltsTable, UserSharesTable, UsersTable } from './schema.js';
-export type { PruneOptions } from './salts.js';
+export type { PruneOptions } from './statements/salts.js';

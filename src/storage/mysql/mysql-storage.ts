@@ -5,15 +5,15 @@
 import { poolSizeOf } from './create-mysql-kysely.js';
 import type { Kysely } from 'kysely';
 import { StorageUnavailableError } from '../../errors.js';
-import type { Merchant, SaltRecord, Storage, UserPageQuery, UserRecord, UserRecordPage } from '../../storage.js';
-import { MasterKeyError, openApiKey, parseMasterKey, type MasterKey } from './key-sealing.js';
-import { MerchantCache } from './merchant-cache.js';
-import { MerchantDirectory } from './merchant-directory.js';
-import { pruneExpiredSalts, SaltWriter, type PruneOptions } from './salts.js';
+import type { Merchant, SaltRecord, Storage, UserPageQuery, UserRecord, UserRecordPage } from '../contract.js';
+import { MasterKeyError, openApiKey, parseMasterKey, type MasterKey } from './merchants/key-sealing.js';
+import { MerchantCache } from './merchants/merchant-cache.js';
+import { MerchantDirectory } from './merchants/merchant-directory.js';
+import { pruneExpiredSalts, SaltWriter, type PruneOptions } from './statements/salts.js';
 import type { MerchantApiDatabase } from './schema.js';
 import { isStorableId, storageError } from './sql-values.js';
-import { MysqlThrottleStore, type MysqlThrottleOptions } from './throttle-store.js';
-import { selectUserPage, UserReader } from './user-queries.js';
+import { MysqlThrottleStore, type MysqlThrottleOptions } from './throttle/throttle-store.js';
+import { selectUserPage, UserReader } from './statements/user-queries.js';
 import type { PagePlan } from '../user-pages.js';
 
 /** Options of `MysqlStorage`. */

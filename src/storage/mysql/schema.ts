@@ -3,7 +3,7 @@
  * Timestamps are `DATETIME(6)` in UTC and travel as strings, never `Date`.
  */
 import type { ColumnType, Generated } from 'kysely';
-import { USER_RECORD_KEYS, type UserRecord } from '../../storage.js';
+import { USER_RECORD_KEYS, type UserRecord } from '../contract.js';
 
 /** A timestamp column the database fills on insert. */
 type CreatedAt = ColumnType<string, string | undefined, never>;

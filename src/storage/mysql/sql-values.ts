@@ -7,7 +7,7 @@
 import { sql, type RawBuilder } from 'kysely';
 import { createHash } from 'node:crypto';
 import { StorageUnavailableError } from '../../errors.js';
-import { MAX_ID_LENGTH } from '../../storage.js';
+import { MAX_ID_LENGTH } from '../contract.js';
 
 /** `2019-12-12T12:19:17.193961+00:00` -> `2019-12-12 12:19:17.193961` (both UTC). */
 export function toSqlDatetime(canonical: string): string {

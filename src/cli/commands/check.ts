@@ -1,0 +1,274 @@
+/**
+ * `merchant-api check --base-url URL --merchant-id ID`: a merchant's own
+ * diagnosis (docs/cli.md#check). It calls `GET /validatesignature` and
+ * `GET /merchant/users?limit=1` with `merchant-api/client`, and says in plain
+ * words what is wrong: the key, the clock (with the offset measured from the
+ * server's `Date` header), the base URL or path, TLS, or reachability.
+ *
+ * The key comes from MERCHANT_API_KEY (read in config.ts) or, on a terminal,
+ * from a prompt that does not echo; never from an argument. Exit codes: 0
+ * when both calls work, 1 when one does not, 2 for a usage problem.
+ */
+import process from 'node:process';
+import { createMerchantClient, MerchantApiError, MerchantNetworkError, MerchantTimeoutError, type MerchantClient } from '../../client/index.js';
+import { readMerchantApiKey } from '../config.js';
+import type { CliIo } from '../io.js';
+import { CliUsageError } from '../usage-error.js';
+
+export const CHECK_USAGE = 'Usage: merchant-api check --base-url URL --merchant-id ID   (the API key from MERCHANT_API_KEY, or a prompt on a terminal)';
+
+/** What the command needs besides its arguments; tests replace them. */
+export interface CheckDeps {
+  /** Asks for the key without echoing it; undefined when standard input is not a terminal. */
+  prompt?: ((question: string) => Promise<string>) | undefined;
+  fetch?: typeof fetch;
+  /** The merchant's clock in ms (default `Date.now`): what signatures and the offset use. */
+  now?: () => number;
+  /** Per request (default 10,000 ms). */
+  timeoutMs?: number;
+}
+
+/** The server's default TIMESTAMP_TOLERANCE: the check cannot see the server's own setting. */
+const DEFAULT_TOLERANCE_S = 300;
+
+export async function checkCommand(args: string[], io: CliIo, deps: CheckDeps = { prompt: terminalPrompt() }): Promise<number> {
+  const { baseUrl, merchantId } = parseArgs(args);
+  let apiKey = readMerchantApiKey(io.env);
+  if (apiKey === undefined) {
+    if (!deps.prompt) throw new CliUsageError(`No API key: set MERCHANT_API_KEY, or run the command in a terminal to be asked for it.\n${CHECK_USAGE}`);
+    apiKey = await deps.prompt(`API key of ${merchantId}: `);
+    if (apiKey === '') throw new CliUsageError('No API key was entered.');
+  }
+  const now = deps.now ?? Date.now;
+  // The Date header and timing of the last answer, for the clock offset.
+  let lastAnswer: { date: number; localMidpoint: number } | undefined;
+  const baseFetch = deps.fetch ?? ((input, init) => globalThis.fetch(input, init));
+  const fetchAndTime: typeof fetch = async (input, init) => {
+    const sent = now();
+    const response = await baseFetch(input, init);
+    const date = Date.parse(response.headers.get('date') ?? '');
+    // Date has whole seconds: the server's time was somewhere in that second, so its middle is the best guess.
+    if (!Number.isNaN(date)) lastAnswer = { date: date + 500, localMidpoint: (sent + now()) / 2 };
+    return response;
+  };
+  const client = createMerchantClient({
+    baseUrl,
+    merchantId,
+    apiKey,
+    fetch: fetchAndTime,
+    now,
+    timeoutMs: deps.timeoutMs ?? 10_000,
+    retries: { maxRetries: 2, deadlineMs: 15_000 },
+    userAgent: 'merchant-api-check',
+  });
+  const base = client.baseUrl;
+  io.out(`Checking ${base} for merchant "${merchantId}".`);
+  const offsetSeconds = () => (lastAnswer ? Math.round((lastAnswer.date - lastAnswer.localMidpoint) / 1000) : undefined);
+
+  // 1. The signature.
+  let signature: unknown;
+  try {
+    await client.validateSignature();
+    io.out('  ok       signature: this key signs requests the server accepts (GET /validatesignature)');
+  } catch (error) {
+    signature = error;
+  }
+  if (signature instanceof MerchantNetworkError || signature instanceof MerchantTimeoutError || !(signature === undefined || signature instanceof MerchantApiError)) {
+    io.err(`  PROBLEM  ${unreachable(signature, base)}`);
+    io.err('  skipped  user list: not checked, the server cannot be reached.');
+    return 1;
+  }
+  const offset = offsetSeconds();
+  // A skew the signature step already reports is not repeated; one it survived (a server with a wider tolerance) is a warning.
+  if (offset !== undefined && !(signature instanceof MerchantApiError && signature.code === 'timestamp_out_of_window')) {
+    if (Math.abs(offset) < DEFAULT_TOLERANCE_S) io.out(`  ok       clock: ${clockWords(offset)}`);
+    else if (signature === undefined) io.out(`  warning  clock: ${clockWords(offset)}`);
+    else io.err(`  PROBLEM  clock: ${clockWords(offset)}`);
+  }
+  const wrongPlace = signature instanceof MerchantApiError && ['not_found', 'invalid_response', 'redirected'].includes(signature.code);
+  if (wrongPlace) {
+    io.err(`  PROBLEM  ${wrongUrl(signature as MerchantApiError, base)}`);
+    io.err('  skipped  user list: not checked at a URL that is not the Merchant API.');
+    return 1;
+  }
+
+  // 2. The user list, with HTTP Basic.
+  let users: unknown;
+  try {
+    const first = await firstPage(client);
+    io.out(`  ok       user list: this key reads GET /merchant/users (HTTP Basic); ${first === 0 ? 'no user shares data with this merchant yet' : 'the first page has a user'}`);
+  } catch (error) {
+    users = error;
+  }
+
+  if (signature instanceof MerchantApiError) io.err(`  PROBLEM  signature: ${signatureWords(signature, merchantId, base, users === undefined, offset)}${requestIdWords(signature)}`);
+  if (users !== undefined) {
+    io.err(`  PROBLEM  user list: ${users instanceof MerchantApiError ? `${usersWords(users, merchantId, base)}${requestIdWords(users)}` : unreachable(users, base)}`);
+  }
+  if (signature === undefined && users === undefined) {
+    io.out('Everything works: this merchant can sign requests and read its users.');
+    return 0;
+  }
+  return 1;
+}
+
+async function firstPage(client: MerchantClient): Promise<number> {
+  for await (const page of client.userPages({ pageSize: 1 })) return page.users.length;
+  return 0;
+}
+
+function parseArgs(args: string[]): { baseUrl: string; merchantId: string } {
+  const values: Record<string, string> = {};
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    const [name, inline] = arg.startsWith('--') && arg.includes('=') ? [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)] : [arg, undefined];
+    if (name === '--api-key' || name === '--key') {
+      throw new CliUsageError('The API key is never an argument (ps and shell histories would show it): set MERCHANT_API_KEY, or run the command in a terminal to be asked for it.');
+    }
+    if (name !== '--base-url' && name !== '--merchant-id') throw new CliUsageError(`Unknown argument "${arg}".\n${CHECK_USAGE}`);
+    const value = inline ?? args[++i];
+    if (value === undefined || value === '') throw new CliUsageError(`${name} needs a value.\n${CHECK_USAGE}`);
+    values[name] = value;
+  }
+  const baseUrl = values['--base-url'];
+  const merchantId = values['--merchant-id'];
+  if (baseUrl === undefined || merchantId === undefined) throw new CliUsageError(`--base-url and --merchant-id are required.\n${CHECK_USAGE}`);
+  let url: URL;
+  try {
+    url = new URL(baseUrl);
+  } catch {
+    throw new CliUsageError(`--base-url "${baseUrl}" is not a URL; give the scheme too, e.g. https://api.example.com.`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new CliUsageError(`--base-url must be an http:// or https:// URL (got ${url.protocol}).`);
+  if (url.search || url.hash || url.username || url.password) throw new CliUsageError('--base-url must be the URL the API answers at, without a query, a fragment or credentials.');
+  return { baseUrl, merchantId };
+}
+
+function clockWords(offset: number): string {
+  if (Math.abs(offset) <= 1) return "yours agrees with the server's (measured from its Date header, to a second)";
+  const words = `yours is ${Math.abs(offset)} s ${offset > 0 ? 'behind' : 'ahead of'} the server's (measured from its Date header)`;
+  return Math.abs(offset) < DEFAULT_TOLERANCE_S ? words : `${words}; servers accept ${DEFAULT_TOLERANCE_S} s by default. Set your clock by NTP.`;
+}
+
+function requestIdWords(error: MerchantApiError): string {
+  return error.requestId ? ` (request id ${error.requestId})` : '';
+}
+
+function signatureWords(error: MerchantApiError, merchantId: string, base: string, keyWorks: boolean, offset: number | undefined): string {
+  switch (error.code) {
+    case 'signature_mismatch':
+      return keyWorks
+        ? `the key is right (the user list accepts it), but the server computes the signature over another URL than ${base}/validatesignature. Behind a proxy, the server's PUBLIC_URL must be the URL you call (${base}).`
+        : `wrong API key: the signature made with this key matches none of the active keys of "${merchantId}". Check MERCHANT_API_KEY: the key may have been rotated or revoked.`;
+    case 'timestamp_out_of_window': {
+      // The message names the server's own tolerance: "… outside the accepted window of 300 seconds …".
+      const window = /window of (\d+) seconds/.exec(error.message)?.[1];
+      const accepts = window ? `${window} s` : `${DEFAULT_TOLERANCE_S} s by default`;
+      return offset === undefined
+        ? `clock skew: your clock differs from the server's by more than it accepts (${accepts}; it sent no Date header to measure by). Set your clock by NTP.`
+        : `clock skew: your clock is ${Math.abs(offset)} s ${offset > 0 ? 'behind' : 'ahead of'} the server's (measured from its Date header), more than it accepts (${accepts}). Set your clock by NTP.`;
+    }
+    case 'unknown_merchant':
+      return `no merchant has the id "${merchantId}" on this server: check --merchant-id.`;
+    case 'merchant_disabled':
+      return `the merchant account "${merchantId}" is disabled: ask the API's operator to enable it.`;
+    default:
+      return commonWords(error);
+  }
+}
+
+function usersWords(error: MerchantApiError, merchantId: string, base: string): string {
+  switch (error.code) {
+    case 'unauthorized':
+      return `wrong API key or merchant id: GET /merchant/users refuses "${merchantId}" with this key (401).`;
+    case 'merchant_disabled':
+      return `the merchant account "${merchantId}" is disabled: ask the API's operator to enable it.`;
+    case 'not_found':
+    case 'invalid_response':
+    case 'redirected':
+      return wrongUrl(error, base);
+    default:
+      return commonWords(error);
+  }
+}
+
+function commonWords(error: MerchantApiError): string {
+  switch (error.code) {
+    case 'too_many_requests':
+      return `the server refuses requests for now (429)${error.retryAfter === undefined ? '' : ` for ${error.retryAfter} s`}: ${error.message} Wait, then check again with the right key.`;
+    case 'storage_unavailable':
+      return 'the server is up, but its storage is unavailable (503): try again shortly, or tell the operator.';
+    default:
+      return `the server answered ${error.status} (${error.code}): ${error.message}`;
+  }
+}
+
+function wrongUrl(error: MerchantApiError, base: string): string {
+  if (error.code === 'redirected') return `wrong base URL: ${error.message}`;
+  const answer = error.code === 'not_found' ? `404 "${error.message}"` : `${error.status} with something that is not the Merchant API's JSON (${error.headers.get('content-type') ?? 'no content type'})`;
+  return `wrong base URL or path: ${error.url} answered ${answer}. Give the URL the API answers at; if it is mounted under a path, include the path, e.g. ${new URL(base).origin}/merchant-api.`;
+}
+
+function unreachable(error: unknown, base: string): string {
+  const url = new URL(base);
+  const port = url.port || (url.protocol === 'https:' ? '443' : '80');
+  if (error instanceof MerchantTimeoutError) {
+    return `no answer from ${url.host} within ${error.timeoutMs / 1000} s: the server is down or overloaded, or a firewall drops the connection.`;
+  }
+  if (error instanceof MerchantNetworkError) {
+    const cause = error.message.replace(/^GET \S+ failed: /, '');
+    switch (error.kind) {
+      case 'tls':
+        return /wrong version number|packet length|record layer|http request|InvalidContentType|CorruptMessage/i.test(cause)
+          ? `TLS problem: ${url.host} does not speak HTTPS on port ${port} (${cause}). Use http:// for a plain HTTP server, or the port that serves HTTPS.`
+          : `TLS problem: the certificate of ${url.host} is not trusted or not valid for that name (${cause}). With a private certificate authority, give Node its certificate: NODE_EXTRA_CA_CERTS=ca.pem.`;
+      case 'refused':
+        return `unreachable: ${url.hostname} refuses connections on port ${port}. Check the host and port of --base-url, and that the server runs.`;
+      case 'dns':
+        return `unreachable: the host name "${url.hostname}" does not resolve (${cause}). Check --base-url for typos, and your DNS.`;
+      default:
+        return `unreachable: the connection to ${url.host} failed (${cause}).${url.protocol === 'http:' ? ' If the server speaks HTTPS, use an https:// URL.' : ''}`;
+    }
+  }
+  return `the check failed: ${error instanceof Error ? error.message : String(error)}`;
+}
+
+/**
+ * A prompt on the terminal that does not echo what is typed, or undefined
+ * when standard input is not a terminal (a pipe, CI): then only
+ * MERCHANT_API_KEY can give the key.
+ */
+function terminalPrompt(): CheckDeps['prompt'] {
+  if (!process.stdin.isTTY) return undefined;
+  return (question) =>
+    new Promise((resolve, reject) => {
+      const { stdin, stderr } = process;
+      stderr.write(question);
+      stdin.setRawMode(true);
+      stdin.setEncoding('utf8');
+      stdin.resume();
+      let value = '';
+      const finish = () => {
+        stdin.off('data', onData);
+        stdin.setRawMode(false);
+        stdin.pause();
+        stderr.write('\n');
+      };
+      const onData = (chunk: string) => {
+        for (const char of chunk) {
+          if (char === '\r' || char === '\n' || char === '\u0004') {
+            finish();
+            resolve(value);
+            return;
+          }
+          if (char === '\u0003') {
+            finish();
+            reject(new CliUsageError('Cancelled.'));
+            return;
+          }
+          value = char === '\u007f' || char === '\b' ? value.slice(0, -1) : value + char;
+        }
+      };
+      stdin.on('data', onData);
+    });
+}

@@ -1,0 +1,55 @@
+/**
+ * The MySQL commands' database access, and how their failures read: one line that says what to do, never a key, a user field or SQL.
+ */
+import type { Kysely } from 'kysely';
+import { StorageUnavailableError } from '../../errors.js';
+import { createMysqlKysely, type MysqlKyselyOptions } from '../../storage/mysql/create-mysql-kysely.js';
+import { ImportValidationError } from '../../storage/mysql/admin/import.js';
+import { MasterKeyError } from '../../storage/mysql/merchants/key-sealing.js';
+import { MerchantAdminError } from '../../storage/mysql/admin/merchant-admin.js';
+import type { MerchantApiDatabase } from '../../storage/mysql/schema.js';
+import { storageError } from '../../storage/mysql/sql-values.js';
+import type { MysqlConfig } from '../config.js';
+import type { CliIo } from '../io.js';
+import { CliUsageError } from '../usage-error.js';
+
+/** DATABASE_URL, or a usage error saying what it looks like. */
+export function databaseUrl(config: MysqlConfig): string {
+  if (!config.databaseUrl) throw new CliUsageError('DATABASE_URL is not set: e.g. DATABASE_URL=mysql://user:password@127.0.0.1:3306/merchant_api');
+  return config.databaseUrl;
+}
+
+/** Runs `work` on a Kysely for DATABASE_URL and ends the pool afterwards. */
+export async function withDatabase<T>(config: MysqlConfig, work: (db: Kysely<MerchantApiDatabase>) => Promise<T>, options: MysqlKyselyOptions = {}): Promise<T> {
+  let db: Kysely<MerchantApiDatabase>;
+  try {
+    // Administration may run long statements (migrations, big batches): no query timeout.
+    db = createMysqlKysely(databaseUrl(config), { connectionLimit: 2, queryTimeout: 0, ...options });
+  } catch (error) {
+    if (error instanceof TypeError) throw new CliUsageError(error.message);
+    throw error;
+  }
+  try {
+    return await work(db);
+  } finally {
+    await db.destroy().catch(() => undefined);
+  }
+}
+
+/** Runs a command body; known failures become one line on stderr and exit code 1. */
+export async function runMysqlCommand(io: CliIo, operation: string, body: () => Promise<number>): Promise<number> {
+  try {
+    return await body();
+  } catch (error) {
+    if (error instanceof CliUsageError) throw error;
+    io.err(`${operation} failed: ${failureMessage(error, operation)}`);
+    return 1;
+  }
+}
+
+function failureMessage(error: unknown, operation: string): string {
+  if (error instanceof MerchantAdminError || error instanceof MasterKeyError || error instanceof StorageUnavailableError) return error.message;
+  if (error instanceof ImportValidationError) return error.message;
+  // A driver error: its text may quote SQL values, so only its code goes out.
+  return storageError(error, operation).message;
+}

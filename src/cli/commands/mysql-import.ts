@@ -1,0 +1,105 @@
+/**
+ * `merchant-api import FILE`: the seed document (merchants, keys,
+ * users; one transaction) or NDJSON of user records (`.ndjson`/`.jsonl`, or
+ * `--format ndjson`; validated and written in one streamed pass, in batches).
+ * Prints progress on a terminal, bad lines with their number, and a summary.
+ */
+import { readFile } from 'node:fs/promises';
+import { parseArgs } from 'node:util';
+import { parseSeed, SeedError } from '../../storage/seed/seed.js';
+import { DEFAULT_BATCH_SIZE, importSeed, importUserFile, ImportValidationError, redact, type ImportSummary } from '../../storage/mysql/admin/import.js';
+import type { CliCommand, CliIo } from '../io.js';
+import { CliUsageError } from '../usage-error.js';
+import type { MysqlConfig } from '../config.js';
+import { runMysqlCommand, withDatabase } from './mysql-env.js';
+
+const MAX_BATCH_SIZE = 100_000;
+const USAGE = `Usage: merchant-api import FILE [--format seed|ndjson] [--batch-size N]
+  seed:   {"merchants": [...], "users": [...]} as in examples/seed.json (default)
+  ndjson: one user record with its "merchant_id" per line (default for .ndjson and .jsonl)`;
+
+/** How many problems are printed before "and N more". */
+const SHOWN_PROBLEMS = 20;
+
+/** The `import` command. */
+export const importCommand: CliCommand = async (args, io, config) => {
+  let parsed;
+  try {
+    parsed = parseArgs({ args, options: { format: { type: 'string' }, 'batch-size': { type: 'string' } }, allowPositionals: true, strict: true });
+  } catch (error) {
+    throw new CliUsageError(`${(error as Error).message}\n${USAGE}`);
+  }
+  const [file, ...extra] = parsed.positionals;
+  if (file === undefined || extra.length > 0) throw new CliUsageError(USAGE);
+  const format = parsed.values.format ?? (/\.(nd)?jsonl?$/i.test(file) && !/\.json$/i.test(file) ? 'ndjson' : 'seed');
+  if (format !== 'seed' && format !== 'ndjson') throw new CliUsageError(`--format must be seed or ndjson.\n${USAGE}`);
+  const batchText = parsed.values['batch-size'] ?? String(DEFAULT_BATCH_SIZE);
+  if (!/^\d+$/.test(batchText) || Number(batchText) < 1 || Number(batchText) > MAX_BATCH_SIZE) throw new CliUsageError(`--batch-size must be a whole number from 1 to ${MAX_BATCH_SIZE}.`);
+  const batchSize = Number(batchText);
+
+  const started = performance.now();
+  const onProgress = progressReporter(io);
+  return runMysqlCommand(io, `import ${file}`, async () => {
+    try {
+      const summary = format === 'seed' ? await importSeedFile(config, file, batchSize, onProgress) : await withDatabase(config, (db) => importUserFile(db, file, { batchSize, onProgress }));
+      io.progress?.('');
+      io.out(`Imported ${file} in ${((performance.now() - started) / 1000).toFixed(1)} s: ${describe(summary)}.`);
+      return 0;
+    } catch (error) {
+      io.progress?.('');
+      if (error instanceof SeedError || error instanceof ImportValidationError) {
+        const problems = error instanceof SeedError ? error.problems.map(redact) : error.problems;
+        const count = error instanceof SeedError ? problems.length : error.problemCount;
+        for (const problem of problems.slice(0, SHOWN_PROBLEMS)) io.err(`${file}: ${problem}`);
+        if (count > SHOWN_PROBLEMS) io.err(`${file}: ... and ${count - SHOWN_PROBLEMS} more problem(s).`);
+        const imported = error instanceof ImportValidationError ? error.imported : undefined;
+        if (imported) {
+          // One streamed pass: the batches before the first problem are in; the import is an upsert, so running it again is safe.
+          io.err(`Lines 1 to ${imported.throughLine} were imported (${imported.summary.usersInserted} user(s) inserted, ${imported.summary.usersUpdated} updated); nothing after them was written: fix the ${count} problem(s) above and run the import again.`);
+        } else {
+          io.err(`Nothing was imported: fix the ${count} problem(s) above and run the import again.`);
+        }
+        return 1;
+      }
+      throw error;
+    }
+  });
+};
+
+async function importSeedFile(config: MysqlConfig, file: string, batchSize: number, onProgress: (done: number, total: number) => void): Promise<ImportSummary> {
+  let document: unknown;
+  try {
+    document = JSON.parse(await readFile(file, 'utf8'));
+  } catch (error) {
+    const reason = error instanceof SyntaxError ? 'is not valid JSON (for one record per line use --format ndjson)' : `cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'})`;
+    throw new ImportValidationError([`the file ${reason}`]);
+  }
+  const seed = parseSeed(document);
+  // Sealing keys needs the master key; a users-only seed does not.
+  const key = seed.merchants.length > 0 ? config.masterKey() : undefined;
+  return withDatabase(config, (db) => importSeed(db, key, seed, { batchSize, onProgress }));
+}
+
+function describe(summary: ImportSummary): string {
+  const parts = [
+    `${summary.merchantsCreated} merchant(s) created, ${summary.merchantsUpdated} updated`,
+    `${summary.keysAdded} key(s) added`,
+    `${summary.usersInserted} user(s) inserted, ${summary.usersUpdated} updated`,
+  ];
+  if (summary.keysLeftRevoked > 0) parts.push(`${summary.keysLeftRevoked} key(s) in the file were revoked before and stay revoked`);
+  return parts.join('; ');
+}
+
+/** A progress line at most every 200 ms, only on a terminal. */
+function progressReporter(io: CliIo): (done: number, total: number) => void {
+  let last = 0;
+  const started = performance.now();
+  return (done, total) => {
+    if (!io.progress) return;
+    const at = performance.now();
+    if (at - last < 200 && done < total) return;
+    last = at;
+    const rate = Math.round(done / Math.max((at - started) / 1000, 0.001));
+    io.progress(`importing: ${done}/${total} users (${total ? Math.floor((done / total) * 100) : 100}%, ${rate}/s)`);
+  };
+}

@@ -1,0 +1,161 @@
+/**
+ * `merchant-api serve`: the standalone server on the embedded default (memory
+ * storage from a seed file) or on MySQL when DATABASE_URL is set, on
+ * whichever runtime's adapter it is given. Shuts down gracefully on
+ * SIGTERM/SIGINT: stop accepting, finish in-flight requests, close storage.
+ * With WORKERS above 1 this process is the primary of that many workers
+ * (workers.ts), each of which runs this same command as `serve --worker`.
+ */
+import { readFile } from 'node:fs/promises';
+import { createMerchantApi } from '../../api.js';
+import { createJsonLogger } from '../../observe/logger.js';
+import { createMetrics } from '../../observe/metrics.js';
+import { signUrl } from '../../signing/index.js';
+import type { Storage } from '../../storage/contract.js';
+import { loadMemoryStorage, MemoryStorage } from '../../storage/memory/index.js';
+import { SeedError } from '../../storage/seed/seed.js';
+import { SeedSyntaxError } from '../../storage/seed/seed-stream.js';
+import type { Served, ServeOptions } from '../../../adapters/serve-options.js';
+import type { MerchantApi } from '../../api.js';
+import { readServerConfig, type MysqlConfig, type ServerConfig } from '../config.js';
+import type { CliIo } from '../io.js';
+import { CliUsageError } from '../usage-error.js';
+import { runWorkers, WORKER_ARGUMENT, wholeLineWriter, workerChannel, type WorkerRuntime } from '../workers/workers.js';
+
+/** An adapter's `serve`, the only runtime-specific piece the command needs. */
+export type ServeFunction = (api: MerchantApi, options: ServeOptions) => Promise<Served>;
+
+/** Opens the MySQL storage for DATABASE_URL (provided by the MySQL CLI module). */
+export type OpenMysqlStorage = (config: MysqlConfig, io: CliIo) => Promise<Storage>;
+
+export interface ServeRuntime {
+  name: string;
+  serve: ServeFunction;
+  openMysqlStorage?: OpenMysqlStorage;
+  /** How this runtime runs WORKERS; undefined: only one process. */
+  workers?: WorkerRuntime;
+}
+
+const DEMO_SEED = new URL('../examples/seed.json', import.meta.url);
+
+export async function serveCommand(runtime: ServeRuntime, io: CliIo, args: string[] = []): Promise<number> {
+  const unknown = args.find((arg) => arg !== WORKER_ARGUMENT);
+  if (unknown !== undefined) throw new CliUsageError(`serve takes no arguments (got "${unknown}"); it is configured by environment variables, see docs/configuration.md.`);
+  const config = readServerConfig(io.env);
+  // Asked for before anything else, so that the primary's stop message finds its listener.
+  const worker = args.includes(WORKER_ARGUMENT) ? workerChannel(runtime.workers) : undefined;
+  if (!worker && config.workers > 1) {
+    // Unreadable TLS files: one message here rather than one from each worker.
+    if (config.tls) await readTlsFiles(config.tls);
+    return runWorkers(runtime.name, runtime.workers, io, config, (fetch) => runtime.serve({ fetch }, { port: config.metricsPort, hostname: config.hostname }));
+  }
+  // Log lines (JSON) go where the CLI writes, gathered per event-loop turn; a worker's in writes no other worker's can cut.
+  const logger = createJsonLogger({ level: config.logLevel, write: worker ? wholeLineWriter(io.out) : (lines) => io.out(lines.slice(0, -1)) });
+  const { storage, description, demo } = await openStorage(config, runtime, io);
+  let served: Served | undefined;
+  let metricsServer: Served | undefined;
+  try {
+    const metrics = config.metricsPort === undefined ? undefined : createMetrics({ saltCount: storage instanceof MemoryStorage ? () => storage.saltCount : undefined });
+    const api = createMerchantApi({
+      storage,
+      publicUrl: config.publicUrl,
+      trustProxy: config.trustProxy,
+      timestampTolerance: config.timestampTolerance,
+      storageTimeout: config.storageTimeout,
+      cursorSecret: config.cursorSecret,
+      logger,
+      accessLog: config.accessLog,
+      hooks: metrics ? [metrics.hooks] : [],
+      throttle: config.throttle,
+      merchantConcurrency: config.merchantConcurrency,
+      fairShare: config.fairShare,
+    });
+    const tls = config.tls && (await readTlsFiles(config.tls));
+    served = await runtime.serve(api, {
+      port: config.port,
+      hostname: config.hostname,
+      tls,
+      limits: config.limits,
+      reusePort: worker?.reusePort,
+      onConnectionsCapped: (clientAddress, limit) => logger.warn({ event: 'connections_per_address_reached', client_address: clientAddress, limit }),
+    });
+    // Metrics on a listener of their own, so they are never public by accident; a worker's go to the primary, which serves them all.
+    if (metrics && worker) worker.answerMetrics(() => metrics.registry.getMetricsAsJSON());
+    else if (metrics) metricsServer = await runtime.serve(metrics, { port: config.metricsPort, hostname: config.hostname });
+  } catch (error) {
+    await served?.close();
+    await storage.close();
+    throw error;
+  }
+
+  // One write, so whoever waits for the first line has the rest too.
+  const lines = [`merchant-api listening on ${served.url} (${runtime.name}, ${description})`];
+  if (metricsServer) lines.push(`Metrics: ${metricsServer.url}/metrics`);
+  if (!config.cursorSecret) lines.push('CURSOR_SECRET is not set: page cursors work only on this instance until it restarts.');
+  if (!config.publicUrl && !isLoopback(config.hostname)) {
+    lines.push(`Warning: PUBLIC_URL is not set and HOST ${config.hostname} is reachable from other machines: signatures are checked against the Host each request names. Set PUBLIC_URL to the URL merchants call.`);
+  }
+  if (demo) {
+    const publicBase = config.publicUrl?.[0] ?? served.url;
+    lines.push(
+      'Demo merchant: id "demo-merchant", API key "demo-secret" (demo data only).',
+      `Try: curl '${signUrl('demo-secret', `${publicBase}/validatesignature`, { cp: 'demo-merchant' })}'`,
+      `     curl -u demo-merchant:demo-secret '${publicBase}/merchant/users?limit=5'`,
+    );
+  }
+  // A worker's lines are the primary's to print, once for all workers.
+  if (worker) worker.ready(lines);
+  else io.out(lines.join('\n'));
+
+  // A worker stops when the primary says so, or on a signal of its own (Ctrl-C reaches every process of the terminal).
+  const never = new Promise<string>(() => {});
+  const signal = await Promise.race([io.stopSignal ?? never, worker?.stopRequested ?? never]);
+  logger.info({ event: 'shutdown', signal }, 'finishing in-flight requests');
+  logger.flush();
+  await Promise.all([served.close(), metricsServer?.close()]);
+  await storage.close();
+  logger.info({ event: 'stopped' });
+  logger.flush();
+  return 0;
+}
+
+async function readTlsFiles(files: { certFile: string; keyFile: string }): Promise<{ cert: string; key: string }> {
+  return { cert: await readTlsFile('TLS_CERT_FILE', files.certFile), key: await readTlsFile('TLS_KEY_FILE', files.keyFile) };
+}
+
+async function readTlsFile(variable: string, file: string): Promise<string> {
+  try {
+    return await readFile(file, 'utf8');
+  } catch (error) {
+    throw new CliUsageError(`Cannot read ${variable} ${file}: ${(error as NodeJS.ErrnoException).code ?? 'error'}.`);
+  }
+}
+
+async function openStorage(config: ServerConfig, runtime: ServeRuntime, io: CliIo): Promise<{ storage: Storage; description: string; demo: boolean }> {
+  if (config.databaseUrl) {
+    if (!runtime.openMysqlStorage) throw new CliUsageError(`DATABASE_URL is set, but MySQL storage is not available on ${runtime.name}.`);
+    return { storage: await runtime.openMysqlStorage(config.mysql, io), description: 'storage: MySQL', demo: false };
+  }
+  const file = config.seedFile ?? DEMO_SEED;
+  const name = config.seedFile ?? 'the bundled examples/seed.json';
+  // Streamed (JSON, or NDJSON for .ndjson/.jsonl): millions of users never become one string.
+  let loaded: Awaited<ReturnType<typeof loadMemoryStorage>>;
+  try {
+    loaded = await loadMemoryStorage(file, { maxSalts: config.maxSalts });
+  } catch (error) {
+    if (error instanceof SeedSyntaxError) throw new CliUsageError(`SEED_FILE ${name} is not valid JSON: ${error.message}`);
+    if (error instanceof SeedError) throw new CliUsageError(`SEED_FILE ${name}: ${error.message}`);
+    if ((error as NodeJS.ErrnoException).syscall !== undefined) throw new CliUsageError(`Cannot read SEED_FILE ${name}: ${(error as NodeJS.ErrnoException).code ?? 'error'}.`);
+    throw error;
+  }
+  // Counted from what was loaded: "users" may be absent from the file.
+  return {
+    storage: loaded.storage,
+    description: `storage: in memory, loaded from ${name}: ${loaded.merchants} merchants, ${loaded.users} users; changes are lost on exit`,
+    demo: config.seedFile === undefined,
+  };
+}
+
+function isLoopback(hostname: string): boolean {
+  return hostname === 'localhost' || hostname === '::1' || hostname === '[::1]' || /^127\./.test(hostname);
+}

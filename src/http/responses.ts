@@ -1,0 +1,139 @@
+/**
+ * Every answer the handler writes. Handlers return a `Reply` (status, JSON
+ * text or a stream of JSON text, headers); the pipeline turns it into the
+ * `Response`, once, for GET and HEAD alike. Errors become the JSON shape of
+ * their endpoint here (docs/protocol.md#errors).
+ */
+import { MerchantApiError, type ErrorDetail } from '../errors.js';
+
+/** Which JSON shape an endpoint answers errors in. */
+export type ErrorShape = 'signature' | 'envelope';
+
+export interface Reply {
+  status: number;
+  /** JSON text, or JSON text in pieces for an answer streamed as it is read. */
+  body: string | AsyncIterable<string>;
+  headers?: Record<string, string>;
+}
+
+export function reply(status: number, body: string | AsyncIterable<string>, headers?: Record<string, string>): Reply {
+  return headers === undefined ? { status, body } : { status, body, headers };
+}
+
+/** The validatesignature body for an error; `message` absent for the 404. */
+export function signatureError(message: string | undefined): string {
+  return message === undefined
+    ? '{"status":"error","is_valid":false}'
+    : `{"status":"error","message":${JSON.stringify(message)},"is_valid":false}`;
+}
+
+export const SIGNATURE_OK = '{"status":"ok","is_valid":true}';
+
+/** The envelope with `status` "error" and the problems listed. */
+export function envelopeError(details: readonly ErrorDetail[]): string {
+  return `{"status":"error","data":[],"errors":${JSON.stringify(details)}}`;
+}
+
+const INTERNAL = new MerchantApiError('internal_error', 'Internal server error.');
+
+/**
+ * Renders any thrown value. A `MerchantApiError` speaks for itself (a
+ * storage failure says only that the storage is unavailable); anything else
+ * is a bare 500 that says nothing of its internals.
+ */
+export function errorReply(error: unknown, shape: ErrorShape): Reply {
+  const e = error instanceof MerchantApiError ? error : INTERNAL;
+  const headers: Record<string, string> = { ...e.headers };
+  if (e.code === 'unauthorized') headers['www-authenticate'] = 'Basic realm="merchant", charset="UTF-8"';
+  if (e.code === 'storage_unavailable') headers['retry-after'] ??= '1';
+  const details = e.code === 'storage_unavailable' ? STORAGE_UNAVAILABLE_DETAILS : e.details;
+  const body = shape === 'signature' ? signatureError(details.map((d) => d.message).join(' ')) : envelopeError(details);
+  return { status: e.status, body, headers };
+}
+
+const STORAGE_UNAVAILABLE_DETAILS: ErrorDetail[] = [{ code: 'storage_unavailable', message: 'The storage is unavailable; try again shortly.' }];
+
+/**
+ * A JSON error `Response` for an answer given outside the handler (an
+ * adapter refusing a request its runtime could not represent).
+ *
+ * @example
+ * errorResponse(new MerchantApiError('malformed_request', 'Bad Host header.'))
+ */
+export function errorResponse(error: unknown, options: { shape?: ErrorShape; head?: boolean } = {}): Response {
+  // Headers every answer has; a request id of its own, since no handler saw the request.
+  return toResponse(errorReply(error, options.shape ?? 'envelope'), options.head ?? false, { 'x-request-id': crypto.randomUUID(), 'x-content-type-options': 'nosniff' });
+}
+
+const utf8 = new TextEncoder();
+
+/**
+ * The `Response` of a reply. HEAD gets the headers of GET, Content-Length
+ * included where the length is known, and no body. `done` learns the bytes
+ * handed over once the body is complete (or, for a stream, cut).
+ */
+export function toResponse(reply: Reply, head: boolean, extra?: Record<string, string>, done?: (bytes: number, aborted: boolean) => void): Response {
+  // A fresh object each time: @hono/node-server's Response writes Content-Length into it.
+  const headers: Record<string, string> = { 'content-type': 'application/json', 'cache-control': 'no-store' };
+  if (reply.headers) Object.assign(headers, reply.headers);
+  if (extra) Object.assign(headers, extra);
+  const { body } = reply;
+  if (typeof body === 'string') {
+    // Known here once; Node's server would otherwise measure it again.
+    const length = byteLength(body);
+    headers['content-length'] = String(length);
+    done?.(head ? 0 : length, false);
+    return new Response(head ? null : body, { status: reply.status, headers });
+  }
+  if (head) {
+    // The length of a stream is not known in advance. An unread empty stream
+    // rather than null: Bun and Deno write Content-Length: 0 for a null body,
+    // a wrong length rather than none; given a stream they frame HEAD as GET.
+    void body[Symbol.asyncIterator]().return?.();
+    done?.(0, false);
+    return new Response(new ReadableStream({ pull: (c) => c.close() }, { highWaterMark: 0 }), { status: reply.status, headers });
+  }
+  return new Response(streamOf(body, done), { status: reply.status, headers });
+}
+
+/**
+ * A pull stream over JSON pieces: one piece per read, so a slow client holds
+ * back the storage reads. A failure part-way aborts the stream rather than
+ * closing it: the client sees a truncated body, never a valid-looking short list.
+ */
+function streamOf(pieces: AsyncIterable<string>, done?: (bytes: number, aborted: boolean) => void): ReadableStream<Uint8Array> {
+  const iterator = pieces[Symbol.asyncIterator]();
+  let bytes = 0;
+  return new ReadableStream<Uint8Array>(
+    {
+      async pull(controller) {
+        let next: IteratorResult<string>;
+        try {
+          next = await iterator.next();
+        } catch (error) {
+          done?.(bytes, true);
+          controller.error(error);
+          return;
+        }
+        if (next.done) {
+          done?.(bytes, false);
+          controller.close();
+          return;
+        }
+        const chunk = utf8.encode(next.value);
+        bytes += chunk.byteLength;
+        controller.enqueue(chunk);
+      },
+      async cancel() {
+        done?.(bytes, true);
+        await iterator.return?.();
+      },
+    },
+    { highWaterMark: 0 },
+  );
+}
+
+const NativeBuffer = (globalThis as { Buffer?: { byteLength(text: string): number } }).Buffer;
+
+/** UTF-8 length of a string: Node's and Bun's native count where there is one, else by encoding. */
+const byteLength: (text: string) => number = NativeBuffer ? (text) => NativeBuffer.byteLength(text) : (text) => utf8.encode(text).byteLength;

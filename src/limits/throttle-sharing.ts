@@ -1,0 +1,135 @@
+/**
+ * The failed-authentication throttle shared through a store
+ * (docs/security.md#sharing-the-counters-on-mysql). The local
+ * `FailureThrottle` still answers every check, synchronously and without a
+ * query; this layer reports each failure to the store, takes the store's
+ * answer (which counts every instance's failures) as the local state, and
+ * learns what the other instances changed. A success is reported only when a
+ * count for its pair may exist, so the common request costs no query.
+ * When the store fails, the local throttle goes on deciding alone: nothing a
+ * request gets changes, and the outage is logged once.
+ */
+import { describeError, type Logger } from '../observe/logger.js';
+import type { FailureThrottle, Block } from './throttle.js';
+import type { ThrottleRecord, ThrottleStore, ThrottleStoreListener } from '../storage/throttle-store.js';
+
+/** What the handler asks of a throttle, shared or not. */
+export interface AuthThrottle {
+  blocked(address: string, claimedMerchant: () => string | undefined, nowSeconds: number): Block | undefined;
+  failed(address: string, merchantId: string | undefined, nowSeconds: number): void;
+  succeeded(address: string, merchantId: string): void;
+}
+
+export interface ThrottleSharing {
+  /** The storage's store (`storage.throttleStore?.()`); without one the throttle stays local. */
+  store: ThrottleStore | undefined;
+  /** The handler's clock, milliseconds. */
+  now: () => number;
+  logger: Logger;
+}
+
+/** Store writes running at once: a slow database never takes the whole pool from the requests. */
+export const MAX_REPORTS_IN_FLIGHT = 4;
+/** Reports waiting for a slot; beyond this the store misses them (the local count still has them). */
+export const MAX_REPORTS_QUEUED = 1000;
+
+/** The local throttle, shared through `sharing.store` when the storage has one. */
+export function shareThrottle(local: FailureThrottle, sharing: ThrottleSharing): AuthThrottle {
+  return sharing.store === undefined ? local : new SharedThrottle(local, sharing.store, sharing);
+}
+
+type Report = () => Promise<readonly ThrottleRecord[]>;
+
+class SharedThrottle implements AuthThrottle {
+  readonly #local: FailureThrottle;
+  readonly #store: ThrottleStore;
+  readonly #logger: Logger;
+  readonly #now: () => number;
+  /** Held here: the store holds it weakly, so it lives exactly as long as this throttle. */
+  readonly #listener: ThrottleStoreListener;
+  readonly #queue: (() => void)[] = [];
+  #inFlight = 0;
+  #storeFailing = false;
+  #dropping = false;
+
+  constructor(local: FailureThrottle, store: ThrottleStore, { now, logger }: ThrottleSharing) {
+    this.#local = local;
+    this.#store = store;
+    this.#logger = logger;
+    this.#now = now;
+    this.#listener = {
+      learn: (records) => {
+        for (const record of records) local.learn(record, false);
+        this.#storeAnswered();
+      },
+      failed: (error) => this.#storeFailed(error),
+    };
+    store.subscribe(this.#listener);
+    // Blocks made before this instance started apply here too.
+    this.#enqueue(() => store.activeBlocks(Math.floor(now() / 1000)), false);
+  }
+
+  blocked(address: string, claimedMerchant: () => string | undefined, nowSeconds: number): Block | undefined {
+    return this.#local.blocked(address, claimedMerchant, nowSeconds);
+  }
+
+  failed(address: string, merchantId: string | undefined, nowSeconds: number): void {
+    // Counted here first: the block this failure completes applies at once, and stands if the store is down.
+    this.#local.failed(address, merchantId, nowSeconds);
+    const rules = this.#local.rules;
+    this.#enqueue(() => this.#store.recordFailure({ address, merchantId, now: nowSeconds }, rules), true);
+  }
+
+  succeeded(address: string, merchantId: string): void {
+    if (!this.#local.succeeded(address, merchantId)) return;
+    const now = Math.floor(this.#now() / 1000);
+    this.#enqueue(() => this.#store.resetPair(address, merchantId, now), true);
+  }
+
+  #enqueue(report: Report, authoritative: boolean): void {
+    const run = () => this.#run(report, authoritative);
+    if (this.#inFlight < MAX_REPORTS_IN_FLIGHT) return run();
+    if (this.#queue.length >= MAX_REPORTS_QUEUED) {
+      if (!this.#dropping) this.#logger.warn({ event: 'throttle_store_behind', queued: this.#queue.length }, 'failures are counted in this instance only until the store catches up');
+      this.#dropping = true;
+      return;
+    }
+    this.#queue.push(run);
+  }
+
+  #run(report: Report, authoritative: boolean): void {
+    this.#inFlight++;
+    let pending: Promise<readonly ThrottleRecord[]>;
+    try {
+      pending = report();
+    } catch (error) {
+      pending = Promise.reject(error);
+    }
+    pending
+      .then(
+        (records) => {
+          for (const record of records) this.#local.learn(record, authoritative);
+          this.#storeAnswered();
+        },
+        (error: unknown) => this.#storeFailed(error),
+      )
+      .finally(() => {
+        this.#inFlight--;
+        const next = this.#queue.shift();
+        if (next) next();
+        else this.#dropping = false;
+      });
+  }
+
+  #storeAnswered(): void {
+    if (this.#storeFailing) this.#logger.info({ event: 'throttle_store_recovered' }, 'failed authentications are shared again');
+    this.#storeFailing = false;
+  }
+
+  /** Logged once per outage: a failing store must not flood the log at the rate of failed logins. */
+  #storeFailed(error: unknown): void {
+    if (this.#storeFailing) return;
+    this.#storeFailing = true;
+    this.#logger.error({ event: 'throttle_store_unavailable', ...describeError(error) }, 'failed authentications are counted in this instance only until the store answers');
+  }
+}

@@ -1,0 +1,195 @@
+/**
+ * Throttling of failed authentication (docs/security.md#throttling): wrong
+ * Basic credentials, a signature that does not verify, an unknown merchant.
+ * Counted per client address, and per (existing merchant, address); a
+ * blocked request is refused before any key is compared or any storage read.
+ * Memory is bounded whatever an attacker sends: ids of merchants that do not
+ * exist never get an entry of their own, and every map has a size cap.
+ * Shared between instances, it also learns what a store tells it
+ * (`learn`, used by src/limits/throttle-sharing.ts); it still decides alone.
+ */
+import type { ThrottleRecord, ThrottleRules } from '../storage/throttle-store.js';
+
+export interface ThrottleOptions {
+  /** Consecutive failures for one merchant from one address before that pair is blocked. Default 10. */
+  pairFailures?: number;
+  /** First block of a pair, in seconds; each further block doubles it. Default 300. */
+  pairBlockSeconds?: number;
+  /** Longest block of a pair, in seconds. Default 3600. */
+  pairMaxBlockSeconds?: number;
+  /** Failures from one address within `addressWindowSeconds` before the address is blocked for every merchant. Default 100. */
+  addressFailures?: number;
+  /** The window of `addressFailures`, in seconds. Default 3600. */
+  addressWindowSeconds?: number;
+  /** How long a blocked address stays blocked, in seconds. Default 3600. */
+  addressBlockSeconds?: number;
+  /** Most addresses and most pairs tracked (each); the oldest are forgotten first. Default 100,000. */
+  maxEntries?: number;
+}
+
+export interface Block {
+  /** `pair`: this merchant from this address; `address`: this address for every merchant. */
+  scope: 'pair' | 'address';
+  /** Seconds until the block ends (at least 1). */
+  retryAfter: number;
+  /** The limit that was passed and its window, for the RateLimit-Policy field. */
+  limit: number;
+  window: number;
+}
+
+interface AddressState {
+  failures: number;
+  windowStart: number;
+  blockedUntil: number;
+  /** The version of the shared record last learned ('' when none): an older copy never overwrites a newer one. */
+  version: string;
+}
+
+interface PairState {
+  consecutive: number;
+  /** Blocks so far: the next one lasts pairBlockSeconds * 2^blocks. */
+  blocks: number;
+  blockedUntil: number;
+  version: string;
+}
+
+export class FailureThrottle {
+  readonly #o: Required<ThrottleOptions>;
+  readonly #addresses = new Map<string, AddressState>();
+  readonly #pairs = new Map<string, PairState>();
+  /** Blocked pairs by address, so the common check (nothing blocked here) parses no credentials. */
+  readonly #blockedPairs = new Map<string, Map<string, number>>();
+
+  /** The limits in force, every option set. */
+  get rules(): ThrottleRules {
+    return this.#o;
+  }
+
+  constructor(options: ThrottleOptions = {}) {
+    this.#o = {
+      pairFailures: options.pairFailures ?? 10,
+      pairBlockSeconds: options.pairBlockSeconds ?? 300,
+      pairMaxBlockSeconds: options.pairMaxBlockSeconds ?? 3600,
+      addressFailures: options.addressFailures ?? 100,
+      addressWindowSeconds: options.addressWindowSeconds ?? 3600,
+      addressBlockSeconds: options.addressBlockSeconds ?? 3600,
+      maxEntries: options.maxEntries ?? 100_000,
+    };
+    for (const [name, value] of Object.entries(this.#o)) {
+      if (!Number.isInteger(value) || value < 1) throw new TypeError(`throttle.${name} must be a whole number, at least 1.`);
+    }
+  }
+
+  /** The block that applies to a request, if any. `claimedMerchant` is asked only when a pair of this address is blocked. */
+  blocked(address: string, claimedMerchant: () => string | undefined, nowSeconds: number): Block | undefined {
+    const state = this.#addresses.get(address);
+    if (state !== undefined && state.blockedUntil > nowSeconds) {
+      return { scope: 'address', retryAfter: state.blockedUntil - nowSeconds, limit: this.#o.addressFailures, window: this.#o.addressWindowSeconds };
+    }
+    const pairs = this.#blockedPairs.get(address);
+    if (pairs === undefined) return undefined;
+    const merchant = claimedMerchant();
+    if (merchant === undefined) return undefined;
+    const until = pairs.get(merchant);
+    if (until === undefined) return undefined;
+    if (until <= nowSeconds) {
+      this.#liftPairBlock(address, merchant);
+      return undefined;
+    }
+    return { scope: 'pair', retryAfter: until - nowSeconds, limit: this.#o.pairFailures, window: this.#o.pairBlockSeconds };
+  }
+
+  /** Counts a failure; `merchantId` only when that merchant exists. */
+  failed(address: string, merchantId: string | undefined, nowSeconds: number): void {
+    let state = this.#addresses.get(address);
+    if (state === undefined || nowSeconds - state.windowStart >= this.#o.addressWindowSeconds) {
+      state = { failures: 0, windowStart: nowSeconds, blockedUntil: state?.blockedUntil ?? 0, version: state?.version ?? '' };
+    }
+    state.failures++;
+    if (state.failures >= this.#o.addressFailures) {
+      state.blockedUntil = nowSeconds + this.#o.addressBlockSeconds;
+      state.failures = 0;
+      state.windowStart = nowSeconds;
+    }
+    touch(this.#addresses, address, state, this.#o.maxEntries);
+    if (merchantId === undefined) return;
+
+    const key = pairKey(merchantId, address);
+    const pair = this.#pairs.get(key) ?? { consecutive: 0, blocks: 0, blockedUntil: 0, version: '' };
+    pair.consecutive++;
+    if (pair.consecutive >= this.#o.pairFailures) {
+      const seconds = Math.min(this.#o.pairMaxBlockSeconds, this.#o.pairBlockSeconds * 2 ** pair.blocks);
+      pair.blocks++;
+      pair.consecutive = 0;
+      pair.blockedUntil = nowSeconds + seconds;
+      this.#setPairBlock(address, merchantId, pair.blockedUntil);
+    }
+    touch(this.#pairs, key, pair, this.#o.maxEntries);
+  }
+
+  /**
+   * A verified merchant: its count from this address starts again (the
+   * doubling too; a block in force stays). True when there was a count to
+   * forget, so a shared store is told only then.
+   */
+  succeeded(address: string, merchantId: string): boolean {
+    const pair = this.#pairs.get(pairKey(merchantId, address));
+    this.#pairs.delete(pairKey(merchantId, address));
+    return pair !== undefined && (pair.consecutive > 0 || pair.blocks > 0);
+  }
+
+  /**
+   * Takes a shared record as this instance's state, unless what it holds is
+   * newer. `authoritative`: the answer to this instance's own report, which
+   * already counts every failure this instance made of it, so it also lifts a
+   * block counted here alone (after a reset this instance had not learned
+   * yet). Otherwise (another instance's change) a block only ever grows here.
+   */
+  learn(record: ThrottleRecord, authoritative: boolean): void {
+    if (record.scope === 'address') {
+      const state = this.#addresses.get(record.address);
+      if (state !== undefined && state.version >= record.version) return;
+      const blockedUntil = authoritative || state === undefined ? record.blockedUntil : Math.max(state.blockedUntil, record.blockedUntil);
+      touch(this.#addresses, record.address, { failures: record.failures, windowStart: record.windowStart, blockedUntil, version: record.version }, this.#o.maxEntries);
+      return;
+    }
+    const merchantId = record.merchantId;
+    if (merchantId === undefined) return;
+    const key = pairKey(merchantId, record.address);
+    const pair = this.#pairs.get(key);
+    if (pair !== undefined && pair.version >= record.version) return;
+    const current = this.#blockedPairs.get(record.address)?.get(merchantId) ?? 0;
+    const blockedUntil = authoritative ? record.blockedUntil : Math.max(current, record.blockedUntil);
+    touch(this.#pairs, key, { consecutive: record.failures, blocks: record.blocks, blockedUntil, version: record.version }, this.#o.maxEntries);
+    if (blockedUntil > 0) this.#setPairBlock(record.address, merchantId, blockedUntil);
+    else if (current > 0) this.#liftPairBlock(record.address, merchantId);
+  }
+
+  #setPairBlock(address: string, merchantId: string, until: number): void {
+    let blocked = this.#blockedPairs.get(address);
+    if (blocked === undefined) touch(this.#blockedPairs, address, (blocked = new Map()), this.#o.maxEntries);
+    blocked.set(merchantId, until);
+  }
+
+  #liftPairBlock(address: string, merchantId: string): void {
+    const pairs = this.#blockedPairs.get(address);
+    pairs?.delete(merchantId);
+    if (pairs?.size === 0) this.#blockedPairs.delete(address);
+  }
+
+  /** Entries held now, for tests and monitoring. */
+  get size(): { addresses: number; pairs: number } {
+    return { addresses: this.#addresses.size, pairs: this.#pairs.size };
+  }
+}
+
+function pairKey(merchantId: string, address: string): string {
+  return `${address}\u0000${merchantId}`;
+}
+
+/** Sets `key` as the newest entry, forgetting the oldest beyond `max`. */
+function touch<V>(map: Map<string, V>, key: string, value: V, max: number): void {
+  map.delete(key);
+  map.set(key, value);
+  if (map.size > max) map.delete(map.keys().next().value!);
+}

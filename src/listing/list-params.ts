@@ -1,0 +1,84 @@
+/**
+ * The list endpoint's parameters (docs/protocol.md#users). Every problem is reported
+ * at once, one error object each, with `param` naming it.
+ */
+import { MerchantApiError, type ErrorDetail } from '../errors.js';
+import type { UserFilter, UserOrder } from '../storage/contract.js';
+import { printable } from './printable.js';
+import { canonicalTimestamp } from '../storage/timestamps.js';
+
+export const MAX_PAGE_SIZE = 1000;
+
+export interface ListParams {
+  /** Page size; absent when neither `limit` nor `cursor` was given (stream everything). */
+  limit?: number;
+  cursor?: string;
+  filter: UserFilter;
+  /** `order`: `shared_user_id` (the default) or `date_joined` (docs/protocol.md#pagination-and-cursors). */
+  order: UserOrder;
+  /** The filter and order parameters exactly as sent, for the next page's link. */
+  filterParams: [string, string][];
+}
+
+const ALLOWED = new Set(['limit', 'cursor', 'active', 'joined_after', 'joined_before', 'order']);
+
+/** Validates the decoded query pairs of `GET /merchant/users`. */
+export function parseListParams(pairs: readonly [string, string][]): ListParams {
+  const problems: ErrorDetail[] = [];
+  const values = new Map<string, string>();
+  for (const [key, value] of pairs) {
+    if (!ALLOWED.has(key)) {
+      problems.push({ code: 'unknown_parameter', message: `Unknown parameter: ${printable(key)}.`, param: key });
+    } else if (values.has(key)) {
+      if (!problems.some((p) => p.param === key)) problems.push({ code: 'invalid_parameter', message: `${key} is given more than once.`, param: key });
+    } else {
+      values.set(key, value);
+    }
+  }
+
+  const params: ListParams = { filter: {}, order: 'shared_user_id', filterParams: [] };
+  const limit = values.get('limit');
+  if (limit !== undefined && !problems.some((p) => p.param === 'limit')) {
+    if (/^[1-9]\d{0,3}$/.test(limit) && Number(limit) <= MAX_PAGE_SIZE) params.limit = Number(limit);
+    else problems.push({ code: 'invalid_parameter', message: `limit must be a whole number from 1 to ${MAX_PAGE_SIZE}.`, param: 'limit' });
+  }
+  const cursor = values.get('cursor');
+  if (cursor !== undefined && !problems.some((p) => p.param === 'cursor')) {
+    if (cursor === '') problems.push({ code: 'invalid_cursor', message: 'cursor is empty; pass the next_cursor of the previous page.', param: 'cursor' });
+    else params.cursor = cursor;
+  }
+  const active = values.get('active');
+  if (active !== undefined && !problems.some((p) => p.param === 'active')) {
+    if (active === 'true' || active === 'false') {
+      params.filter.active = active === 'true';
+      params.filterParams.push(['active', active]);
+    } else {
+      problems.push({ code: 'invalid_parameter', message: 'active must be true or false.', param: 'active' });
+    }
+  }
+  for (const [name, field] of [['joined_after', 'joinedAfter'], ['joined_before', 'joinedBefore']] as const) {
+    const value = values.get(name);
+    if (value === undefined || problems.some((p) => p.param === name)) continue;
+    const canonical = canonicalTimestamp(value);
+    if (canonical === undefined) {
+      const hint = / \d{2}:?\d{2}$/.test(value) ? " (a '+' in a query string means a space: send the offset as %2B)" : '';
+      problems.push({ code: 'invalid_parameter', message: `${name} must be an ISO 8601 timestamp such as 2020-01-31T00:00:00Z${hint}.`, param: name });
+    } else {
+      params.filter[field] = canonical;
+      params.filterParams.push([name, value]);
+    }
+  }
+
+  const order = values.get('order');
+  if (order !== undefined && !problems.some((p) => p.param === 'order')) {
+    if (order === 'shared_user_id' || order === 'date_joined') {
+      params.order = order;
+      params.filterParams.push(['order', order]);
+    } else {
+      problems.push({ code: 'invalid_parameter', message: 'order must be shared_user_id or date_joined.', param: 'order' });
+    }
+  }
+
+  if (problems.length) throw new MerchantApiError(problems[0]!.code, problems[0]!.message, { details: problems, status: 400 });
+  return params;
+}

@@ -1,0 +1,59 @@
+/**
+ * The access log: one line per request, health checks included
+ * (docs/observability.md#access-log). The route is the pattern, never the
+ * raw path or query: those hold user ids and signatures.
+ */
+import type { RequestContext } from '../http/context.js';
+import type { MerchantApiHooks, RequestSummary } from '../http/hooks.js';
+import { WRITE_INFO_MEMBERS, type Logger } from './logger.js';
+
+export function accessLogHooks(logger: Logger): MerchantApiHooks {
+  const writeMembers = (logger as { [WRITE_INFO_MEMBERS]?: (members: string) => void })[WRITE_INFO_MEMBERS];
+  if (writeMembers) {
+    // The built-in logger: the line is written as text, without an object in between.
+    const quotedRoutes = new Map<string | undefined, string>([[undefined, 'null']]);
+    const route = (pattern: string | undefined) => {
+      let quoted = quotedRoutes.get(pattern);
+      if (quoted === undefined) quotedRoutes.set(pattern, (quoted = JSON.stringify(pattern)));
+      return quoted;
+    };
+    return {
+      onFinish(ctx, summary) {
+        let members =
+          `"event":"request","request_id":${quote(ctx.requestId)},"method":${quote(ctx.method)},"route":${route(ctx.route)}` +
+          `,"status":${summary.status},"duration_ms":${Math.round(summary.durationMs * 1000) / 1000},"bytes":${summary.bytes}`;
+        if (ctx.merchantId !== undefined) members += `,"merchant_id":${JSON.stringify(ctx.merchantId)}`;
+        if (ctx.clientAddress !== undefined) members += `,"client_address":${quote(ctx.clientAddress)}`;
+        if (ctx.errorCode !== undefined) members += `,"code":${quote(ctx.errorCode)}`;
+        if (summary.aborted) members += ',"aborted":true';
+        writeMembers(members);
+      },
+    };
+  }
+  return {
+    onFinish(ctx: RequestContext, summary: RequestSummary) {
+      const line: Record<string, unknown> = {
+        event: 'request',
+        request_id: ctx.requestId,
+        method: ctx.method,
+        route: ctx.route ?? null,
+        status: summary.status,
+        duration_ms: Math.round(summary.durationMs * 1000) / 1000,
+        bytes: summary.bytes,
+      };
+      if (ctx.merchantId !== undefined) line.merchant_id = ctx.merchantId;
+      if (ctx.clientAddress !== undefined) line.client_address = ctx.clientAddress;
+      if (ctx.errorCode !== undefined) line.code = ctx.errorCode;
+      if (summary.aborted) line.aborted = true;
+      logger.info(line);
+    },
+  };
+}
+
+/** Printable ASCII but `"` and `\`: as a JSON string it needs no escaping. */
+const PLAIN = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
+
+/** Request ids, methods, addresses and codes are nearly always plain: quoted without JSON.stringify. */
+function quote(text: string): string {
+  return PLAIN.test(text) ? `"${text}"` : JSON.stringify(text);
+}

@@ -1,0 +1,118 @@
+/**
+ * Prometheus metrics for the handler, through prom-client (which runs on
+ * Node, Bun and Deno): `merchant-api/metrics` (docs/observability.md#metrics).
+ * No label takes a value an outsider chooses: routes are patterns, methods
+ * outside the HTTP set are `OTHER`, and merchant ids only when asked for.
+ *
+ * @example
+ * const metrics = createMetrics();
+ * const api = createMerchantApi({ storage, hooks: metrics.hooks });
+ * // serve metrics.fetch on a port that is not public
+ */
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { MerchantApiHooks } from '../http/hooks.js';
+import { answerScrape } from './metrics-endpoint.js';
+
+export interface MetricsOptions {
+  /** Where the metrics are registered. Default: a new registry of their own. */
+  registry?: Registry;
+  /** Also the runtime's process metrics (CPU, memory, event loop lag). Default true. */
+  processMetrics?: boolean;
+  /** Add a `merchant` label to the request counter. Default false: merchant ids are not for every scraper. */
+  merchantLabel?: boolean;
+  /** How many salts the storage holds, for `merchant_api_salts_stored` (the memory storage's `saltCount`). */
+  saltCount?: () => number | Promise<number>;
+}
+
+export interface Metrics {
+  readonly registry: Registry;
+  /** Pass to `createMerchantApi({ hooks })`. */
+  readonly hooks: MerchantApiHooks;
+  /** Answers `GET /metrics` with the text exposition format; anything else 404. */
+  fetch(request: Request): Promise<Response>;
+}
+
+const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS', 'CONNECT', 'TRACE']);
+// Seconds: from a fast in-memory answer (~50 us) to a slow storage call near its timeout.
+const BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+export function createMetrics(options: MetricsOptions = {}): Metrics {
+  const registry = options.registry ?? new Registry();
+  const registers = [registry];
+  if (options.processMetrics !== false) collectDefaultMetrics({ register: registry });
+  const merchantLabel = options.merchantLabel === true;
+
+  const requests = new Counter({
+    name: 'merchant_api_requests_total',
+    help: 'Requests answered, by route pattern, method and status.',
+    labelNames: merchantLabel ? ['route', 'method', 'status', 'merchant'] : ['route', 'method', 'status'],
+    registers,
+  });
+  const duration = new Histogram({
+    name: 'merchant_api_request_duration_seconds',
+    help: 'From arrival to the last byte handed to the runtime, by route pattern.',
+    labelNames: ['route'],
+    buckets: BUCKETS,
+    registers,
+  });
+  const authFailures = new Counter({ name: 'merchant_api_auth_failures_total', help: 'Failed authentications, by reason.', labelNames: ['reason'], registers });
+  const throttled = new Counter({ name: 'merchant_api_throttled_total', help: 'Requests refused by a limit, by reason.', labelNames: ['reason'], registers });
+  const storageDuration = new Histogram({
+    name: 'merchant_api_storage_operation_duration_seconds',
+    help: 'Storage calls, by operation.',
+    labelNames: ['operation'],
+    buckets: BUCKETS,
+    registers,
+  });
+  const storageErrors = new Counter({ name: 'merchant_api_storage_errors_total', help: 'Storage calls that failed or timed out, by operation.', labelNames: ['operation'], registers });
+  const saltCount = options.saltCount;
+  new Gauge({
+    name: 'merchant_api_salts_stored',
+    help: 'Salts the storage holds for replay protection (where the storage can tell).',
+    registers,
+    ...(saltCount && {
+      async collect(this: Gauge) {
+        this.set(await saltCount());
+      },
+    }),
+  });
+
+  // Label children cached by key: prom-client hashes the label object on every call otherwise.
+  const requestChildren = new Map<string, Counter.Internal>();
+  const durationChildren = new Map<string, Histogram.Internal<string>>();
+
+  const hooks: MerchantApiHooks = {
+    onFinish(ctx, summary) {
+      const route = ctx.route ?? 'unmatched';
+      const method = METHODS.has(ctx.method) ? ctx.method : 'OTHER';
+      const merchant = merchantLabel ? (ctx.merchantId ?? '') : undefined;
+      const key = `${route} ${method} ${summary.status} ${merchant ?? ''}`;
+      let child = requestChildren.get(key);
+      if (!child) {
+        const labels: Record<string, string> = { route, method, status: String(summary.status) };
+        if (merchant !== undefined) labels.merchant = merchant;
+        child = requests.labels(labels);
+        requestChildren.set(key, child);
+      }
+      child.inc();
+      let timer = durationChildren.get(route);
+      if (!timer) durationChildren.set(route, (timer = duration.labels({ route })));
+      timer.observe(summary.durationMs / 1000);
+      if (ctx.authFailure !== undefined) authFailures.inc({ reason: ctx.authFailure });
+      if (ctx.throttled !== undefined) throttled.inc({ reason: ctx.throttled });
+    },
+    onStorageCall(_ctx, operation) {
+      const started = performance.now();
+      return (error) => {
+        storageDuration.observe({ operation }, (performance.now() - started) / 1000);
+        if (error !== undefined) storageErrors.inc({ operation });
+      };
+    },
+  };
+
+  return {
+    registry,
+    hooks,
+    fetch: (request) => answerScrape(request, async () => ({ text: await registry.metrics(), contentType: registry.contentType })),
+  };
+}

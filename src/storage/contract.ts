@@ -1,0 +1,153 @@
+/**
+ * The storage interface the handler needs (docs/protocol.md#storage-and-secrets), and the records
+ * it passes around. Implementations: `merchant-api/storage/memory` and
+ * `merchant-api/storage/mysql`. The contract every implementation must meet
+ * is `test/suites/storage-contract.ts`.
+ */
+import type { ThrottleStore } from './throttle-store.js';
+
+/** A merchant with the API keys that currently work, in the clear. */
+export interface Merchant {
+  id: string;
+  status: 'active' | 'disabled';
+  /** Active (not revoked) keys; any of them signs and authenticates. */
+  keys: string[];
+}
+
+/**
+ * A user record exactly as the API answers it (docs/protocol.md#users): all 14 keys.
+ * Timestamps are canonical strings, `YYYY-MM-DDTHH:MM:SS.ffffff+00:00`
+ * (see `src/storage/timestamps.ts`), so microseconds never pass through a `Date`.
+ */
+export interface UserRecord {
+  shared_user_id: string;
+  first_name: string;
+  last_name: string;
+  email_address: string;
+  street: string;
+  zip_code: string;
+  city: string;
+  state: string | null;
+  country: string;
+  preferred_language: string;
+  date_joined: string;
+  deactivated_at: string | null;
+  agreed_to_terms_and_conditions: string | null;
+  agreed_to_marketing: string | null;
+}
+
+/** The 14 keys of a user record, in the order the API writes them. */
+export const USER_RECORD_KEYS = [
+  'shared_user_id',
+  'first_name',
+  'last_name',
+  'email_address',
+  'street',
+  'zip_code',
+  'city',
+  'state',
+  'country',
+  'preferred_language',
+  'date_joined',
+  'deactivated_at',
+  'agreed_to_terms_and_conditions',
+  'agreed_to_marketing',
+] as const satisfies readonly (keyof UserRecord)[];
+
+/** Filters of the list endpoint; timestamps are canonical strings. */
+export interface UserFilter {
+  /** true: only `deactivated_at` null; false: only deactivated users. */
+  active?: boolean;
+  /** Exclusive lower bound on `date_joined`. */
+  joinedAfter?: string;
+  /** Exclusive upper bound on `date_joined`. */
+  joinedBefore?: string;
+}
+
+/**
+ * The order of a listing (docs/protocol.md#pagination-and-cursors): `shared_user_id` in code-point
+ * (UTF-8 byte) order, the default; or `date_joined`, oldest first, ties by `shared_user_id`.
+ */
+export type UserOrder = 'shared_user_id' | 'date_joined';
+
+/**
+ * One keyset page: users of `merchantId` matching `filter`, in `order`, starting strictly after
+ * the position `after` (with `order: 'date_joined'`, after `(afterJoined, after)`), at most
+ * `limit` of them.
+ */
+export interface UserPageQuery {
+  merchantId: string;
+  filter: UserFilter;
+  /** Default `shared_user_id`. */
+  order?: UserOrder;
+  /** The `shared_user_id` of the position to start after. */
+  after?: string;
+  /** With `order: 'date_joined'` and `after`: the `date_joined` of that position (canonical). */
+  afterJoined?: string;
+  limit: number;
+}
+
+/**
+ * What `listUsers` answers: the users, in order. A storage that examines a bounded number of
+ * users per call may stop before it has `limit` of them (docs/protocol.md#filters); it then sets
+ * `resumeAfter`, the `shared_user_id` the listing goes on strictly after (in the default order
+ * only). Without `resumeAfter`, fewer than `limit` users means the listing is complete.
+ * A plain array is a valid answer.
+ */
+export interface UserRecordPage extends Array<UserRecord> {
+  resumeAfter?: string;
+}
+
+/** A salt to record for replay protection (docs/protocol.md#signing). */
+export interface SaltRecord {
+  merchantId: string;
+  salt: string;
+  /** Unix seconds after which the salt may be forgotten (its ts + tolerance). */
+  expiresAt: number;
+  /** The handler's clock, Unix seconds: salts that expired before it are gone. */
+  now: number;
+  /**
+   * The request's `ts`, Unix seconds. The memory storage refuses a ts from before it started,
+   * as it cannot know the salts seen then; a shared storage (MySQL) ignores it.
+   */
+  ts?: number;
+}
+
+/**
+ * Everything the handler asks of a storage. A backend failure should throw
+ * `StorageUnavailableError`; the handler answers 503 for it (and for anything
+ * else a storage throws) and bounds every call by a timeout.
+ */
+export interface Storage {
+  /** The merchant with its active keys, or undefined when no merchant has this id. */
+  getMerchant(id: string): Promise<Merchant | undefined>;
+  /**
+   * Records a salt atomically across every instance sharing the storage.
+   * Returns true when it was new (or only an expired record of it existed),
+   * false when this merchant already used it inside the window: a replay.
+   */
+  recordSalt(record: SaltRecord): Promise<boolean>;
+  /** One keyset page of the merchant's users (see `UserPageQuery` and `UserRecordPage`). */
+  listUsers(query: UserPageQuery): Promise<UserRecordPage>;
+  /** One user as shared with this merchant, or undefined. */
+  getUser(merchantId: string, sharedUserId: string): Promise<UserRecord | undefined>;
+  /** Resolves when the backend answers; throws when it does not. */
+  ping(): Promise<void>;
+  /** Releases what the storage holds (pools, timers). */
+  close(): Promise<void>;
+  /**
+   * Optional: how many calls the storage runs at once (a pool's connections). When set, one
+   * authenticated merchant's calls take at most half of them and the rest wait in a queue of
+   * that merchant's own (docs/security.md#fair-sharing). The MySQL storage sets it.
+   */
+  readonly concurrency?: number;
+  /**
+   * Optional: where every instance on this storage shares the counters of the failed-authentication
+   * throttle (docs/security.md#sharing-the-counters-on-mysql). The MySQL storage has one; without it
+   * each instance counts alone. Asked once per handler.
+   */
+  throttleStore?(): ThrottleStore | undefined;
+}
+
+/** Longest merchant id, salt and shared_user_id any storage must accept. */
+export const MAX_ID_LENGTH = 128;

@@ -1,0 +1,112 @@
+/**
+ * Wraps a storage so that every call is bounded in time and every failure
+ * becomes the documented 503 (docs/protocol.md#failures). The storage itself
+ * recovers (a pool reconnects), so the next request after the backend is
+ * back succeeds.
+ */
+import { MerchantApiError, StorageUnavailableError } from '../errors.js';
+import type { Storage } from './contract.js';
+
+/** The storage methods the handler calls, as named in logs, metrics and spans. */
+export type StorageOperation = 'getMerchant' | 'recordSalt' | 'listUsers' | 'getUser' | 'ping';
+
+/**
+ * Watches one storage call: called as it starts, it returns what to call when
+ * it ends (with the error, if it failed). Metrics and traces hang here.
+ */
+export type StorageWatcher<C> = (operation: StorageOperation, context: C) => ((error?: unknown) => void) | undefined;
+
+/** Runs a storage call with a deadline; a late or failed call throws `StorageUnavailableError`. */
+export type StorageCall<C> = <T>(operation: StorageOperation, context: C, call: (storage: Storage) => Promise<T>) => Promise<T>;
+
+interface Pending {
+  deadline: number;
+  reject: (error: Error) => void;
+}
+
+export function guardStorage<C>(
+  storage: Storage,
+  timeoutMs: number,
+  onFailure: (operation: StorageOperation, context: C, error: unknown) => void,
+  watch?: StorageWatcher<C>,
+): StorageCall<C> {
+  const deadlines = new DeadlineSweep(timeoutMs);
+  return <T>(operation: StorageOperation, context: C, call: (storage: Storage) => Promise<T>): Promise<T> => {
+    const done = watch?.(operation, context);
+    return new Promise<T>((resolve, reject) => {
+      const pending: Pending = { deadline: Date.now() + timeoutMs, reject: fail };
+      function fail(error: unknown): void {
+        if (!deadlines.delete(pending)) return;
+        done?.(error);
+        // A storage may refuse with an answer of its own (a full replay store
+        // is a 503 with Retry-After, a merchant over its share a 429): passed
+        // through as it is. Anything else is a failure of the backend.
+        if (error instanceof MerchantApiError && !(error instanceof StorageUnavailableError)) {
+          reject(error);
+          return;
+        }
+        onFailure(operation, context, error);
+        reject(error instanceof StorageUnavailableError ? error : new StorageUnavailableError(`The storage ${operation} failed.`, { cause: error }));
+      }
+      deadlines.add(pending);
+      let result: Promise<T>;
+      try {
+        result = call(storage);
+      } catch (error) {
+        fail(error);
+        return;
+      }
+      result.then((value) => {
+        if (!deadlines.delete(pending)) return;
+        done?.();
+        resolve(value);
+      }, fail);
+    });
+  };
+}
+
+/**
+ * One coarse timer for every call in flight instead of a timer per call:
+ * arming and clearing a timer and racing two promises per call was a visible
+ * share of every request on a fast storage (bench/). A late call is failed
+ * within a tenth of the timeout (at most 250 ms) after its deadline.
+ */
+class DeadlineSweep {
+  readonly #pending = new Set<Pending>();
+  readonly #interval: number;
+  #timer: ReturnType<typeof setInterval> | undefined;
+
+  constructor(timeoutMs: number) {
+    this.#interval = Math.max(1, Math.min(250, Math.floor(timeoutMs / 10)));
+  }
+
+  add(pending: Pending): void {
+    this.#pending.add(pending);
+    if (this.#timer === undefined) {
+      this.#timer = setInterval(() => this.#sweep(), this.#interval);
+      unref(this.#timer);
+    }
+  }
+
+  /** False when the call was already settled (it timed out first). */
+  delete(pending: Pending): boolean {
+    return this.#pending.delete(pending);
+  }
+
+  #sweep(): void {
+    const now = Date.now();
+    for (const pending of this.#pending) {
+      if (pending.deadline <= now) pending.reject(Object.assign(new Error('timed out'), { name: 'TimeoutError' }));
+    }
+    if (this.#pending.size === 0) {
+      clearInterval(this.#timer);
+      this.#timer = undefined;
+    }
+  }
+}
+
+/** The sweep alone must not keep a process alive (Node and Bun: `unref()`, Deno: `Deno.unrefTimer`). */
+function unref(timer: ReturnType<typeof setInterval>): void {
+  if (typeof timer === 'object' && timer !== null && 'unref' in timer) (timer as { unref(): void }).unref();
+  else (globalThis as { Deno?: { unrefTimer?(id: number): void } }).Deno?.unrefTimer?.(timer as unknown as number);
+}

@@ -1,0 +1,102 @@
+/**
+ * Loads the memory storage from a seed file as a stream (docs/protocol.md#the-seed-document):
+ * each merchant and user is validated and indexed as it is parsed (`seed-stream.ts`), and the
+ * sorted lists are built once at the end, so memory holds the records and little else, and the
+ * number of users is bounded by memory only, not by V8's longest string.
+ * Problems are named like `parseSeed` names them (`users[3].date_joined: ...`, or `line 4: ...`
+ * in NDJSON), never quoting a user's field; nothing is served unless the whole file is valid.
+ */
+import { createReadStream } from 'node:fs';
+import type { SeedMerchant } from '../seed/seed.js';
+import { parseSeedMerchant, parseUserRecord, SeedError } from '../seed/seed.js';
+import { readSeedElements, seedFormatOf, type SeedFormat, type SeedPlace } from '../seed/seed-stream.js';
+import { MemoryUserIndex } from './users.js';
+import { MemoryStorage, type MemoryStorageOptions } from './memory-storage.js';
+
+/** Options of `loadMemoryStorage`: the memory storage's own, and the file's format. */
+export interface LoadMemoryStorageOptions extends MemoryStorageOptions {
+  /** `json` (a seed document) or `ndjson`; by default from the name (`.ndjson`, `.jsonl`). */
+  format?: SeedFormat;
+}
+
+/** Problems kept for the error (the rest are counted). */
+const KEPT_PROBLEMS = 1000;
+
+/**
+ * Reads the seed file `file` into a new memory storage, with what it holds. Throws `SeedError`
+ * listing the problems (the first 1000, all counted), `SeedSyntaxError` for a document that is
+ * not JSON, and the file system's error (with its `code`) for a file it cannot read.
+ *
+ * @example
+ * const { storage, merchants, users } = await loadMemoryStorage('seed.json');
+ */
+export async function loadMemoryStorage(
+  file: string | URL,
+  options: LoadMemoryStorageOptions = {},
+): Promise<{ storage: MemoryStorage; merchants: number; users: number }> {
+  const { format = seedFormatOf(String(file)), ...storageOptions } = options;
+  return readMemoryStorage(createReadStream(file, { highWaterMark: 1 << 20 }), format, storageOptions);
+}
+
+/** `loadMemoryStorage` from any source of bytes (a stream, a response body, chunks in a test). */
+export async function readMemoryStorage(
+  chunks: AsyncIterable<Uint8Array>,
+  format: SeedFormat,
+  storageOptions: MemoryStorageOptions = {},
+): Promise<{ storage: MemoryStorage; merchants: number; users: number }> {
+  const merchants: SeedMerchant[] = [];
+  const merchantIds = new Set<string>();
+  const index = new MemoryUserIndex();
+  const problems: string[] = [];
+  let problemCount = 0;
+  const scratch: string[] = [];
+  const report = (found: string[]) => {
+    problemCount += found.length;
+    for (const problem of found) if (problems.length < KEPT_PROBLEMS) problems.push(problem);
+  };
+  // Problems of one element land in `scratch`, then go to `report` with their place's form.
+  const flush = (line: number | undefined) => {
+    if (scratch.length === 0) return;
+    report(line === undefined ? scratch : scratch.map((problem) => problem.replace(/^(line \d+)\./, '$1: ')));
+    scratch.length = 0;
+  };
+  // Users whose merchant had not appeared yet (a document may list users first): checked at the end.
+  const pending: Array<{ merchantId: string; at: string }> = [];
+  // NDJSON places read `line 4: field: ...`, as `merchant-api import` writes them.
+  const at = (kind: 'merchants' | 'users', place: SeedPlace) => (place.line === undefined ? `${kind}[${place.index}]` : `line ${place.line}`);
+
+  const seen = await readSeedElements(chunks, format, {
+    merchant(value, place) {
+      const where = at('merchants', place);
+      const merchant = parseSeedMerchant(value, where, scratch);
+      if (merchant) {
+        if (merchantIds.has(merchant.id)) scratch.push(`${where}.id: "${merchant.id}" appears twice`);
+        merchantIds.add(merchant.id);
+        merchants.push(merchant);
+      }
+      flush(place.line);
+    },
+    user(value, place) {
+      const where = at('users', place);
+      const user = parseUserRecord(value, where, scratch);
+      if (user) {
+        if (!merchantIds.has(user.merchantId)) pending.push({ merchantId: user.merchantId, at: where });
+        if (!index.add(user.merchantId, user.record)) scratch.push(`${where}.shared_user_id: appears twice for merchant "${user.merchantId}"`);
+      }
+      flush(place.line);
+    },
+    notArray(key) {
+      report([`"${key}" must be an array`]);
+    },
+    badLine(line) {
+      report([`line ${line}: not valid JSON`]);
+    },
+  });
+  if (format === 'json' && !seen.merchants) report(['"merchants" must be an array']);
+  for (const { merchantId, at: where } of pending) {
+    if (!merchantIds.has(merchantId)) report([format === 'json' ? `${where}.merchant_id: no merchant "${merchantId}" in the seed` : `${where}: merchant_id: no merchant "${merchantId}" in the seed`]);
+  }
+  if (problemCount > 0) throw new SeedError(problems, problemCount);
+  index.seal();
+  return { storage: new MemoryStorage({ merchants, users: index }, storageOptions), merchants: merchants.length, users: index.size };
+}

@@ -1,0 +1,152 @@
+/**
+ * The statements on `auth_failures` (migration 0003), for the shared throttle
+ * (docs/security.md#sharing-the-counters-on-mysql). A failure is one
+ * `INSERT ... ON DUPLICATE KEY UPDATE` per counter with the rules of
+ * src/limits/throttle.ts written in SQL, so that InnoDB's row lock orders two
+ * instances counting at once and no count is lost; the rows are then read
+ * back, and what they say decides a block. The assignments of an upsert run
+ * left to right, each seeing the columns set before it (MySQL's rule, and
+ * MariaDB's unless SIMULTANEOUS_ASSIGNMENT is set, which our pool's sql_mode
+ * never is): the order below is part of the logic.
+ * `updated_at` only grows per row (one microsecond past its last value at
+ * least), so a copy with the greater version is always the newer one.
+ */
+import { sql, type Kysely, type RawBuilder } from 'kysely';
+import type { ThrottleFailure, ThrottleRecord, ThrottleRules } from '../../throttle-store.js';
+import { isStorableId } from '../sql-values.js';
+
+/** A pair's count and doubling are forgotten a day after its last failure (the local throttle forgets by size only). */
+export const PAIR_MEMORY_SECONDS = 86_400;
+/** A reset row outlives its last change this long, so every instance reads the reset before it is pruned. */
+const RESET_VISIBLE_SECONDS = 60;
+
+/** Addresses shared: printable ASCII up to 64 characters (IPv6 with a zone fits). Others stay counted locally. */
+export function isShareableAddress(address: string): boolean {
+  return /^[\x21-\x7e]{1,64}$/.test(address);
+}
+
+/** Every column of a record, the version formatted by the server (no driver setting can cut its microseconds). */
+const RECORD_COLUMNS = sql.raw(`scope, address, merchant_id, failures, window_start, blocks, blocked_until,
+  DATE_FORMAT(updated_at, '%Y-%m-%d %H:%i:%s.%f') AS version`);
+const NEXT_VERSION = sql.raw('GREATEST(updated_at + INTERVAL 1 MICROSECOND, UTC_TIMESTAMP(6))');
+
+interface RecordRow {
+  scope: 'address' | 'pair';
+  address: string;
+  merchant_id: string;
+  failures: number | string;
+  window_start: number | string;
+  blocks: number | string;
+  blocked_until: number | string;
+  version: string;
+}
+
+function toRecord(row: RecordRow): ThrottleRecord {
+  return {
+    scope: row.scope,
+    address: row.address,
+    merchantId: row.scope === 'pair' ? row.merchant_id : undefined,
+    failures: Number(row.failures),
+    windowStart: Number(row.window_start),
+    blocks: Number(row.blocks),
+    // BIGINT arrives as text with bigNumberStrings.
+    blockedUntil: Number(row.blocked_until),
+    version: row.version,
+  };
+}
+
+/** Counts one failure of the address, and of the pair when the merchant exists; answers both rows as they are now. */
+export async function recordFailure(db: Kysely<any>, { address, merchantId, now }: ThrottleFailure, rules: ThrottleRules): Promise<ThrottleRecord[]> {
+  if (!isShareableAddress(address)) return [];
+  await addressUpsert(address, now, rules).execute(db);
+  const pair = merchantId !== undefined && isStorableId(merchantId);
+  if (pair) await pairUpsert(address, merchantId, now, rules).execute(db);
+  const { rows } = await sql<RecordRow>`SELECT ${RECORD_COLUMNS} FROM auth_failures
+    WHERE scope IN ('address', 'pair') AND address = ${address} AND merchant_id IN ('', ${pair ? merchantId : ''})`.execute(db);
+  return rows.map(toRecord);
+}
+
+/**
+ * The address's failures in its window; the window starts again at the first
+ * failure after it ended, and at a block.
+ */
+function addressUpsert(address: string, now: number, r: ThrottleRules): RawBuilder<unknown> {
+  const first = firstFailure(1 >= r.addressFailures, now + r.addressBlockSeconds);
+  const keep = Math.max(first.blockedUntil, now + r.addressWindowSeconds) - now;
+  // The count this failure makes: 1 when the window had ended.
+  const count = sql`IF(${now} >= window_start + ${r.addressWindowSeconds}, 1, failures + 1)`;
+  return sql`INSERT INTO auth_failures (scope, address, merchant_id, failures, window_start, blocks, blocked_until, updated_at, expires_at)
+    VALUES ('address', ${address}, '', ${first.failures}, ${now}, 0, ${first.blockedUntil}, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ${keep} SECOND)
+    ON DUPLICATE KEY UPDATE
+      blocked_until = IF(${count} >= ${r.addressFailures}, ${now} + ${r.addressBlockSeconds}, blocked_until),
+      failures = IF(${count} >= ${r.addressFailures}, 0, ${count}),
+      window_start = IF(failures = 0 OR ${now} >= window_start + ${r.addressWindowSeconds}, ${now}, window_start),
+      updated_at = ${NEXT_VERSION},
+      expires_at = GREATEST(expires_at, UTC_TIMESTAMP(6) + INTERVAL (GREATEST(blocked_until, window_start + ${r.addressWindowSeconds}) - ${now}) SECOND)`;
+}
+
+/**
+ * The pair's consecutive failures; at the limit a block of
+ * pairBlockSeconds * 2^blocks (at most pairMaxBlockSeconds) and the count
+ * starts again. `blocks` stops at 32: the cap is reached long before.
+ */
+function pairUpsert(address: string, merchantId: string, now: number, r: ThrottleRules): RawBuilder<unknown> {
+  const first = firstFailure(1 >= r.pairFailures, now + Math.min(r.pairMaxBlockSeconds, r.pairBlockSeconds));
+  const keep = Math.max(first.blockedUntil - now, PAIR_MEMORY_SECONDS);
+  const reached = sql`failures + 1 >= ${r.pairFailures}`;
+  return sql`INSERT INTO auth_failures (scope, address, merchant_id, failures, window_start, blocks, blocked_until, updated_at, expires_at)
+    VALUES ('pair', ${address}, ${merchantId}, ${first.failures}, ${now}, ${first.blocks}, ${first.blockedUntil}, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ${keep} SECOND)
+    ON DUPLICATE KEY UPDATE
+      blocked_until = IF(${reached}, ${now} + LEAST(${r.pairMaxBlockSeconds}, ${r.pairBlockSeconds} * POW(2, blocks)), blocked_until),
+      blocks = IF(${reached}, LEAST(blocks + 1, 32), blocks),
+      failures = IF(${reached}, 0, failures + 1),
+      updated_at = ${NEXT_VERSION},
+      expires_at = GREATEST(expires_at, UTC_TIMESTAMP(6) + INTERVAL GREATEST(blocked_until - ${now}, ${PAIR_MEMORY_SECONDS}) SECOND)`;
+}
+
+/** A counter's first row: blocked at once when its limit is 1. */
+function firstFailure(blocks: boolean, blockedUntil: number) {
+  return blocks ? { failures: 0, blocks: 1, blockedUntil } : { failures: 1, blocks: 0, blockedUntil: 0 };
+}
+
+/** The pair's count and doubling start again (a block in force stays); answers the row, if there is one. */
+export async function resetPair(db: Kysely<any>, address: string, merchantId: string, now: number): Promise<ThrottleRecord[]> {
+  if (!isShareableAddress(address) || !isStorableId(merchantId)) return [];
+  const where = sql`scope = 'pair' AND address = ${address} AND merchant_id = ${merchantId}`;
+  const updated = await sql`UPDATE auth_failures SET failures = 0, blocks = 0, updated_at = ${NEXT_VERSION},
+    expires_at = UTC_TIMESTAMP(6) + INTERVAL GREATEST(blocked_until - ${now}, ${RESET_VISIBLE_SECONDS}) SECOND
+    WHERE ${where}`.execute(db);
+  if (updated.numAffectedRows === 0n) return [];
+  const { rows } = await sql<RecordRow>`SELECT ${RECORD_COLUMNS} FROM auth_failures WHERE ${where}`.execute(db);
+  return rows.map(toRecord);
+}
+
+/**
+ * Rows changed at or after `since` less `overlapMicros` (`since` undefined: the server's now),
+ * oldest change first, at most `limit`: a range of `auth_failures_changes`.
+ */
+export async function selectChanges(db: Kysely<any>, since: string | undefined, overlapMicros: number, limit: number): Promise<ThrottleRecord[]> {
+  const { rows } = await sql<RecordRow>`SELECT ${RECORD_COLUMNS} FROM auth_failures
+    WHERE updated_at >= COALESCE(CAST(${since ?? null} AS DATETIME(6)), UTC_TIMESTAMP(6)) - INTERVAL ${overlapMicros} MICROSECOND
+    ORDER BY updated_at LIMIT ${limit}`.execute(db);
+  return rows.map(toRecord);
+}
+
+/** Rows blocked after `now`, the longest blocks first, at most `limit`: a range of `auth_failures_blocked`. */
+export async function selectActiveBlocks(db: Kysely<any>, now: number, limit: number): Promise<ThrottleRecord[]> {
+  const { rows } = await sql<RecordRow>`SELECT ${RECORD_COLUMNS} FROM auth_failures
+    WHERE blocked_until > ${now} ORDER BY blocked_until DESC LIMIT ${limit}`.execute(db);
+  return rows.map(toRecord);
+}
+
+/** Deletes rows that mean nothing any more, `batchSize` at a time, at most `maxBatches` statements; resolves to the count. */
+export async function pruneAuthFailures(db: Kysely<any>, batchSize: number, maxBatches: number): Promise<number> {
+  let deleted = 0;
+  for (let batch = 0; batch < maxBatches; batch++) {
+    const result = await sql`DELETE FROM auth_failures WHERE expires_at < UTC_TIMESTAMP(6) ORDER BY expires_at LIMIT ${batchSize}`.execute(db);
+    const count = Number(result.numAffectedRows ?? 0n);
+    deleted += count;
+    if (count < batchSize) break;
+  }
+  return deleted;
+}

@@ -1,0 +1,298 @@
+/**
+ * The seed format (docs/protocol.md#storage-and-secrets), shared by the memory storage and the CLI
+ * import: merchants with their keys, and users with the merchant they are
+ * shared with. Validation names the exact place of every problem, so a bad
+ * seed file fails at start-up with a message an operator can act on.
+ */
+import { MAX_ID_LENGTH, USER_RECORD_KEYS, type UserRecord } from '../contract.js';
+import { canonicalTimestamp } from '../timestamps.js';
+
+export interface SeedMerchant {
+  id: string;
+  status: 'active' | 'disabled';
+  keys: string[];
+}
+
+/** A user record plus the merchant it is shared with. */
+export interface SeedUser extends UserRecord {
+  merchant_id: string;
+}
+
+export interface Seed {
+  merchants: SeedMerchant[];
+  users: SeedUser[];
+}
+
+/**
+ * A seed that does not match the format; `problems` lists each with its place (a streamed load
+ * keeps the first 1000 and counts the rest in `problemCount`).
+ */
+export class SeedError extends Error {
+  constructor(
+    readonly problems: string[],
+    readonly problemCount = problems.length,
+  ) {
+    super(`Invalid seed: ${problems.slice(0, 10).join('; ')}${problemCount > 10 ? `; and ${problemCount - 10} more` : ''}`);
+    this.name = 'SeedError';
+  }
+}
+
+const NULLABLE = new Set(['state', 'deactivated_at', 'agreed_to_terms_and_conditions', 'agreed_to_marketing']);
+const TIMESTAMPS = new Set(['date_joined', 'deactivated_at', 'agreed_to_terms_and_conditions', 'agreed_to_marketing']);
+const LOWER_CASE = new Set(['country', 'preferred_language']);
+const SEED_USER_KEYS = new Set<string>(['merchant_id', ...USER_RECORD_KEYS]);
+
+/** Validates a parsed seed document; throws `SeedError` listing every problem. */
+export function parseSeed(document: unknown): Seed {
+  const problems: string[] = [];
+  if (!isObject(document)) throw new SeedError(['the seed must be a JSON object with "merchants" and "users"']);
+  const merchantsIn = document.merchants;
+  const usersIn = document.users ?? [];
+  if (!Array.isArray(merchantsIn)) problems.push('"merchants" must be an array');
+  if (!Array.isArray(usersIn)) problems.push('"users" must be an array');
+  if (problems.length) throw new SeedError(problems);
+
+  const merchants: SeedMerchant[] = [];
+  const merchantIds = new Set<string>();
+  (merchantsIn as unknown[]).forEach((m, i) => {
+    const merchant = parseSeedMerchant(m, `merchants[${i}]`, problems);
+    if (!merchant) return;
+    if (merchantIds.has(merchant.id)) problems.push(`merchants[${i}].id: "${merchant.id}" appears twice`);
+    merchantIds.add(merchant.id);
+    merchants.push(merchant);
+  });
+
+  const users: SeedUser[] = [];
+  const seen = new Set<string>();
+  (usersIn as unknown[]).forEach((u, i) => {
+    const user = parseSeedUser(u, `users[${i}]`, problems);
+    if (!user) return;
+    if (!merchantIds.has(user.merchant_id)) problems.push(`users[${i}].merchant_id: no merchant "${user.merchant_id}" in the seed`);
+    const key = `${user.merchant_id}\u0000${user.shared_user_id}`;
+    if (seen.has(key)) problems.push(`users[${i}].shared_user_id: appears twice for merchant "${user.merchant_id}"`);
+    seen.add(key);
+    users.push(user);
+  });
+
+  if (problems.length) throw new SeedError(problems);
+  return { merchants, users };
+}
+
+/** Validates one merchant of a seed; problems are named with `at` (`merchants[0]`). */
+export function parseSeedMerchant(value: unknown, at: string, problems: string[]): SeedMerchant | undefined {
+  if (!isObject(value)) {
+    problems.push(`${at}: must be an object`);
+    return undefined;
+  }
+  const before = problems.length;
+  const id = identifier(value.id, `${at}.id`, problems);
+  const status = value.status ?? 'active';
+  if (status !== 'active' && status !== 'disabled') problems.push(`${at}.status: must be "active" or "disabled"`);
+  const keys = value.keys;
+  if (!Array.isArray(keys) || keys.some((k) => typeof k !== 'string' || k.length === 0)) {
+    problems.push(`${at}.keys: must be an array of non-empty strings`);
+  }
+  if (problems.length > before) return undefined;
+  return { id: id!, status: status as SeedMerchant['status'], keys: keys as string[] };
+}
+
+/**
+ * Validates one user record with its `merchant_id` (also used line by line
+ * for NDJSON imports). Timestamps come back in the canonical form.
+ */
+export function parseSeedUser(value: unknown, at: string, problems: string[]): SeedUser | undefined {
+  if (!isObject(value)) {
+    problems.push(`${at}: must be an object`);
+    return undefined;
+  }
+  const fast = fastUser(value, true);
+  if (fast) return fast as SeedUser;
+  const before = problems.length;
+  const user: Record<string, string | null> = {};
+  user.merchant_id = identifier(value.merchant_id, `${at}.merchant_id`, problems) ?? null;
+  return readUserFields(value, at, problems, user, before) as unknown as SeedUser | undefined;
+}
+
+/**
+ * Validates one seed user like `parseSeedUser`, answering its merchant id and the record with
+ * exactly the 14 record keys (what the memory storage keeps, without a copy).
+ */
+export function parseUserRecord(value: unknown, at: string, problems: string[]): { merchantId: string; record: UserRecord } | undefined {
+  if (!isObject(value)) {
+    problems.push(`${at}: must be an object`);
+    return undefined;
+  }
+  const fast = fastUser(value, false);
+  if (fast) return fast as { merchantId: string; record: UserRecord };
+  const before = problems.length;
+  const merchantId = identifier(value.merchant_id, `${at}.merchant_id`, problems);
+  const record = readUserFields(value, at, problems, {}, before) as unknown as UserRecord | undefined;
+  return record && { merchantId: merchantId!, record };
+}
+
+/**
+ * The common case in one step: exactly the 15 keys, every value valid, timestamps already
+ * canonical and codes lower case. The record is built as one literal (one hidden class, fields
+ * in the object: smaller and faster than key-by-key): with `merchant_id` (a `SeedUser`) or
+ * without it, next to its merchant id. Undefined sends the user through the general path, which
+ * names every problem.
+ */
+function fastUser(value: Record<string, unknown>, seedUser: boolean): SeedUser | { merchantId: string; record: UserRecord } | undefined {
+  const { merchant_id, shared_user_id, first_name, last_name, email_address, street, zip_code, city, state, country, preferred_language, date_joined, deactivated_at, agreed_to_terms_and_conditions, agreed_to_marketing } = value;
+  if (
+    !isId(merchant_id) ||
+    !isId(shared_user_id) ||
+    shared_user_id === '.' ||
+    shared_user_id === '..' ||
+    typeof first_name !== 'string' ||
+    typeof last_name !== 'string' ||
+    typeof email_address !== 'string' ||
+    typeof street !== 'string' ||
+    typeof zip_code !== 'string' ||
+    typeof city !== 'string' ||
+    (state !== null && typeof state !== 'string') ||
+    !isLowerCaseString(country) ||
+    !isLowerCaseString(preferred_language) ||
+    !isCanonicalTimestamp(date_joined) ||
+    (deactivated_at !== null && !isCanonicalTimestamp(deactivated_at)) ||
+    (agreed_to_terms_and_conditions !== null && !isCanonicalTimestamp(agreed_to_terms_and_conditions)) ||
+    (agreed_to_marketing !== null && !isCanonicalTimestamp(agreed_to_marketing))
+  ) {
+    return undefined;
+  }
+  let keys = 0;
+  for (const _ in value) keys++;
+  if (keys !== 15) return undefined; // an unknown field (all 15 known ones are present)
+  if (seedUser) {
+    return {
+      merchant_id,
+      shared_user_id,
+      first_name,
+      last_name,
+      email_address,
+      street,
+      zip_code,
+      city,
+      state: state as string | null,
+      country,
+      preferred_language,
+      date_joined,
+      deactivated_at: deactivated_at as string | null,
+      agreed_to_terms_and_conditions: agreed_to_terms_and_conditions as string | null,
+      agreed_to_marketing: agreed_to_marketing as string | null,
+    };
+  }
+  return {
+    merchantId: merchant_id,
+    record: {
+      shared_user_id,
+      first_name,
+      last_name,
+      email_address,
+      street,
+      zip_code,
+      city,
+      state: state as string | null,
+      country,
+      preferred_language,
+      date_joined,
+      deactivated_at: deactivated_at as string | null,
+      agreed_to_terms_and_conditions: agreed_to_terms_and_conditions as string | null,
+      agreed_to_marketing: agreed_to_marketing as string | null,
+    },
+  };
+}
+
+function isId(value: unknown): value is string {
+  return typeof value === 'string' && value.length > 0 && value.length <= MAX_ID_LENGTH && !value.includes('\u0000');
+}
+
+function isLowerCaseString(value: unknown): value is string {
+  return typeof value === 'string' && value === value.toLowerCase();
+}
+
+/** Checks the 14 keys of `value` into `user`; undefined when problems grew past `before`. */
+function readUserFields(value: Record<string, unknown>, at: string, problems: string[], user: Record<string, string | null>, before: number): Record<string, string | null> | undefined {
+  for (const key of USER_RECORD_KEYS) {
+    const field = value[key];
+    if (field === null && NULLABLE.has(key)) {
+      user[key] = null;
+    } else if (key === 'shared_user_id') {
+      user[key] = sharedUserId(field, `${at}.${key}`, problems) ?? null;
+    } else if (typeof field !== 'string') {
+      problems.push(`${at}.${key}: ${field === undefined ? 'is missing' : NULLABLE.has(key) ? 'must be a string or null' : 'must be a string'}`);
+    } else if (TIMESTAMPS.has(key)) {
+      const canonical = isCanonicalTimestamp(field) ? field : canonicalTimestamp(field);
+      // The value is not quoted: seed problems reach logs, and user fields never may.
+      if (canonical === undefined) problems.push(`${at}.${key}: not an ISO 8601 timestamp`);
+      user[key] = canonical ?? null;
+    } else {
+      user[key] = LOWER_CASE.has(key) ? field.toLowerCase() : field;
+    }
+  }
+  for (const key of Object.keys(value)) {
+    if (!SEED_USER_KEYS.has(key)) problems.push(`${at}.${key}: unknown field`);
+  }
+  if (problems.length > before) return undefined;
+  return user;
+}
+
+/**
+ * True when `text` is already a valid canonical timestamp (`YYYY-MM-DDTHH:MM:SS.ffffff+00:00`),
+ * what `canonicalTimestamp` would answer unchanged: exports usually are, and this is checked in a
+ * fraction of the time (a million users have four timestamps each).
+ */
+export function isCanonicalTimestamp(text: unknown): text is string {
+  if (typeof text !== 'string' || text.length !== 32) return false;
+  if (text.charCodeAt(4) !== 45 || text.charCodeAt(7) !== 45 || text.charCodeAt(10) !== 84 || text.charCodeAt(13) !== 58 || text.charCodeAt(16) !== 58 || text.charCodeAt(19) !== 46) return false;
+  if (text.charCodeAt(26) !== 43 || text.charCodeAt(27) !== 48 || text.charCodeAt(28) !== 48 || text.charCodeAt(29) !== 58 || text.charCodeAt(30) !== 48 || text.charCodeAt(31) !== 48) return false;
+  for (let i = 0; i < DIGITS.length; i++) {
+    const c = text.charCodeAt(DIGITS[i]!);
+    if (c < 48 || c > 57) return false;
+  }
+  const year = digits(text, 0, 4);
+  const month = digits(text, 5, 7);
+  const day = digits(text, 8, 10);
+  if (month < 1 || month > 12 || day < 1) return false;
+  const days = month === 2 ? ((year % 4 === 0 && year % 100 !== 0) || year % 400 === 0 ? 29 : 28) : month === 4 || month === 6 || month === 9 || month === 11 ? 30 : 31;
+  return day <= days && digits(text, 11, 13) <= 23 && digits(text, 14, 16) <= 59 && digits(text, 17, 19) <= 59;
+}
+
+const DIGITS = [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18, 20, 21, 22, 23, 24, 25];
+
+/** The number the ASCII digits of `text` from `from` to `to` spell. */
+function digits(text: string, from: number, to: number): number {
+  let value = 0;
+  for (let i = from; i < to; i++) value = value * 10 + text.charCodeAt(i) - 48;
+  return value;
+}
+
+function identifier(value: unknown, at: string, problems: string[]): string | undefined {
+  if (typeof value !== 'string' || value.length === 0) {
+    problems.push(`${at}: must be a non-empty string`);
+    return undefined;
+  }
+  if (value.length > MAX_ID_LENGTH || value.includes('\u0000')) {
+    problems.push(`${at}: must be at most ${MAX_ID_LENGTH} characters, without NUL`);
+    return undefined;
+  }
+  return value;
+}
+
+/**
+ * A user id must be addressable as `/merchant/users/{id}`: URL normalisation
+ * removes the dot segments `.` and `..` (also when sent as `%2E`), so a user
+ * with such an id could be listed but never read alone.
+ */
+function sharedUserId(value: unknown, at: string, problems: string[]): string | undefined {
+  const id = identifier(value, at, problems);
+  if (id === '.' || id === '..') {
+    problems.push(`${at}: \`.\` and \`..\` cannot be used, because URLs drop such path segments`);
+    return undefined;
+  }
+  return id;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}

@@ -1,0 +1,79 @@
+/**
+ * What a storage offers to share the failed-authentication throttle between
+ * instances (docs/security.md#sharing-the-counters-on-mysql). The throttle in
+ * each process stays the decision point, so the check before authentication
+ * costs no query; the store holds the counters every instance adds to, and
+ * tells each instance what the others changed. The MySQL storage implements
+ * it (`src/storage/mysql/throttle/throttle-store.ts`); the memory storage, which lives
+ * in one process, has nothing to share.
+ */
+/** The limits every failure is counted under (the throttle's options, all set; docs/security.md#throttling). */
+export interface ThrottleRules {
+  readonly pairFailures: number;
+  readonly pairBlockSeconds: number;
+  readonly pairMaxBlockSeconds: number;
+  readonly addressFailures: number;
+  readonly addressWindowSeconds: number;
+  readonly addressBlockSeconds: number;
+  readonly maxEntries: number;
+}
+
+/** The shared state of one counter, as a store holds it after a change. */
+export interface ThrottleRecord {
+  /** `address`: the client address for every merchant; `pair`: one existing merchant from the address. */
+  scope: 'address' | 'pair';
+  address: string;
+  /** Set for `pair` only. */
+  merchantId: string | undefined;
+  /** Failures in the address's window, or consecutive failures of the pair. */
+  failures: number;
+  /** Unix seconds the address's window started (the throttle's clock). */
+  windowStart: number;
+  /** Blocks of the pair so far: the next one lasts `pairBlockSeconds` * 2^blocks. */
+  blocks: number;
+  /** Unix seconds the block ends (the throttle's clock); 0 or past: not blocked. */
+  blockedUntil: number;
+  /**
+   * When the store last changed the record, as text that sorts in time order:
+   * of two copies of one record, the greater version is the newer.
+   */
+  version: string;
+}
+
+/** Where a store sends what changed, and its failures. */
+export interface ThrottleStoreListener {
+  /** Records changed by any instance since the last call (this one's included); called after every read that worked, empty or not. */
+  learn(records: readonly ThrottleRecord[]): void;
+  /** A background read failed; it is tried again at the next interval. */
+  failed(error: unknown): void;
+}
+
+/** A failure to count: `merchantId` only when that merchant exists. */
+export interface ThrottleFailure {
+  address: string;
+  merchantId: string | undefined;
+  /** Unix seconds, the throttle's clock. */
+  now: number;
+}
+
+export interface ThrottleStore {
+  /**
+   * Counts one failure atomically under `rules` (a failure counted by two
+   * instances at once is never lost) and answers the records it changed, as
+   * they are now; a record a block was decided for says so.
+   */
+  recordFailure(failure: ThrottleFailure, rules: ThrottleRules): Promise<readonly ThrottleRecord[]>;
+  /**
+   * A verified merchant from this address: its consecutive count and doubling start again (a
+   * block in force stays). Answers the record, if any. `now`: Unix seconds, the throttle's clock.
+   */
+  resetPair(address: string, merchantId: string, now: number): Promise<readonly ThrottleRecord[]>;
+  /** The records blocked after `now` (bounded), for an instance that starts. */
+  activeBlocks(now: number): Promise<readonly ThrottleRecord[]>;
+  /**
+   * Tells `listener` about every record any instance changes, from now on,
+   * until the returned function is called or the storage closes. The store
+   * holds the listener weakly: a throttle nobody uses any more stops costing.
+   */
+  subscribe(listener: ThrottleStoreListener): () => void;
+}

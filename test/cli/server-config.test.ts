@@ -1,0 +1,23 @@
+/**
+ * The standalone server's defaults for the abuse limits, as read from the
+ * environment (docs/configuration.md): fair sharing on unless FAIR_SHARE
+ * turns it off, and a per-address connection cap that TRUST_PROXY lifts
+ * (every connection is then the proxy's) unless it is given.
+ */
+import { describe, expect, it } from 'vitest';
+import { readServerConfig } from '../../src/cli/config.js';
+
+describe('readServerConfig', () => {
+  it('turns fair sharing on by default, at half a core', () => {
+    expect(readServerConfig({}).fairShare).toEqual({ busyPercent: 50 });
+    expect(readServerConfig({ FAIR_SHARE: 'false' }).fairShare).toBe(false);
+    expect(readServerConfig({ FAIR_SHARE_CPU: '80' }).fairShare).toEqual({ busyPercent: 80 });
+  });
+
+  it('caps connections per address at 256, with no cap of its own behind a trusted proxy unless given', () => {
+    expect(readServerConfig({}).limits.maxConnectionsPerAddress).toBe(256);
+    expect(readServerConfig({ TRUST_PROXY: 'true' }).limits.maxConnectionsPerAddress).toBeGreaterThanOrEqual(readServerConfig({}).limits.maxConnections);
+    expect(readServerConfig({ TRUST_PROXY: 'true', MAX_CONNECTIONS_PER_ADDRESS: '64' }).limits.maxConnectionsPerAddress).toBe(64);
+    expect(() => readServerConfig({ MAX_CONNECTIONS_PER_ADDRESS: '0' })).toThrow(/MAX_CONNECTIONS_PER_ADDRESS/);
+  });
+});

@@ -1,0 +1,101 @@
+/**
+ * The built `dist/client.js` runs for real under Node, Bun and Deno (with
+ * the permissions of `npm run start:deno`): a script imports it and, against
+ * a running server, validates its signature, reads a user whose id needs
+ * percent-encoding, pages, exports, and meets a 404, a wrong key, a refused
+ * port and a server that never answers. Each runtime must print the same.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expectedUsers } from '../suites/client-suite.js';
+import { CLEAN_ENV, ROOT, RUNTIMES, runProcess, runtimeCommand, useCliServer } from '../support/processes.js';
+import { conformanceSeed, MERCHANTS } from '../support/seeds.js';
+
+const SCRIPT = `
+const { createMerchantClient, MerchantApiError, MerchantNetworkError, MerchantTimeoutError } = await import(${JSON.stringify(pathToFileURL(`${ROOT}dist/client.js`).href)});
+const env = globalThis.process?.env ?? globalThis.Deno.env.toObject();
+const options = { baseUrl: env.BASE_URL, merchantId: env.MERCHANT_ID, apiKey: env.API_KEY };
+const client = createMerchantClient(options);
+const out = { runtime: 'Bun' in globalThis ? 'bun' : 'Deno' in globalThis ? 'deno' : 'node' };
+out.signature = await client.validateSignature();
+out.user = (await client.user('q?&=#%+')).shared_user_id;
+let pages = 0, paged = [];
+for await (const page of client.userPages({ pageSize: 500, active: true })) { pages++; paged.push(...page.users.map((u) => u.shared_user_id)); }
+out.pages = pages;
+out.paged = paged.length;
+let exported = [];
+for await (const user of client.exportUsers({ active: true })) exported.push(user.shared_user_id);
+out.exportedSameAsPaged = JSON.stringify(exported) === JSON.stringify(paged);
+out.firstExported = exported.slice(0, 3);
+const fail = async (promise) => { try { await promise; return 'no error'; } catch (e) { return { class: e.constructor.name, api: e instanceof MerchantApiError, network: e instanceof MerchantNetworkError, timeout: e instanceof MerchantTimeoutError, status: e.status, code: e.code, kind: e.kind, hasRequestId: typeof e.requestId === 'string' && e.requestId.length > 0 }; } };
+out.notFound = await fail(client.user('nobody'));
+out.wrongKey = await fail(createMerchantClient({ ...options, apiKey: 'wrong' }).validateSignature());
+out.refused = await fail(createMerchantClient({ ...options, baseUrl: env.CLOSED_URL, retries: { maxRetries: 1, baseDelayMs: 1 } }).validateSignature());
+out.silent = await fail(createMerchantClient({ ...options, baseUrl: env.SILENT_URL, timeoutMs: 300 }).user('x'));
+console.log(JSON.stringify(out));
+`;
+
+describe('dist/client.js under every runtime, against a running server', () => {
+  const server = useCliServer('node', conformanceSeed());
+  let dir: string;
+  let silent: Server;
+  const sockets = new Set<Socket>();
+  let silentUrl: string;
+  let closedUrl: string;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'merchant-api-client-runtime-'));
+    writeFileSync(join(dir, 'check.mjs'), SCRIPT);
+    silent = createServer((socket) => {
+      sockets.add(socket);
+      // A client that gives up (or exits) resets the connection: expected here.
+      socket.on('error', () => undefined);
+      socket.on('close', () => sockets.delete(socket));
+    });
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    silentUrl = `http://127.0.0.1:${(silent.address() as { port: number }).port}`;
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    closedUrl = `http://127.0.0.1:${(closed.address() as { port: number }).port}`;
+    await new Promise((resolve) => closed.close(resolve));
+  });
+  afterAll(async () => {
+    for (const socket of sockets) socket.destroy();
+    await new Promise((resolve) => silent?.close(resolve));
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  for (const runtime of RUNTIMES) {
+    it(`on ${runtime}`, async () => {
+      const [command, args] = runtimeCommand(runtime, join(dir, 'check.mjs'));
+      const { code, output } = await runProcess(command, args, {
+        ...CLEAN_ENV,
+        BASE_URL: server.url,
+        MERCHANT_ID: MERCHANTS.main.id,
+        API_KEY: MERCHANTS.main.keys[0],
+        SILENT_URL: silentUrl,
+        CLOSED_URL: closedUrl,
+      });
+      expect(code, output).toBe(0);
+      const active = expectedUsers(MERCHANTS.main.id, { active: true });
+      const apiError = { class: 'MerchantApiError', api: true, network: false, timeout: false, hasRequestId: true };
+      expect(JSON.parse(output.trim().split('\n').at(-1)!)).toEqual({
+        runtime,
+        signature: { status: 'ok', is_valid: true },
+        user: 'q?&=#%+',
+        pages: Math.ceil(active.length / 500),
+        paged: active.length,
+        exportedSameAsPaged: true,
+        firstExported: active.slice(0, 3).map((u) => u.shared_user_id),
+        notFound: { ...apiError, status: 404, code: 'not_found' },
+        wrongKey: { ...apiError, status: 400, code: 'signature_mismatch' },
+        refused: { class: 'MerchantNetworkError', api: false, network: true, timeout: false, kind: 'refused', hasRequestId: false },
+        silent: { class: 'MerchantTimeoutError', api: false, network: false, timeout: true, kind: 'request', hasRequestId: false },
+      });
+    });
+  }
+});

@@ -1,0 +1,216 @@
+/**
+ * Fair sharing of a busy instance between merchants (docs/security.md#fair-sharing):
+ * while the instance is busy, a merchant keeping several connections busy
+ * and using more than the average of the active merchants gets 429 with
+ * Retry-After and the RateLimit fields, in its endpoint's error shape; a
+ * merchant under it is always served; an idle instance, a merchant alone, or
+ * one sending a request at a time (whatever its volume) is never refused.
+ * Through api.fetch with a CPU probe and connections the test controls, then
+ * through the standalone server on Node, Bun and Deno (on by default there)
+ * with FAIR_SHARE_CPU=1 (any work counts as busy).
+ */
+import { Agent } from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { describe, expect, it } from 'vitest';
+import type { MerchantApiOptions } from '../../src/api.js';
+import { basic, call, ORIGIN, signedUrl, testApi } from '../support/api.js';
+import { basicAuth, send, type HttpResponse } from '../support/http-client.js';
+import { RUNTIMES, useCliServer } from '../support/processes.js';
+import { conformanceSeed, MERCHANTS } from '../support/seeds.js';
+
+/** A process that used a whole core since the last sample, every sample. */
+function busyCpu(): () => number {
+  let micros = 0;
+  return () => (micros += 1_000_000);
+}
+
+const M1 = basic('m1', 'key-one');
+const M2 = basic('m2', 'key-two');
+
+/** How m1's requests come in: on four keep-alive connections in turn, on two (as Node's fetch sends sequential requests), on one, or each on a connection of its own. */
+type Connections = 'four' | 'two' | 'one' | 'each its own';
+
+/** The handler as an adapter would call it, from one client address; m1's requests on `m1Connections`, the others' on port 40000. */
+function sharedApi(options: Partial<MerchantApiOptions>, m1Connections: Connections = 'four') {
+  // Without late refusals (test/limits/tarpit.test.ts): here m1 resends on a refused connection at once.
+  const { api } = testApi({ tracing: false, tarpit: false, ...options });
+  let m1Requests = 0;
+  const port = (headers: Record<string, string>) => {
+    if (headers !== M1) return 40_000;
+    m1Requests++;
+    const ports = { four: 4, two: 2, one: 1, 'each its own': 10_000 }[m1Connections];
+    return 50_000 + (m1Requests % ports);
+  };
+  const fetchFrom = (clientPort: number) => ({ fetch: (request: Request) => api.fetch(request, { clientAddress: '192.0.2.1', clientPort }) });
+  return {
+    list: (headers: Record<string, string>, query = '?limit=1') => call(fetchFrom(port(headers)), `${ORIGIN}/merchant/users${query}`, { headers }),
+    user: (headers: Record<string, string>, id: string) => call(fetchFrom(port(headers)), `${ORIGIN}/merchant/users/${id}`, { headers }),
+    signed: (cp: string, key: string) => call(fetchFrom(port(cp === 'm1' ? M1 : M2)), signedUrl({ cp, key })),
+    /** Without the connection: as an adapter that does not tell the port. */
+    listUntold: (headers: Record<string, string>) => call(api, `${ORIGIN}/merchant/users?limit=1`, { headers }),
+  };
+}
+
+/**
+ * m1 lists without pause for 1.5 s (15 samples; until its first 429 with
+ * `untilRefused`), m2 reads a user every 20th request (unless `light` is
+ * false); the light merchant is always served. Answers m1's statuses.
+ */
+async function heavyAndLight(api: ReturnType<typeof sharedApi>, light = true, heavy = () => api.list(M1), untilRefused = false): Promise<number[]> {
+  const statuses: number[] = [];
+  const until = performance.now() + 1500;
+  for (let i = 0; performance.now() < until; i++) {
+    statuses.push((await heavy()).status);
+    if (untilRefused && statuses.at(-1) === 429) break;
+    if (light && i % 20 === 0) expect((await api.user(M2, 'a-001')).status).toBe(200);
+    // A macrotask now and then, so the sampler's timer runs.
+    if (i % 50 === 0) await sleep(1);
+  }
+  return statuses;
+}
+
+describe('fair sharing through api.fetch', () => {
+  it('refuses the merchant over its share of a busy instance, in each endpoint error shape, and serves the other', async () => {
+    const api = sharedApi({ fairShare: { cpuTime: busyCpu() } });
+    expect(await heavyAndLight(api, true, () => api.list(M1), true)).toContain(429);
+    // Before each request below, the flood goes on as it was (m1 on its four connections, m2 now and then).
+    const flooding = async () => {
+      for (let i = 0; i < 4; i++) await api.list(M1);
+      expect((await api.user(M2, 'a-001')).status).toBe(200);
+    };
+
+    await flooding();
+    const page = await api.list(M1);
+    expect(page.status).toBe(429);
+    expect(page.body.errors[0].code).toBe('too_many_requests');
+    expect(page.body.errors[0].message).toMatch(/more than its share of this busy instance/);
+    const retryAfter = Number(page.response.headers.get('retry-after'));
+    expect(retryAfter).toBeGreaterThanOrEqual(1);
+    expect(retryAfter).toBeLessThanOrEqual(3);
+    expect(page.response.headers.get('ratelimit-policy')).toBe('"fair-share";q=50;w=1');
+    expect(page.response.headers.get('content-type')).toMatch(/^application\/json/);
+    expect(page.response.headers.get('ratelimit')).toBe(`"fair-share";r=0;t=${retryAfter}`);
+
+    // The streamed whole list and the single-user read are refused alike.
+    await flooding();
+    expect((await api.list(M1, '')).status).toBe(429);
+    await flooding();
+    expect((await api.user(M1, 'a-001')).status).toBe(429);
+    await flooding();
+    const signature = await api.signed('m1', 'key-one');
+    expect(signature.status).toBe(429);
+    expect(signature.body).toMatchObject({ status: 'error', is_valid: false });
+    expect(signature.body.message).toMatch(/share/);
+
+    // The light merchant is served throughout.
+    for (let i = 0; i < 20; i++) expect((await api.user(M2, 'a-001')).status).toBe(200);
+    expect((await api.signed('m2', 'key-two')).status).toBe(200);
+  });
+
+  it('refuses nobody while the instance is idle', async () => {
+    const api = sharedApi({ fairShare: { cpuTime: () => 0 } });
+    expect(await heavyAndLight(api)).not.toContain(429);
+    for (let i = 0; i < 20; i++) expect((await api.list(M1)).status).toBe(200);
+  });
+
+  it('lets a merchant alone on a busy instance use all of it', async () => {
+    const api = sharedApi({ fairShare: { cpuTime: busyCpu() } });
+    expect(await heavyAndLight(api, false)).not.toContain(429);
+    for (let i = 0; i < 20; i++) expect((await api.list(M1)).status).toBe(200);
+  });
+
+  it('never refuses a merchant sending one request at a time, on one or two connections or a new one each, however busy the instance', async () => {
+    for (const connections of ['one', 'two', 'each its own'] as const) {
+      const api = sharedApi({ fairShare: { cpuTime: busyCpu() } }, connections);
+      expect(await heavyAndLight(api), connections).not.toContain(429);
+    }
+  });
+
+  it('refuses nobody whose adapter does not tell the connection', async () => {
+    const api = sharedApi({ fairShare: { cpuTime: busyCpu() } });
+    expect(await heavyAndLight(api, true, () => api.listUntold(M1))).not.toContain(429);
+  });
+
+  it('refuses nobody with fairShare: false', async () => {
+    const api = sharedApi({ fairShare: false });
+    expect(await heavyAndLight(api)).not.toContain(429);
+    for (let i = 0; i < 20; i++) expect((await api.list(M1)).status).toBe(200);
+  });
+
+  it('checks its option when the handler is created', () => {
+    expect(() => testApi({ fairShare: { busyPercent: 0 } })).toThrow(/busyPercent/);
+  });
+});
+
+const { main, other } = MERCHANTS;
+
+/**
+ * Main merchant's four clients list as fast as they are answered (and stop at
+ * the first 429) while the other merchant reads one user every 20 ms. Each
+ * heavy client keeps its connection (`keepAlive`), or opens one per request
+ * as the conformance suite does.
+ */
+async function contend(url: string, keepAlive = true, seconds = 4): Promise<{ refused?: HttpResponse; heavy: number; light: number[] }> {
+  let refused: HttpResponse | undefined;
+  let heavy = 0;
+  const light: number[] = [];
+  const until = Date.now() + seconds * 1000;
+  const agents: Agent[] = [];
+  const heavyLoop = async () => {
+    const agent = keepAlive ? new Agent({ keepAlive: true, maxSockets: 1 }) : undefined;
+    if (agent) agents.push(agent);
+    while (!refused && Date.now() < until) {
+      const answer = await send(`${url}/merchant/users?limit=1`, { headers: basicAuth(main.id, main.keys[0]), agent });
+      heavy++;
+      if (answer.status === 429) refused = answer;
+      else expect(answer.status).toBe(200);
+    }
+  };
+  const lightLoop = async () => {
+    while (!refused && Date.now() < until) {
+      light.push((await send(`${url}/merchant/users/u-00001`, { headers: basicAuth(other.id, other.keys[0]) })).status);
+      await sleep(20);
+    }
+  };
+  try {
+    await Promise.all([heavyLoop(), heavyLoop(), heavyLoop(), heavyLoop(), lightLoop()]);
+  } finally {
+    for (const agent of agents) agent.destroy();
+  }
+  return { refused, heavy, light };
+}
+
+for (const runtime of RUNTIMES) {
+  describe(`fair sharing on ${runtime} (on by default)`, () => {
+    const server = useCliServer(runtime, conformanceSeed(), { FAIR_SHARE_CPU: '1', THROTTLE_AUTH: 'false' });
+
+    it('answers the heavy merchant 429 with Retry-After and the RateLimit fields, and serves the light one', async () => {
+      // Up to 8 s: under a loaded CI machine the first samples may not yet find it busy.
+      const { refused, light } = await contend(server.url, true, 8);
+      expect(refused, 'the heavy merchant was never refused').toBeDefined();
+      expect(Number(refused!.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+      expect(refused!.headers['ratelimit-policy']).toBe('"fair-share";q=50;w=1');
+      expect(JSON.parse(refused!.body).errors[0].code).toBe('too_many_requests');
+      expect(light.length).toBeGreaterThan(0);
+      expect(light.every((status) => status === 200)).toBe(true);
+    });
+
+    it('never refuses a merchant whose clients open a connection per request', async () => {
+      // Another server: the first test left its heavy merchant held for 10 s.
+      const { refused, heavy } = await contend(second.url, false);
+      expect(refused).toBeUndefined();
+      expect(heavy).toBeGreaterThan(100);
+    });
+    const second = useCliServer(runtime, conformanceSeed(), { FAIR_SHARE_CPU: '1', THROTTLE_AUTH: 'false' });
+  });
+}
+
+describe('FAIR_SHARE=false on node', () => {
+  const server = useCliServer('node', conformanceSeed(), { FAIR_SHARE: 'false', FAIR_SHARE_CPU: '1', THROTTLE_AUTH: 'false' });
+
+  it('never refuses the heavy merchant', async () => {
+    const { refused, heavy } = await contend(server.url);
+    expect(refused).toBeUndefined();
+    expect(heavy).toBeGreaterThan(100);
+  });
+});

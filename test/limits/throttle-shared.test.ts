@@ -1,0 +1,365 @@
+/**
+ * The failed-authentication throttle shared between instances on MySQL
+ * (docs/security.md#sharing-the-counters-on-mysql): two handlers, each on its own
+ * MysqlStorage and pool, on one real MariaDB database; the SQL rules against
+ * the local throttle's; pruning; MySQL cut off by a TCP proxy. And the sharing
+ * layer against a store it controls: when it writes, and what it does when
+ * the store fails or falls behind.
+ */
+import fc from 'fast-check';
+import { sql } from 'kysely';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { createMerchantApi, type MerchantApiOptions } from '../../src/api.js';
+import { silentLogger, type Logger } from '../../src/observe/logger.js';
+import { MemoryStorage } from '../../src/storage/memory/index.js';
+import { createMysqlKysely, importSeed, MysqlStorage } from '../../src/storage/mysql/index.js';
+import type { MysqlThrottleOptions } from '../../src/storage/mysql/throttle/throttle-store.js';
+import { FailureThrottle } from '../../src/limits/throttle.js';
+import { MAX_REPORTS_IN_FLIGHT, MAX_REPORTS_QUEUED } from '../../src/limits/throttle-sharing.js';
+import type { ThrottleRecord, ThrottleStore, ThrottleStoreListener } from '../../src/storage/throttle-store.js';
+import { basic, NOW, NOW_MS, ORIGIN, signedUrl } from '../support/api.js';
+import { createTestDatabase, MYSQL_URL, mysqlAvailable, urlOf, type TestDatabase } from '../support/mysql.js';
+import { CLI, RUNTIMES, startServer, type ServerProcess } from '../support/processes.js';
+import { contractSeed } from '../support/seeds.js';
+import { TcpProxy } from '../support/tcp-proxy.js';
+
+const available = await mysqlAvailable();
+const POLL_MS = 50;
+/** Long enough for every instance to have read the others' changes a few times. */
+const spread = () => new Promise((resolve) => setTimeout(resolve, POLL_MS * 5));
+
+interface Logged {
+  level: string;
+  fields: Record<string, unknown>;
+}
+function capturingLogger(): Logger & { lines: Logged[] } {
+  const lines: Logged[] = [];
+  const at = (level: string) => (fields: object) => void lines.push({ level, fields: fields as Record<string, unknown> });
+  return { lines, debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
+}
+
+describe.skipIf(!available)('the throttle shared by two instances on MySQL', () => {
+  let database: TestDatabase;
+  const open: MysqlStorage[] = [];
+
+  beforeAll(async () => {
+    database = await createTestDatabase();
+    await importSeed(database.db, database.masterKey, contractSeed());
+  });
+  afterEach(async () => {
+    await Promise.all(open.splice(0).map((storage) => storage.close()));
+  });
+  afterAll(async () => {
+    await database?.drop();
+  });
+
+  /** One instance: its own pool and storage, the handler's clock fixed at NOW. */
+  function instance(options: { sharing?: MysqlThrottleOptions; api?: Partial<MerchantApiOptions>; url?: string } = {}) {
+    const db = createMysqlKysely(options.url ?? database.url, { connectTimeout: 1000, queryTimeout: 1000 });
+    const storage = new MysqlStorage({ db, masterKey: database.masterKey, destroyOnClose: true, throttleSharing: { pollIntervalMs: POLL_MS, ...options.sharing } });
+    open.push(storage);
+    const api = createMerchantApi({ storage, now: () => NOW_MS, logger: silentLogger, accessLog: false, tracing: false, ...options.api });
+    const call = (path: string, headers: Record<string, string>, address: string) =>
+      api.fetch(new Request(path.startsWith('http') ? path : `${ORIGIN}${path}`, { headers }), { clientAddress: address });
+    return { storage, call };
+  }
+
+  async function rows(address: string) {
+    const { rows } = await sql<{ scope: string; merchant_id: string; failures: number; blocks: number; blocked_until: string }>`
+      SELECT scope, merchant_id, failures, blocks, blocked_until FROM auth_failures WHERE address = ${address} ORDER BY scope, merchant_id`.execute(database.db);
+    return rows.map((row) => ({ ...row, blocked_until: Number(row.blocked_until) }));
+  }
+  const pairRow = async (address: string, merchant = 'm1') => (await rows(address)).find((row) => row.scope === 'pair' && row.merchant_id === merchant);
+
+  it('blocks a pair on both instances after 10 bad keys split across them', async () => {
+    const [a, b] = [instance(), instance()];
+    const address = '203.0.113.1';
+    for (let i = 0; i < 9; i++) expect((await (i % 2 ? a : b).call('/merchant/users', basic('m1', `wrong-${i}`), address)).status).toBe(401);
+    // Every write answered first: b can learn the block the tenth failure makes on a only by reading a's change.
+    await vi.waitFor(async () => expect(await pairRow(address)).toMatchObject({ failures: 9 }));
+    expect((await a.call('/merchant/users', basic('m1', 'wrong-9'), address)).status).toBe(401);
+    await vi.waitFor(async () => expect(await pairRow(address)).toMatchObject({ failures: 0, blocks: 1, blocked_until: NOW + 300 }));
+    await spread();
+    for (const one of [a, b]) {
+      const refused = await one.call('/merchant/users', basic('m1', 'key-one'), address);
+      expect(refused.status).toBe(429);
+      expect(refused.headers.get('retry-after')).toBe('300');
+    }
+    expect((await a.call('/merchant/users', basic('m2', 'key-two'), address)).status).toBe(200);
+  });
+
+  it('refuses on the other instance, even with the right key, a block made by one; and on an instance started later', async () => {
+    const [a, b] = [instance(), instance()];
+    const address = '203.0.113.2';
+    for (let i = 0; i < 10; i++) await a.call(signedUrl({ key: 'wrong-key' }), {}, address);
+    await vi.waitFor(async () => expect(await pairRow(address)).toMatchObject({ blocks: 1, blocked_until: NOW + 300 }));
+    await spread();
+    const right = await b.call(signedUrl(), {}, address);
+    expect(right.status).toBe(429);
+    expect(await right.json()).toMatchObject({ status: 'error', is_valid: false });
+    // Started after the block, reading no changes for a minute: it reads the blocks in force at start.
+    const later = instance({ sharing: { pollIntervalMs: 60_000 } });
+    await spread();
+    expect((await later.call('/merchant/users', basic('m1', 'key-one'), address)).status).toBe(429);
+    expect(await pairRow(address)).toMatchObject({ failures: 0, blocks: 1 });
+  });
+
+  it('resets the count for both instances on a success on either', async () => {
+    const [a, b] = [instance(), instance()];
+    const address = '203.0.113.3';
+    for (let i = 0; i < 9; i++) await a.call('/merchant/users', basic('m1', 'nope'), address);
+    await vi.waitFor(async () => expect(await pairRow(address)).toMatchObject({ failures: 9 }));
+    await spread();
+    expect((await b.call('/merchant/users', basic('m1', 'key-one'), address)).status).toBe(200);
+    await vi.waitFor(async () => expect(await pairRow(address)).toMatchObject({ failures: 0, blocks: 0 }));
+    await spread();
+    for (let i = 0; i < 9; i++) expect((await a.call('/merchant/users', basic('m1', 'nope'), address)).status).toBe(401);
+    await vi.waitFor(async () => expect(await pairRow(address)).toMatchObject({ failures: 9 }));
+    expect((await a.call('/merchant/users', basic('m1', 'key-one'), address)).status).toBe(200);
+    expect((await b.call('/merchant/users', basic('m1', 'key-one'), address)).status).toBe(200);
+  });
+
+  it('blocks an address on both instances after 100 failures split across them, and writes no row for an unknown merchant', async () => {
+    const [a, b] = [instance(), instance()];
+    const address = '2001:db8::4';
+    for (let i = 0; i < 100; i++) {
+      if (i === 99) await vi.waitFor(async () => expect((await rows(address))[0]).toMatchObject({ failures: 99 }));
+      const response = await (i % 2 ? a : b).call(i % 3 ? '/merchant/users' : signedUrl({ cp: `invented-${i}` }), i % 3 ? basic(`invented-${i}`, 'x') : {}, address);
+      expect(response.status).not.toBe(429);
+    }
+    await vi.waitFor(async () => expect(await rows(address)).toEqual([{ scope: 'address', merchant_id: '', failures: 0, blocks: 0, blocked_until: NOW + 3600 }]));
+    await spread();
+    for (const one of [a, b]) {
+      const refused = await one.call('/merchant/users', basic('m2', 'key-two'), address);
+      expect(refused.status).toBe(429);
+      expect(refused.headers.get('retry-after')).toBe('3600');
+    }
+    expect((await b.call('/merchant/users', basic('m2', 'key-two'), '2001:db8::5')).status).toBe(200);
+    const { rows: pairs } = await sql<{ merchant_id: string }>`SELECT DISTINCT merchant_id FROM auth_failures WHERE scope = 'pair'`.execute(database.db);
+    expect(pairs.every((row) => ['m1', 'M1', 'm2', 'off'].includes(row.merchant_id))).toBe(true);
+  });
+
+  it('never loses a count of failures made at once on both instances', async () => {
+    const limits = { pairFailures: 1000, addressFailures: 1000 };
+    const [a, b] = [instance({ api: { throttle: limits } }), instance({ api: { throttle: limits } })];
+    const address = '203.0.113.6';
+    await Promise.all(Array.from({ length: 60 }, (_, i) => (i % 2 ? a : b).call('/merchant/users', basic('m1', `bad-${i}`), address)));
+    await vi.waitFor(async () => expect((await rows(address)).map((row) => row.failures)).toEqual([60, 60]), { timeout: 5000 });
+    // And straight at the stores, over two pools, far more than the pool has connections.
+    const rules = new FailureThrottle(limits).rules;
+    const stores = [a.storage.throttleStore()!, b.storage.throttleStore()!];
+    await Promise.all(Array.from({ length: 200 }, (_, i) => stores[i % 2]!.recordFailure({ address: '203.0.113.7', merchantId: 'm2', now: NOW }, rules)));
+    expect((await rows('203.0.113.7')).map((row) => row.failures)).toEqual([200, 200]);
+  });
+
+  it('writes the SQL rules exactly as the local throttle counts, over random failures, successes and time', async () => {
+    const store = instance().storage.throttleStore()!;
+    const options = { pairFailures: 3, pairBlockSeconds: 10, pairMaxBlockSeconds: 50, addressFailures: 5, addressWindowSeconds: 100, addressBlockSeconds: 30 };
+    const event = fc.record({ merchant: fc.constantFrom('m1', 'm2', undefined), ok: fc.boolean(), dt: fc.integer({ min: 0, max: 150 }) });
+    let run = 0;
+    await fc.assert(
+      fc.asyncProperty(fc.array(event, { minLength: 20, maxLength: 60 }), async (events) => {
+        const address = `198.51.100.${++run}`;
+        const local = new FailureThrottle(options);
+        const shared = new Map<string, ThrottleRecord>();
+        let now = NOW;
+        for (const e of events) {
+          now += e.dt;
+          if (e.ok && e.merchant !== undefined) {
+            local.succeeded(address, e.merchant);
+            for (const record of await store.resetPair(address, e.merchant, now)) shared.set(`${record.scope}/${record.merchantId}`, record);
+          } else if (!e.ok) {
+            local.failed(address, e.merchant, now);
+            for (const record of await store.recordFailure({ address, merchantId: e.merchant, now }, local.rules)) shared.set(`${record.scope}/${record.merchantId}`, record);
+          }
+          for (const merchant of ['m1', 'm2']) {
+            const fromStore = [shared.get('address/undefined'), shared.get(`pair/${merchant}`)].find((record) => record !== undefined && record.blockedUntil > now);
+            const block = local.blocked(address, () => merchant, now);
+            expect(block && { scope: block.scope, retryAfter: block.retryAfter }).toEqual(fromStore && { scope: fromStore.scope, retryAfter: fromStore.blockedUntil - now });
+          }
+        }
+      }),
+      { numRuns: 8, seed: 11 },
+    );
+  });
+
+  it('keeps rows only while they mean something, and prunes them in bounded batches', async () => {
+    const a = instance();
+    const store = a.storage.throttleStore()!;
+    const rules = new FailureThrottle({ pairFailures: 1 }).rules;
+    const addresses = Array.from({ length: 5 }, (_, i) => `192.0.2.${100 + i}`);
+    for (const address of addresses) await store.recordFailure({ address, merchantId: 'm2', now: NOW }, rules);
+    const { rows: kept } = await sql<{ scope: string; seconds: number }>`SELECT scope, TIMESTAMPDIFF(SECOND, UTC_TIMESTAMP(6), expires_at) AS seconds
+      FROM auth_failures WHERE address = ${addresses[0]} ORDER BY scope`.execute(database.db);
+    // The address row until its window ends; the pair row (blocked at once, pairFailures 1) a day after its last failure.
+    expect(kept.map((row) => [row.scope, Math.round(Number(row.seconds) / 10) * 10])).toEqual([
+      ['address', 3600],
+      ['pair', 86_400],
+    ]);
+    await sql`UPDATE auth_failures SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE address IN (${sql.join(addresses.slice(0, 4))})`.execute(database.db);
+    const small = instance({ sharing: { batchSize: 3, maxBatches: 2, pruneIntervalMs: 60_000 } }).storage.throttleStore()!;
+    // At most batchSize x maxBatches rows a run. The instances of the earlier tests prune in the
+    // background too (once a minute, which a slow run can reach), so the runs here may find fewer.
+    const runs: number[] = [];
+    do runs.push(await small.prune());
+    while (runs.at(-1)! > 0 && runs.length < 10);
+    expect(runs.every((pruned) => pruned <= 6)).toBe(true);
+    expect(runs.reduce((sum, pruned) => sum + pruned, 0)).toBeLessThanOrEqual(8);
+    for (const address of addresses.slice(0, 4)) expect(await rows(address)).toEqual([]);
+    expect(await rows(addresses[4]!)).toHaveLength(2);
+    // In the background, by an instance that listens.
+    await sql`UPDATE auth_failures SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE address = ${addresses[4]}`.execute(database.db);
+    instance({ sharing: { pruneIntervalMs: 10 } });
+    await vi.waitFor(async () => expect(await rows(addresses[4]!)).toEqual([]));
+  });
+
+  it('answers as before when MySQL is cut off during failures: the instance decides alone, logs once, and shares again when MySQL is back', async () => {
+    const target = new URL(MYSQL_URL);
+    const proxy = new TcpProxy(target.hostname, Number(target.port || 3306));
+    await proxy.start();
+    const proxied = new URL(urlOf(database.name));
+    proxied.hostname = '127.0.0.1';
+    proxied.port = String(proxy.port);
+    const logger = capturingLogger();
+    const a = instance({ url: proxied.toString(), api: { logger } });
+    const address = '203.0.113.9';
+    try {
+      // The merchants' keys are cached: authentication goes on without MySQL, the throttle's writes cannot.
+      expect((await a.call('/merchant/users/a-001', basic('m1', 'key-one'), '192.0.2.1')).status).toBe(200);
+      expect((await a.call('/merchant/users/a-001', basic('m2', 'key-two'), '192.0.2.1')).status).toBe(200);
+      await proxy.stop();
+      for (let i = 0; i < 10; i++) expect((await a.call('/merchant/users/a-001', basic('m1', 'wrong'), address)).status).toBe(401);
+      expect((await a.call('/merchant/users/a-001', basic('m1', 'key-one'), address)).status).toBe(429);
+      await vi.waitFor(() => expect(logger.lines.some((line) => line.fields.event === 'throttle_store_unavailable')).toBe(true));
+      await spread();
+      expect(logger.lines.filter((line) => line.fields.event === 'throttle_store_unavailable')).toEqual([
+        { level: 'error', fields: expect.objectContaining({ error: 'StorageUnavailableError' }) },
+      ]);
+      expect(await rows(address)).toEqual([]);
+      await proxy.start();
+      await vi.waitFor(() => expect(logger.lines.some((line) => line.fields.event === 'throttle_store_recovered')).toBe(true), { timeout: 5000 });
+      expect((await a.call('/merchant/users/a-001', basic('m2', 'wrong'), address)).status).toBe(401);
+      await vi.waitFor(async () => expect(await pairRow(address, 'm2')).toMatchObject({ failures: 1 }));
+    } finally {
+      await proxy.stop();
+    }
+  });
+});
+
+describe.skipIf(!available)('two servers on MySQL share blocks, on every runtime', () => {
+  let database: TestDatabase;
+  beforeAll(async () => {
+    database = await createTestDatabase();
+    await importSeed(database.db, database.masterKey, { merchants: RUNTIMES.map((runtime) => ({ id: `${runtime}-shop`, status: 'active' as const, keys: [`${runtime}-key`] })), users: [] });
+  });
+  afterAll(async () => {
+    await database?.drop();
+  });
+
+  for (const runtime of RUNTIMES) {
+    it(`on ${runtime}: 10 bad keys split across two servers block the merchant on both within about a second; both stop cleanly`, async () => {
+      const env = { DATABASE_URL: database.url, MASTER_KEY: database.masterKeyText, ACCESS_LOG: 'false' };
+      const servers: ServerProcess[] = [];
+      try {
+        servers.push(await startServer(runtime, CLI[runtime], env), await startServer(runtime, CLI[runtime], env));
+        const users = (server: ServerProcess, key: string) => fetch(`${server.url}/merchant/users`, { headers: basic(`${runtime}-shop`, key) });
+        for (let i = 0; i < 9; i++) expect((await users(servers[i % 2]!, 'wrong')).status).toBe(401);
+        // The first server's writes answered: it can learn the block the tenth failure makes on the second only by reading it.
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        expect((await users(servers[1]!, 'wrong')).status).toBe(401);
+        // The second server blocks once the tenth failure's write has answered (a millisecond or so).
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        expect((await users(servers[1]!, `${runtime}-key`)).status).toBe(429);
+        // Each server reads the others' changes once a second.
+        await new Promise((resolve) => setTimeout(resolve, 2500));
+        expect((await users(servers[0]!, `${runtime}-key`)).status).toBe(429);
+      } finally {
+        const codes = await Promise.all(servers.map((server) => server.stop()));
+        expect(codes).toEqual(servers.map(() => 0));
+      }
+    }, 60_000);
+  }
+});
+
+/** A store the test answers by hand, recording what it is asked. */
+function fakeStore() {
+  const calls: string[] = [];
+  const pending: { resolve: (records: ThrottleRecord[]) => void; reject: (error: Error) => void }[] = [];
+  let listener: ThrottleStoreListener | undefined;
+  const ask = (name: string) => {
+    calls.push(name);
+    return new Promise<ThrottleRecord[]>((resolve, reject) => pending.push({ resolve, reject }));
+  };
+  const store: ThrottleStore = {
+    recordFailure: (failure) => ask(`failure ${failure.merchantId ?? '-'}`),
+    resetPair: (_address, merchantId) => ask(`reset ${merchantId}`),
+    activeBlocks: async () => [],
+    subscribe(given) {
+      listener = given;
+      return () => undefined;
+    },
+  };
+  return { store, calls, pending, listener: () => listener! };
+}
+
+describe('the sharing layer, against a store it cannot see into', () => {
+  function sharedApi(store: ThrottleStore, logger: Logger = silentLogger) {
+    const storage = Object.assign(new MemoryStorage(contractSeed()), { throttleStore: () => store });
+    const api = createMerchantApi({ storage, now: () => NOW_MS, logger, accessLog: false, tracing: false });
+    return (headers: Record<string, string>, address = '203.0.113.20') => api.fetch(new Request(`${ORIGIN}/merchant/users`, { headers }), { clientAddress: address });
+  }
+
+  it('writes on failures, and on a success only when a count for its pair may exist', async () => {
+    const { store, calls, pending } = fakeStore();
+    const call = sharedApi(store);
+    await call(basic('m1', 'key-one'));
+    expect(calls).toEqual([]);
+    await call(basic('m1', 'nope'));
+    await call(basic('ghost', 'nope'));
+    await call(basic('m1', 'key-one'));
+    await call(basic('m1', 'key-one'));
+    expect(calls).toEqual(['failure m1', 'failure -', 'reset m1']);
+    for (const p of pending) p.resolve([]);
+  });
+
+  it('learns a block another instance made, and lifts a block counted here alone when its own write says otherwise', async () => {
+    const { store, pending, listener } = fakeStore();
+    const call = sharedApi(store);
+    const record = (fields: Partial<ThrottleRecord>): ThrottleRecord => ({
+      scope: 'pair', address: '203.0.113.20', merchantId: 'm1', failures: 0, windowStart: NOW, blocks: 0, blockedUntil: 0, version: '2030-01-01 00:00:00.000001', ...fields,
+    });
+    listener().learn([record({ blocks: 1, blockedUntil: NOW + 300 })]);
+    expect((await call(basic('m1', 'key-one'))).status).toBe(429);
+    // An older copy changes nothing; a newer one from elsewhere never shortens a block here.
+    listener().learn([record({ blockedUntil: 0, version: '2030-01-01 00:00:00.000000' }), record({ blockedUntil: NOW + 10, version: '2030-01-01 00:00:00.000002' })]);
+    expect((await call(basic('m1', 'key-one'))).headers.get('retry-after')).toBe('300');
+    // m2: nine failures learned, then a success elsewhere this instance has not heard of; the tenth here blocks...
+    listener().learn([record({ merchantId: 'm2', failures: 9, version: '2030-01-01 00:00:00.000003' })]);
+    await call(basic('m2', 'nope'));
+    expect((await call(basic('m2', 'key-two'))).status).toBe(429);
+    // ...until its own write answers: one failure since the reset.
+    pending.at(-1)!.resolve([record({ merchantId: 'm2', failures: 1, version: '2030-01-01 00:00:00.000004' })]);
+    await vi.waitFor(async () => expect((await call(basic('m2', 'key-two'))).status).toBe(200));
+  });
+
+  it('answers the same when the store fails, and logs that once', async () => {
+    const { store, pending } = fakeStore();
+    const logger = capturingLogger();
+    const call = sharedApi(store, logger);
+    for (let i = 0; i < 10; i++) {
+      expect((await call(basic('m1', 'nope'))).status).toBe(401);
+      pending.shift()!.reject(new Error('connection refused'));
+    }
+    expect((await call(basic('m1', 'key-one'))).status).toBe(429);
+    await vi.waitFor(() => expect(logger.lines.filter((line) => line.fields.event === 'throttle_store_unavailable')).toHaveLength(1));
+  });
+
+  it('holds a bounded number of writes when the store stops answering', async () => {
+    const { store, calls } = fakeStore();
+    const logger = capturingLogger();
+    const call = sharedApi(store, logger);
+    for (let i = 0; i < MAX_REPORTS_IN_FLIGHT + MAX_REPORTS_QUEUED + 50; i++) await call(basic('ghost', 'nope'), `10.1.${i >> 8}.${i & 255}`);
+    expect(calls).toHaveLength(MAX_REPORTS_IN_FLIGHT);
+    expect(logger.lines.filter((line) => line.fields.event === 'throttle_store_behind')).toHaveLength(1);
+  });
+});

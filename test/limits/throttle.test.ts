@@ -1,0 +1,211 @@
+/**
+ * Throttling of failed authentication and fair sharing between merchants,
+ * through api.fetch with the client address an adapter passes
+ * (docs/security.md#throttling).
+ */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { createMerchantApi, type MerchantApiOptions } from '../../src/api.js';
+import { silentLogger } from '../../src/observe/logger.js';
+import { MemoryStorage } from '../../src/storage/memory/index.js';
+import type { Storage } from '../../src/storage/contract.js';
+import { FailureThrottle } from '../../src/limits/throttle.js';
+import { basic, NOW_MS, ORIGIN, signedUrl } from '../support/api.js';
+import { contractSeed } from '../support/seeds.js';
+
+function counted(inner: Storage) {
+  const calls: string[] = [];
+  const storage = new Proxy(inner, {
+    get(target, name, receiver) {
+      const value = Reflect.get(target, name, receiver);
+      if (typeof value !== 'function') return value;
+      return (...args: unknown[]) => {
+        calls.push(String(name));
+        return value.apply(target, args);
+      };
+    },
+  });
+  return { storage, calls };
+}
+
+function throttledApi(options: Partial<MerchantApiOptions> = {}) {
+  let now = NOW_MS;
+  const { storage, calls } = counted(new MemoryStorage(contractSeed()));
+  const api = createMerchantApi({ storage, now: () => now, logger: silentLogger, tracing: false, ...options });
+  const call = (url: string, headers: Record<string, string> = {}, address = '203.0.113.7') =>
+    api.fetch(new Request(url.startsWith('http') ? url : `${ORIGIN}${url}`, { headers }), { clientAddress: address });
+  return { api, calls, call, advance: (seconds: number) => (now += seconds * 1000) };
+}
+
+describe('throttling failed authentication', () => {
+  it('blocks a (merchant, address) pair after 10 consecutive failures; another merchant from the address is unaffected', async () => {
+    const { call } = throttledApi();
+    for (let i = 0; i < 10; i++) expect((await call('/merchant/users/a-001', basic('m1', `wrong-${i}`))).status).toBe(401);
+    const blocked = await call('/merchant/users/a-001', basic('m1', 'wrong-11'));
+    expect(blocked.status).toBe(429);
+    expect(blocked.headers.get('retry-after')).toBe('300');
+    expect(blocked.headers.get('ratelimit-policy')).toBe('"auth-merchant";q=10;w=300');
+    expect(blocked.headers.get('ratelimit')).toBe('"auth-merchant";r=0;t=300');
+    expect(await blocked.json()).toEqual({
+      status: 'error',
+      data: [],
+      errors: [{ code: 'too_many_requests', message: 'Too many failed authentications from this merchant from this address; try again in 300 seconds.' }],
+    });
+    expect((await call('/merchant/users', basic('m2', 'key-two'))).status).toBe(200);
+    expect((await call('/merchant/users/a-001', basic('m1', 'key-one'), '198.51.100.1')).status).toBe(200);
+  });
+
+  it('refuses a blocked pair even with the right key, before any storage call, in each endpoint\'s shape', async () => {
+    const { call, calls } = throttledApi();
+    for (let i = 0; i < 10; i++) await call(signedUrl({ key: 'wrong-key' }));
+    calls.length = 0;
+    const right = await call(signedUrl());
+    expect(right.status).toBe(429);
+    expect(await right.json()).toEqual({ status: 'error', message: 'Too many failed authentications from this merchant from this address; try again in 300 seconds.', is_valid: false });
+    expect((await call('/merchant/users', basic('m1', 'key-one'))).status).toBe(429);
+    expect(calls).toEqual([]);
+  });
+
+  it('doubles each further block of a pair, up to an hour; a success resets it', async () => {
+    const { call, advance } = throttledApi();
+    const failTen = async () => {
+      for (let i = 0; i < 10; i++) await call('/merchant/users', basic('m1', 'nope'));
+    };
+    const retryAfter = async () => (await call('/merchant/users', basic('m1', 'key-one'))).headers.get('retry-after');
+    const blocks: (string | null)[] = [];
+    for (let round = 0; round < 6; round++) {
+      await failTen();
+      const wait = await retryAfter();
+      blocks.push(wait);
+      advance(Number(wait));
+    }
+    expect(blocks).toEqual(['300', '600', '1200', '2400', '3600', '3600']);
+    expect((await call('/merchant/users', basic('m1', 'key-one'))).status).toBe(200);
+    await failTen();
+    expect(await retryAfter()).toBe('300');
+  });
+
+  it('blocks an address for every merchant after 100 failures in an hour, unknown merchants included', async () => {
+    const { call } = throttledApi();
+    for (let i = 0; i < 100; i++) await call('/merchant/users', basic(`invented-${i}`, 'x'));
+    const refused = await call('/merchant/users', basic('m2', 'key-two'));
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get('retry-after')).toBe('3600');
+    expect(refused.headers.get('ratelimit-policy')).toBe('"auth-address";q=100;w=3600');
+    expect((await call('/merchant/users', basic('m2', 'key-two'), '198.51.100.2')).status).toBe(200);
+    expect((await call('/healthz')).status).toBe(200);
+  });
+
+  it('keeps no entry per invented merchant id, and stays within its caps', async () => {
+    const throttle = new FailureThrottle({ maxEntries: 50 });
+    for (let i = 0; i < 10_000; i++) throttle.failed(`10.0.${i >> 8}.${i & 255}`, i % 2 ? undefined : 'real', 1000);
+    expect(throttle.size.addresses).toBeLessThanOrEqual(50);
+    expect(throttle.size.pairs).toBeLessThanOrEqual(50);
+    const { call } = throttledApi();
+    for (let i = 0; i < 50; i++) await call('/merchant/users', basic(`invented-${i}`, 'x'));
+  });
+
+  it('counts nothing without a client address, and nothing when turned off', async () => {
+    const { api } = throttledApi();
+    for (let i = 0; i < 20; i++) await api.fetch(new Request(`${ORIGIN}/merchant/users`, { headers: basic('m1', 'nope') }));
+    expect((await api.fetch(new Request(`${ORIGIN}/merchant/users`, { headers: basic('m1', 'key-one') }))).status).toBe(200);
+    const off = throttledApi({ throttle: false });
+    for (let i = 0; i < 20; i++) await off.call('/merchant/users', basic('m1', 'nope'));
+    expect((await off.call('/merchant/users', basic('m1', 'key-one'))).status).toBe(200);
+  });
+
+  it('takes the client address from the nearest proxy only, with trustProxy', async () => {
+    const { call } = throttledApi({ trustProxy: true });
+    for (let i = 0; i < 10; i++) await call('/merchant/users', { ...basic('m1', 'nope'), 'x-forwarded-for': `${i}.1.1.1, 192.0.2.50` }, '10.0.0.1');
+    // The client varied the first entry; the proxy's entry was the same each time.
+    expect((await call('/merchant/users', { ...basic('m1', 'key-one'), 'x-forwarded-for': '192.0.2.50' }, '10.0.0.1')).status).toBe(429);
+    expect((await call('/merchant/users', { ...basic('m1', 'key-one'), 'x-forwarded-for': '192.0.2.51' }, '10.0.0.1')).status).toBe(200);
+  });
+
+  it('matches a model of the rules over random sequences of failures and successes', () => {
+    const event = fc.record({ address: fc.constantFrom('a', 'b'), merchant: fc.constantFrom('m', 'n', undefined), ok: fc.boolean(), dt: fc.integer({ min: 0, max: 400 }) });
+    fc.assert(
+      fc.property(fc.array(event, { maxLength: 300 }), (events) => {
+        const throttle = new FailureThrottle();
+        const pairs = new Map<string, { n: number; blocks: number; until: number }>();
+        let now = 1_000_000;
+        for (const e of events) {
+          now += e.dt;
+          const pair = pairs.get(`${e.address}/${e.merchant}`) ?? { n: 0, blocks: 0, until: 0 };
+          const expectedBlocked = e.merchant !== undefined && pair.until > now;
+          const block = throttle.blocked(e.address, () => e.merchant, now);
+          if (block?.scope === 'address') return; // the address rule is checked elsewhere
+          expect(block !== undefined).toBe(expectedBlocked);
+          if (block) continue;
+          if (e.ok && e.merchant !== undefined) {
+            throttle.succeeded(e.address, e.merchant);
+            pairs.delete(`${e.address}/${e.merchant}`);
+          } else if (!e.ok) {
+            throttle.failed(e.address, e.merchant, now);
+            if (e.merchant !== undefined) {
+              pair.n++;
+              if (pair.n >= 10) {
+                pair.until = now + Math.min(3600, 300 * 2 ** pair.blocks);
+                pair.blocks++;
+                pair.n = 0;
+              }
+              pairs.set(`${e.address}/${e.merchant}`, pair);
+            }
+          }
+        }
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
+
+describe('fair sharing between merchants', () => {
+  it('runs at most merchantConcurrency listings of one merchant at once; the next gets 429, another merchant is unaffected', async () => {
+    const inner = new MemoryStorage(contractSeed());
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const slow: Storage = Object.assign(Object.create(inner), {
+      listUsers: async (query: Parameters<Storage['listUsers']>[0]) => {
+        if (query.merchantId === 'm1') await gate;
+        return inner.listUsers(query);
+      },
+      getMerchant: (id: string) => inner.getMerchant(id),
+    });
+    const api = createMerchantApi({ storage: slow, logger: silentLogger, tracing: false, merchantConcurrency: 2 });
+    const list = (id: string, key: string) => api.fetch(new Request(`${ORIGIN}/merchant/users?limit=1`, { headers: basic(id, key) }), { clientAddress: '192.0.2.1' });
+    const running = [list('m1', 'key-one'), list('m1', 'key-one')];
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    const third = await list('m1', 'key-one');
+    expect(third.status).toBe(429);
+    expect(third.headers.get('retry-after')).toBe('1');
+    expect((await third.json()).errors[0].code).toBe('too_many_requests');
+    expect((await list('m2', 'key-two')).status).toBe(200);
+    release();
+    for (const response of await Promise.all(running)) {
+      expect(response.status).toBe(200);
+      await response.text();
+    }
+    expect((await list('m1', 'key-one')).status).toBe(200);
+  });
+
+  it('gives the slot back when a streamed list ends or is cancelled', async () => {
+    const api = createMerchantApi({ storage: new MemoryStorage(contractSeed()), logger: silentLogger, tracing: false, merchantConcurrency: 1, streamBatchSize: 1 });
+    const list = () => api.fetch(new Request(`${ORIGIN}/merchant/users`, { headers: basic('m1', 'key-one') }));
+    const first = await list();
+    expect((await list()).status).toBe(429);
+    await first.body!.cancel();
+    const second = await list();
+    expect(second.status).toBe(200);
+    await second.text();
+    expect((await list()).status).toBe(200);
+  });
+});
+
+describe('headers on every answer', () => {
+  it('X-Content-Type-Options: nosniff everywhere; Strict-Transport-Security over https', async () => {
+    const { call } = throttledApi();
+    for (const path of ['/healthz', '/nope', '/merchant/users']) expect((await call(path)).headers.get('x-content-type-options')).toBe('nosniff');
+    expect((await call('/healthz')).headers.get('strict-transport-security')).toBeNull();
+    expect((await call('https://api.test/healthz')).headers.get('strict-transport-security')).toBe('max-age=31536000');
+  });
+});

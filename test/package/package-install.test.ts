@@ -1,0 +1,223 @@
+/**
+ * The package as a team installs it: `npm pack`, then `npm install` of the
+ * tarball into a fresh project, where a strict TypeScript consumer
+ * type-checks, every entry point loads and answers on Node, Bun and Deno, and
+ * the `merchant-api` bin runs. publint and arethetypeswrong check the same
+ * tarball. One pack and one install per run (beforeAll).
+ *
+ * Packing uses --ignore-scripts: `pretest` has built dist/, and the `prepare`
+ * script would rebuild it while other test files read it.
+ */
+import { spawn } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ROOT } from '../support/processes.js';
+
+const FIXTURE = `${ROOT}test/fixtures/package-consumer/`;
+const TSC = `${ROOT}node_modules/typescript/bin/tsc`;
+const RUNTIME_COMMANDS = {
+  node: [process.execPath],
+  bun: [`${ROOT}node_modules/.bin/bun`],
+  // The permissions of `npm run start:deno`; Deno finds the project's node_modules by its package.json.
+  deno: [`${ROOT}node_modules/.bin/deno`, 'run', '--allow-read', '--allow-env', '--allow-net'],
+} as const;
+/** What the child processes must not inherit: a CI job's database, colours, Deno's update check. */
+const ENV = { DATABASE_URL: '', NO_COLOR: '1', DENO_NO_UPDATE_CHECK: '1', DENO_NO_PROMPT: '1' };
+
+interface PackageJson {
+  name: string;
+  version: string;
+  license: string;
+  bin: Record<string, string>;
+  exports: Record<string, string | { import: { types: string; default: string }; require: { types: string; default: string } }>;
+}
+const pkg = JSON.parse(readFileSync(`${ROOT}package.json`, 'utf8')) as PackageJson;
+const subpaths = Object.keys(pkg.exports).filter((key) => key !== './package.json');
+const specifier = (subpath: string) => (subpath === '.' ? pkg.name : `${pkg.name}/${subpath.slice(2)}`);
+
+let work = '';
+let consumer = '';
+let tarball = '';
+let packedFiles: string[] = [];
+let installOutput = '';
+
+beforeAll(async () => {
+  for (const subpath of subpaths) {
+    const target = pkg.exports[subpath] as Exclude<PackageJson['exports'][string], string>;
+    if (!existsSync(`${ROOT}${target.import.default}`)) throw new Error(`${target.import.default} is missing: run npm run build first.`);
+  }
+  work = mkdtempSync(join(tmpdir(), 'merchant-api-package-'));
+
+  const packed = await run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', work], ROOT);
+  if (packed.code !== 0) throw new Error(`npm pack failed:\n${packed.stdout}\n${packed.stderr}`);
+  const [info] = JSON.parse(packed.stdout.slice(packed.stdout.indexOf('['))) as { filename: string; files: { path: string }[] }[];
+  tarball = join(work, info!.filename);
+  packedFiles = info!.files.map((file) => file.path).sort();
+
+  consumer = join(work, 'consumer');
+  mkdirSync(consumer);
+  for (const file of readdirSync(FIXTURE)) copyFileSync(`${FIXTURE}${file}`, join(consumer, file));
+  // The same program type-checked as CommonJS.
+  copyFileSync(join(consumer, 'consumer.ts'), join(consumer, 'consumer.cts'));
+  writeFileSync(
+    join(consumer, 'package.json'),
+    JSON.stringify({
+      name: 'package-consumer',
+      private: true,
+      type: 'module',
+      // npm 11 lists `prepare` of any non-registry dependency as an install script to review, though it
+      // runs `prepare` only for git and directory dependencies: a tarball's dist/ is already built.
+      allowScripts: { [`file:${tarball}`]: false },
+    }),
+  );
+  // @types/node at the version this repository builds against: the adapters' types use node:http.
+  const typesNode = (JSON.parse(readFileSync(`${ROOT}node_modules/@types/node/package.json`, 'utf8')) as { version: string }).version;
+  const installed = await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', tarball, `@types/node@${typesNode}`], consumer);
+  installOutput = installed.stdout + installed.stderr;
+  if (installed.code !== 0) throw new Error(`npm install of the tarball failed:\n${installOutput}`);
+}, 180_000);
+
+afterAll(() => {
+  if (work) rmSync(work, { recursive: true, force: true });
+});
+
+describe('the packed tarball', () => {
+  it('holds the built package, the demo seed, docs, README, LICENSE and CHANGELOG, and nothing else', () => {
+    const allowed = /^(package\.json|README\.md|LICENSE|CHANGELOG\.md|examples\/seed\.json|docs\/[\w.-]+\.md|dist\/[\w./-]+\.(js|cjs|d\.ts|d\.cts|map))$/;
+    expect(packedFiles.filter((file) => !allowed.test(file))).toEqual([]);
+    for (const dir of ['src/', 'adapters/', 'test/', 'bench/', '.ci/', 'node_modules/', 'coverage/']) {
+      expect(packedFiles.filter((file) => file.startsWith(dir))).toEqual([]);
+    }
+    const required = ['package.json', 'README.md', 'LICENSE', 'CHANGELOG.md', 'examples/seed.json', ...Object.values(pkg.bin)];
+    for (const subpath of subpaths) {
+      const target = pkg.exports[subpath] as Exclude<PackageJson['exports'][string], string>;
+      required.push(target.import.types, target.import.default, target.require.types, target.require.default);
+    }
+    for (const file of required) expect(packedFiles, file).toContain(file.replace(/^\.\//, ''));
+  });
+
+  it('installs with no install-scripts or deprecation warnings', () => {
+    expect(installOutput).not.toMatch(/install-scripts|deprecated|ERESOLVE|EBADENGINE/i);
+    const installed = JSON.parse(readFileSync(join(consumer, 'node_modules', pkg.name, 'package.json'), 'utf8')) as PackageJson;
+    expect(installed.version).toBe(pkg.version);
+  });
+
+  it('passes publint --strict', async () => {
+    const { publint } = await import('publint');
+    const { formatMessage } = await import('publint/utils');
+    const bytes = readFileSync(tarball);
+    const result = await publint({ pkgDir: 'package', pack: { tarball: bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer }, strict: true, level: 'warning' });
+    expect(result.messages.map((message) => `${message.type}: ${formatMessage(message, result.pkg, { color: false })}`)).toEqual([]);
+  });
+
+  it('has no problems for arethetypeswrong: every entry point resolves to types of its own format, in every resolution mode', async () => {
+    const { code, stdout, stderr } = await run(`${ROOT}node_modules/.bin/attw`, [tarball, '--format', 'json'], ROOT);
+    const report = JSON.parse(stdout) as { analysis: { problems: unknown[]; entrypoints: Record<string, unknown> } };
+    expect(report.analysis.problems, stderr).toEqual([]);
+    expect(Object.keys(report.analysis.entrypoints).sort()).toEqual(Object.keys(pkg.exports).sort());
+    expect(code).toBe(0);
+  }, 60_000);
+});
+
+describe('a project that installed the tarball', () => {
+  const tsconfigs = {
+    'ESM and CommonJS, module nodenext': { module: 'nodenext', moduleResolution: 'nodenext', files: ['consumer.ts', 'consumer.cts'] },
+    'a bundler, module esnext': { module: 'esnext', moduleResolution: 'bundler', files: ['consumer.ts'] },
+    'moduleResolution node10 (module commonjs)': { module: 'commonjs', moduleResolution: 'node10', files: ['consumer.ts'] },
+  };
+  for (const [name, { files, ...options }] of Object.entries(tsconfigs)) {
+    it(`type-checks a strict consumer of every entry point: ${name}`, async () => {
+      const config = join(consumer, `tsconfig.${options.moduleResolution}.json`);
+      // skipLibCheck off: our declaration files are checked too.
+      const compilerOptions = { ...options, target: 'es2022', strict: true, noEmit: true, skipLibCheck: false, types: ['node'] };
+      writeFileSync(config, JSON.stringify({ compilerOptions, files }));
+      const { code, stdout, stderr } = await run(process.execPath, [TSC, '-p', config], consumer);
+      expect(stdout + stderr).toBe('');
+      expect(code).toBe(0);
+    }, 120_000);
+  }
+
+  /** The names each entry point of the repository's own dist/ exports (test/api/public-api.test.ts lists them). */
+  const expectedExports = () => {
+    const require = createRequire(`${ROOT}package.json`);
+    return Object.fromEntries(subpaths.map((subpath) => [specifier(subpath), Object.keys(require(`${ROOT}${(pkg.exports[subpath] as { require: { default: string } }).require.default}`)).sort()]));
+  };
+
+  for (const runtime of ['node', 'bun', 'deno'] as const) {
+    it(`on ${runtime}: imports every entry point, answers /healthz and a signed request, serves with its adapter`, async () => {
+      const [command, ...args] = RUNTIME_COMMANDS[runtime];
+      const { code, stdout, stderr } = await run(command, [...args, 'run.mjs'], consumer);
+      expect(code, stderr).toBe(0);
+      const result = JSON.parse(stdout) as Record<string, unknown>;
+      expect(result).toEqual({
+        runtime,
+        exports: expectedExports(),
+        healthz: [200, '{"status":"ok"}'],
+        validatesignature: [200, '{"status":"ok","is_valid":true}'],
+        served: [200, '{"status":"ok"}'],
+      });
+    });
+
+    it(`on ${runtime}: requires every entry point from CommonJS and answers /healthz`, async () => {
+      const [command, ...args] = RUNTIME_COMMANDS[runtime];
+      const { code, stdout, stderr } = await run(command, [...args, 'run.cjs'], consumer);
+      expect(code, stderr).toBe(0);
+      expect(JSON.parse(stdout)).toEqual({ exports: expectedExports(), healthz: [200, '{"status":"ok"}'] });
+    });
+  }
+
+  it('runs the merchant-api bin from node_modules/.bin', async () => {
+    const { code, stdout } = await run(join(consumer, 'node_modules', '.bin', 'merchant-api'), ['help'], consumer);
+    expect(stdout).toMatch(/^Usage: merchant-api <command>/);
+    expect(code).toBe(0);
+  });
+
+  it('serves the bundled demo seed with `merchant-api serve`', async () => {
+    const child = spawn(join(consumer, 'node_modules', '.bin', 'merchant-api'), ['serve'], {
+      cwd: consumer,
+      env: { ...process.env, ...ENV, PORT: '0', HOST: '127.0.0.1', SEED_FILE: '', PUBLIC_URL: '', TLS_CERT_FILE: '', TLS_KEY_FILE: '' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+    try {
+      const url = await new Promise<string>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no URL within 20 s:\n${output}`)), 20_000);
+        const onData = (chunk: Buffer) => {
+          output += chunk.toString();
+          const match = /listening on (http:\/\/\S+)/.exec(output);
+          if (match) {
+            clearTimeout(timer);
+            resolve(match[1]!);
+          }
+        };
+        child.stdout.on('data', onData);
+        child.stderr.on('data', onData);
+        child.once('exit', (code) => reject(new Error(`exited with ${code}:\n${output}`)));
+      });
+      expect(output).toContain('examples/seed.json');
+      const users = await fetch(`${url}/merchant/users?limit=1`, { headers: { authorization: `Basic ${Buffer.from('demo-merchant:demo-secret').toString('base64')}` } });
+      expect(users.status).toBe(200);
+      expect(((await users.json()) as { data: unknown[] }).data).toHaveLength(1);
+    } finally {
+      child.kill('SIGTERM');
+    }
+    expect(await exited).toBe(0);
+  });
+});
+
+/** Runs a command to completion in `cwd`; stdout and stderr apart. */
+function run(command: string, args: readonly string[], cwd: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(command, args, { cwd, env: { ...process.env, ...ENV }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  return new Promise((resolve, reject) => {
+    child.once('error', reject);
+    child.once('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}

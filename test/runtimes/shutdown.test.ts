@@ -1,0 +1,76 @@
+/**
+ * Graceful shutdown of the standalone server on every runtime: SIGTERM while
+ * a slow client is halfway through the streamed full list. The server must
+ * stop accepting, finish that response, close the storage (the "stopped" event is
+ * printed after it) and exit 0 within 10 s.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { send } from '../support/http-client.js';
+import { readRest, startSlowList } from '../support/slow-list.js';
+import { CLI, RUNTIMES, startServer } from '../support/processes.js';
+import { largeSeed, writeSeed } from '../support/seeds.js';
+
+// About 18 MB of JSON: far more than the loopback socket buffers hold, so a
+// client that stops reading leaves the server mid-stream.
+const USERS = 40_000;
+
+let seed: { path: string; remove(): void };
+beforeAll(() => {
+  seed = writeSeed(largeSeed(USERS));
+});
+afterAll(() => seed.remove());
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+for (const runtime of RUNTIMES) {
+  describe(`graceful shutdown on ${runtime}`, () => {
+    it('on SIGTERM finishes an in-flight streamed list, refuses new connections, closes the storage and exits 0 within 10 s', async () => {
+      const server = await startServer(runtime, CLI[runtime], { SEED_FILE: seed.path }, ['serve']);
+      try {
+        const { response, firstChunk } = await startSlowList(server.url);
+        expect(response.statusCode).toBe(200);
+
+        const signalledAt = Date.now();
+        server.child.kill('SIGTERM');
+        await sleep(500);
+        // Half a second later the client has read nothing more, and the server still waits for it.
+        expect(server.child.exitCode).toBeNull();
+        expect(server.output()).toContain('"event":"shutdown","signal":"SIGTERM"');
+        await expect(send(`${server.url}/healthz`)).rejects.toThrow(/ECONNREFUSED|ECONNRESET|socket hang up/);
+
+        const body = await readRest(response, firstChunk);
+        const answer = JSON.parse(body) as { status: string; data: { shared_user_id: string }[] };
+        expect(answer.status).toBe('ok');
+        expect(answer.data).toHaveLength(USERS);
+        expect(new Set(answer.data.map((u) => u.shared_user_id)).size).toBe(USERS);
+
+        expect(await server.exited).toBe(0);
+        expect(Date.now() - signalledAt).toBeLessThan(10_000);
+        // serve.ts logs "stopped" only after storage.close() resolved.
+        expect(server.output()).toMatch(/"event":"shutdown","signal":"SIGTERM"[^]*"event":"stopped"/);
+      } finally {
+        await server.stop(1000);
+      }
+    });
+  });
+}
+
+for (const runtime of RUNTIMES) {
+  describe(`serve() close() on ${runtime}`, () => {
+    it('stops waiting for a stuck response after shutdownTimeout; the response is cut by then or at exit', async () => {
+      const server = await startServer(runtime, 'test/fixtures/serve-adapter.ts', { SEED_FILE: seed.path, SHUTDOWN_TIMEOUT: '700' }, [runtime]);
+      try {
+        const { response, firstChunk } = await startSlowList(server.url);
+        server.child.kill('SIGTERM');
+        // The client never reads on: close() must give up after the timeout instead of waiting for it.
+        expect(await server.exited).toBe(0);
+        const took = Number(/closed after (\d+) ms/.exec(server.output())?.[1]);
+        expect(took).toBeGreaterThanOrEqual(600);
+        expect(took).toBeLessThan(5000);
+        await expect(readRest(response, firstChunk)).rejects.toThrow();
+      } finally {
+        await server.stop(1000);
+      }
+    });
+  });
+}

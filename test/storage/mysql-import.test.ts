@@ -1,0 +1,117 @@
+/**
+ * The bulk import path (docs/mysql.md#imports): one streamed pass that stops writing at the
+ * first problem's batch, LOAD DATA LOCAL from memory with every byte of every field kept, its
+ * warnings refused, and the fallbacks (no LOCAL INFILE, interleaved ids, wide id ranges).
+ */
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createPool } from 'mysql2';
+import { Kysely, MysqlDialect } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { importSeed, importUserFile, ImportValidationError, MysqlStorage, type MerchantApiDatabase } from '../../src/storage/mysql/index.js';
+import { readIdAllocation, upsertUsers } from '../../src/storage/mysql/admin/user-upsert.js';
+import type { SeedUser } from '../../src/storage/seed/seed.js';
+import { fullScan } from '../suites/storage-contract.js';
+import { createTestDatabase, mysqlAvailable, type TestDatabase } from '../support/mysql.js';
+import { user } from '../support/seeds.js';
+
+const available = await mysqlAvailable();
+
+describe.skipIf(!available)('MySQL bulk import', () => {
+  let database: TestDatabase;
+  let storage: MysqlStorage;
+  let dir: string;
+
+  beforeAll(async () => {
+    database = await createTestDatabase();
+    await importSeed(database.db, database.masterKey, { merchants: [{ id: 'shop', status: 'active', keys: ['k'] }, { id: 'other', status: 'active', keys: ['k2'] }], users: [] });
+    storage = new MysqlStorage({ db: database.db, masterKey: database.masterKey });
+    dir = await mkdtemp(join(tmpdir(), 'merchant-api-import-'));
+  });
+  afterAll(async () => {
+    await storage?.close();
+    await database?.drop();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  const ndjson = async (name: string, lines: string[]) => {
+    const file = join(dir, name);
+    await writeFile(file, `${lines.join('\n')}\n`);
+    return file;
+  };
+  const ids = async (merchantId: string) => (await storage.listUsers({ merchantId, filter: {}, limit: 1000 })).map((u) => u.shared_user_id);
+
+  it('writes the batches before the first bad line, nothing from its batch on, and completes when run again', async () => {
+    const good = Array.from({ length: 25 }, (_, i) => JSON.stringify(user('shop', `p-${String(i).padStart(2, '0')}`)));
+    const lines = [...good];
+    lines[22] = JSON.stringify({ ...user('shop', 'p-22'), zip_code: 12345 });
+    const file = await ndjson('partial.ndjson', lines);
+    const error = (await importUserFile(database.db, file, { batchSize: 10 }).catch((e: unknown) => e)) as ImportValidationError;
+    expect(error).toBeInstanceOf(ImportValidationError);
+    expect(error.problems).toEqual(['line 23: zip_code: must be a string']);
+    expect(error.imported).toEqual({ summary: expect.objectContaining({ usersInserted: 20, usersUpdated: 0 }), throughLine: 20 });
+    expect(await ids('shop')).toEqual(Array.from({ length: 20 }, (_, i) => `p-${String(i).padStart(2, '0')}`));
+    const fixed = await ndjson('fixed.ndjson', good);
+    expect(await importUserFile(database.db, fixed, { batchSize: 10 })).toMatchObject({ usersInserted: 5, usersUpdated: 20 });
+    expect(await ids('shop')).toHaveLength(25);
+  });
+
+  it('stops at the batch of the first line naming a merchant that does not exist, and reports every problem', async () => {
+    const lines = Array.from({ length: 30 }, (_, i) => JSON.stringify(user(i === 14 || i === 27 ? 'ghost' : 'other', `q-${String(i).padStart(2, '0')}`)));
+    lines.push('not json');
+    const error = (await importUserFile(database.db, await ndjson('ghost.ndjson', lines), { batchSize: 10 }).catch((e: unknown) => e)) as ImportValidationError;
+    expect(error.problems).toEqual(['line 15: merchant_id: no such merchant (add it first); later lines may name it too', 'line 31: not valid JSON']);
+    expect(error.imported?.throughLine).toBe(10);
+    expect(await ids('other')).toHaveLength(10);
+  });
+
+  it('keeps every character of every field through LOAD DATA: tabs, newlines, backslashes, \\N, NUL, CR, emoji', async () => {
+    const nasty = ['tab\there', 'line\nbreak', 'back\\slash', '\\N', 'nul\u0000byte', 'cr\rlf\r\n', '😀 東京 é', ' ', 'ends with backslash\\'];
+    const users = nasty.map((text, i) => user('shop', `esc-${i}`, { first_name: text, last_name: text, street: text, city: text, state: i % 2 ? null : text, email_address: `${text}@x` }));
+    await importSeed(database.db, database.masterKey, { merchants: [], users });
+    for (const u of users) {
+      const { merchant_id: _, ...record } = u;
+      expect(await storage.getUser('shop', u.shared_user_id)).toEqual(record);
+    }
+  });
+
+  it('refuses a batch the server would only warn about, writing none of it', async () => {
+    // Never past validation in an import: a timestamp that is not canonical, straight to the writer.
+    const bad: SeedUser[] = [user('shop', 'warn-1'), { ...user('shop', 'warn-2'), date_joined: '2020-01-01T00:00:00Z' }];
+    const allocation = await readIdAllocation(database.db);
+    await expect(database.db.transaction().execute((trx) => upsertUsers(trx, bad, allocation))).rejects.toThrow(/warning/);
+    expect(await storage.getUser('shop', 'warn-1')).toBeUndefined();
+  });
+
+  it('falls back to multi-row INSERTs on a pool without LOCAL INFILE, and to one row at a time for interleaved ids', async () => {
+    const url = new URL(database.url);
+    const plain = new Kysely<MerchantApiDatabase>({
+      dialect: new MysqlDialect({ pool: createPool({ host: url.hostname, port: Number(url.port || 3306), user: url.username, database: url.pathname.slice(1), dateStrings: true, supportBigNumbers: true, bigNumberStrings: true, timezone: 'Z', charset: 'utf8mb4_unicode_ci' }) }),
+    });
+    try {
+      const allocation = await readIdAllocation(plain);
+      const first = Array.from({ length: 30 }, (_, i) => user('other', `f-${i}`, { deactivated_at: i % 2 ? null : '2024-01-01T00:00:00.000000+00:00' }));
+      await plain.transaction().execute((trx) => upsertUsers(trx, first, allocation));
+      expect(allocation.localInfile).toBe(false);
+      const scattered = Array.from({ length: 5 }, (_, i) => user('other', `g-${i}`));
+      await plain.transaction().execute((trx) => upsertUsers(trx, scattered, { consecutive: false, step: 1n }));
+      const all = [...first, ...scattered];
+      for (const filter of [{}, { active: false }]) {
+        const got = (await storage.listUsers({ merchantId: 'other', filter, limit: 1000 })).filter((u) => /^[fg]-/.test(u.shared_user_id));
+        expect(got).toEqual(fullScan(all, 'other', filter));
+      }
+    } finally {
+      await plain.destroy();
+    }
+  });
+
+  it('finds existing users whose ids interleave with many others (a wide id range): updates them, inserts the rest', async () => {
+    await importSeed(database.db, database.masterKey, { merchants: [], users: Array.from({ length: 100 }, (_, i) => user('shop', `w-${String(i).padStart(3, '0')}`)) });
+    const batch = [user('shop', 'w-000x'), user('shop', 'w-010', { first_name: 'Changed' }), user('shop', 'w-050x'), user('shop', 'w-099', { deactivated_at: '2024-01-01T00:00:00.000000+00:00' }), user('shop', 'w-099x')];
+    const allocation = await readIdAllocation(database.db);
+    expect(await database.db.transaction().execute((trx) => upsertUsers(trx, batch, allocation))).toEqual({ inserted: 3, updated: 2 });
+    expect((await storage.getUser('shop', 'w-010'))!.first_name).toBe('Changed');
+    expect((await storage.listUsers({ merchantId: 'shop', filter: { active: false }, after: 'w-', limit: 10 })).map((u) => u.shared_user_id)).toEqual(['w-099']);
+  });
+});

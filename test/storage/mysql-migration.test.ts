@@ -1,0 +1,174 @@
+/**
+ * Migrations on a database built by the previous migration set. 0002 (the filter columns and
+ * indexes of user_shares): every row survives, the new columns hold what the users say, the
+ * listings read them, and down gives the old schema back with the rows. 0003 (the shared
+ * throttle's auth_failures): the table with its keys, merchant ids as the merchants table holds
+ * them, nothing else touched, and down and up again.
+ */
+import fc from 'fast-check';
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createMigrator, migrateToLatest, MysqlStorage } from '../../src/storage/mysql/index.js';
+import { MysqlThrottleStore } from '../../src/storage/mysql/throttle/throttle-store.js';
+import { FailureThrottle } from '../../src/limits/throttle.js';
+import { compareCodePoints } from '../../src/storage/order.js';
+import { createTestDatabase, mysqlAvailable, type TestDatabase } from '../support/mysql.js';
+
+const available = await mysqlAvailable();
+
+interface OldUser {
+  id: number;
+  first_name: string;
+  date_joined: string;
+  deactivated_at: string | null;
+}
+
+const stamp = fc
+  .record({ year: fc.constantFrom(1, 1999, 2020, 2038, 9999), day: fc.integer({ min: 1, max: 28 }), micros: fc.integer({ min: 0, max: 999_999 }) })
+  .map(({ year, day, micros }) => `${String(year).padStart(4, '0')}-02-${String(day).padStart(2, '0')} 12:34:56.${String(micros).padStart(6, '0')}`);
+
+describe.skipIf(!available)('migration 0002_user_share_filters', () => {
+  let database: TestDatabase;
+  let users: OldUser[];
+  let shares: { merchant_id: string; shared_user_id: string; user_id: number }[];
+
+  beforeAll(async () => {
+    database = await createTestDatabase({ migrate: false });
+    const to = await createMigrator(database.db).migrateTo('0001_initial');
+    expect(to.error).toBeUndefined();
+    // Random people, some deactivated, some shared with two merchants, stamps from year 1 to 9999.
+    const people = fc.sample(fc.record({ joined: stamp, deactivated: fc.option(stamp, { nil: null }), both: fc.boolean() }), { numRuns: 1500, seed: 13 });
+    await sql`INSERT INTO merchants (id) VALUES ('m1'), ('m2'), ('m-empty')`.execute(database.db);
+    users = people.map((p, i) => ({ id: i + 1, first_name: `Person ${i}`, date_joined: p.joined, deactivated_at: p.deactivated }));
+    shares = people.flatMap((p, i) => [
+      { merchant_id: 'm1', shared_user_id: `u-${i}`, user_id: i + 1 },
+      ...(p.both ? [{ merchant_id: 'm2', shared_user_id: `other-${String(i).padStart(5, '0')}-😀`, user_id: i + 1 }] : []),
+    ]);
+    for (let i = 0; i < users.length; i += 500) {
+      const rows = users.slice(i, i + 500).map((u) => sql`(${u.id}, ${u.first_name}, 'Last', 'x@example.com', 'Street 1', '10115', 'Berlin', NULL, 'de', 'de', ${u.date_joined}, ${u.deactivated_at}, NULL, NULL)`);
+      await sql`INSERT INTO users (id, first_name, last_name, email_address, street, zip_code, city, state, country, preferred_language, date_joined, deactivated_at, agreed_to_terms_and_conditions, agreed_to_marketing) VALUES ${sql.join(rows)}`.execute(database.db);
+    }
+    for (let i = 0; i < shares.length; i += 500) {
+      const rows = shares.slice(i, i + 500).map((s) => sql`(${s.merchant_id}, ${s.shared_user_id}, ${s.user_id})`);
+      await sql`INSERT INTO user_shares (merchant_id, shared_user_id, user_id) VALUES ${sql.join(rows)}`.execute(database.db);
+    }
+  });
+  afterAll(async () => {
+    await database?.drop();
+  });
+
+  it('keeps every row and fills the new columns from the users', async () => {
+    const before = (await sql<Record<string, unknown>>`SELECT * FROM users ORDER BY id`.execute(database.db)).rows;
+    const { results } = await createMigrator(database.db).migrateTo('0002_user_share_filters');
+    expect(results).toEqual([{ migrationName: '0002_user_share_filters', direction: 'Up', status: 'Success' }]);
+    expect((await sql<Record<string, unknown>>`SELECT * FROM users ORDER BY id`.execute(database.db)).rows).toEqual(before);
+    const after = (await sql<{ merchant_id: string; shared_user_id: string; user_id: string; is_active: number; date_joined: string }>`SELECT merchant_id, shared_user_id, user_id, is_active, date_joined FROM user_shares`.execute(database.db)).rows;
+    const byId = new Map(users.map((u) => [u.id, u]));
+    const key = (s: { merchant_id: string; shared_user_id: string }) => `${s.merchant_id}\u0000${s.shared_user_id}`;
+    expect(after.map(key).sort()).toEqual(shares.map(key).sort());
+    for (const row of after) {
+      const person = byId.get(Number(row.user_id))!;
+      expect(shares.find((s) => key(s) === key(row))!.user_id).toBe(Number(row.user_id));
+      expect(row).toMatchObject({ is_active: person.deactivated_at === null ? 1 : 0, date_joined: person.date_joined });
+    }
+  });
+
+  it('leaves the new columns without defaults, with both indexes', async () => {
+    await expect(sql`INSERT INTO user_shares (merchant_id, shared_user_id, user_id) VALUES ('m-empty', 'no-columns', 1)`.execute(database.db)).rejects.toThrow(/doesn't have a default value/);
+    const { rows } = await sql<{ Key_name: string; Column_name: string; Seq_in_index: number }>`SHOW INDEX FROM user_shares`.execute(database.db);
+    const columns = (name: string) => rows.filter((r) => r.Key_name === name).sort((a, b) => a.Seq_in_index - b.Seq_in_index).map((r) => r.Column_name);
+    expect(columns('user_shares_active')).toEqual(['merchant_id', 'is_active', 'shared_user_id', 'date_joined']);
+    expect(columns('user_shares_joined')).toEqual(['merchant_id', 'is_active', 'date_joined', 'shared_user_id']);
+  });
+
+  it('serves the migrated rows through every filter and both orders', async () => {
+    const storage = new MysqlStorage({ db: database.db, masterKey: database.masterKey });
+    const canonical = (value: string) => `${value.replace(' ', 'T')}+00:00`;
+    const expected = shares
+      .filter((s) => s.merchant_id === 'm2')
+      .map((s) => ({ id: s.shared_user_id, ...byUser(s.user_id) }))
+      .filter((u) => u.deactivated_at !== null && u.date_joined > '2000-01-01')
+      .sort((a, b) => compareCodePoints(a.id, b.id));
+    function byUser(id: number) {
+      const u = users[id - 1]!;
+      return { date_joined: u.date_joined, deactivated_at: u.deactivated_at };
+    }
+    const got: string[] = [];
+    let after: string | undefined;
+    for (;;) {
+      const page = await storage.listUsers({ merchantId: 'm2', filter: { active: false, joinedAfter: '2000-01-01T00:00:00.000000+00:00' }, after, limit: 50 });
+      got.push(...page.map((u) => u.shared_user_id));
+      if (page.length === 50) after = page.at(-1)!.shared_user_id;
+      else if (page.resumeAfter !== undefined) after = page.resumeAfter;
+      else break;
+    }
+    expect(got).toEqual(expected.map((u) => u.id));
+    const oldest = await storage.listUsers({ merchantId: 'm1', filter: {}, order: 'date_joined', limit: 3 });
+    expect(oldest.map((u) => u.date_joined)).toEqual([...users].map((u) => canonical(u.date_joined)).sort().slice(0, 3));
+    await storage.close();
+  });
+
+  it('goes down to the old schema with every share, and up again', async () => {
+    expect((await createMigrator(database.db).migrateDown()).error).toBeUndefined();
+    const { rows: columns } = await sql<{ Field: string }>`SHOW COLUMNS FROM user_shares`.execute(database.db);
+    expect(columns.map((c) => c.Field)).toEqual(['merchant_id', 'shared_user_id', 'user_id']);
+    expect((await sql<{ n: string | number }>`SELECT COUNT(*) AS n FROM user_shares`.execute(database.db)).rows[0]!.n).toBe(String(shares.length));
+    expect((await createMigrator(database.db).migrateTo('0002_user_share_filters')).results).toHaveLength(1);
+  });
+});
+
+describe.skipIf(!available)('migration 0003_auth_failures', () => {
+  let database: TestDatabase;
+  const tables = async () => (await sql<{ name: string }>`SELECT TABLE_NAME AS name FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() ORDER BY name`.execute(database.db)).rows.map((r) => r.name);
+  const count = async (table: string) => Number((await sql<{ n: string }>`SELECT COUNT(*) AS n FROM ${sql.table(table)}`.execute(database.db)).rows[0]!.n);
+
+  beforeAll(async () => {
+    database = await createTestDatabase({ migrate: false });
+    expect((await createMigrator(database.db).migrateTo('0002_user_share_filters')).error).toBeUndefined();
+    await sql`INSERT INTO merchants (id) VALUES ('shop'), ('Shop'), ('shop ')`.execute(database.db);
+    await sql`INSERT INTO used_salts (merchant_id, salt, expires_at) VALUES ('shop', 's1', '2030-01-01 00:00:00')`.execute(database.db);
+  });
+  afterAll(async () => {
+    await database?.drop();
+  });
+
+  it('adds auth_failures on a database built by 0001 and 0002, touching nothing else', async () => {
+    const before = await tables();
+    expect((await migrateToLatest(database.db)).results).toEqual([{ migrationName: '0003_auth_failures', direction: 'Up', status: 'Success' }]);
+    expect((await tables()).sort()).toEqual([...before, 'auth_failures'].sort());
+    expect([await count('merchants'), await count('used_salts'), await count('auth_failures')]).toEqual([3, 1, 0]);
+  });
+
+  it('keys rows by (scope, address, merchant_id), with an index for changes, blocks and expiry', async () => {
+    const { rows } = await sql<{ Key_name: string; Column_name: string; Seq_in_index: number }>`SHOW INDEX FROM auth_failures`.execute(database.db);
+    const columns = (name: string) => rows.filter((r) => r.Key_name === name).sort((a, b) => a.Seq_in_index - b.Seq_in_index).map((r) => r.Column_name);
+    expect(columns('PRIMARY')).toEqual(['scope', 'address', 'merchant_id']);
+    expect(columns('auth_failures_changes')).toEqual(['updated_at']);
+    expect(columns('auth_failures_blocked')).toEqual(['blocked_until']);
+    expect(columns('auth_failures_expiry')).toEqual(['expires_at']);
+    const collation = async (table: string, column: string) =>
+      (await sql<{ c: string }>`SELECT COLLATION_NAME AS c FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ${table} AND COLUMN_NAME = ${column}`.execute(database.db)).rows[0]!.c;
+    expect(await collation('auth_failures', 'merchant_id')).toBe(await collation('merchants', 'id'));
+  });
+
+  it('counts merchants whose ids differ only in case or a trailing space apart', async () => {
+    const store = new MysqlThrottleStore(database.db);
+    const rules = new FailureThrottle().rules;
+    for (const id of ['shop', 'Shop', 'shop ', 'shop']) await store.recordFailure({ address: '192.0.2.1', merchantId: id, now: 1_700_000_000 }, rules);
+    const { rows } = await sql<{ merchant_id: string; failures: number }>`SELECT merchant_id, failures FROM auth_failures WHERE scope = 'pair' ORDER BY merchant_id`.execute(database.db);
+    expect(rows).toEqual([
+      { merchant_id: 'Shop', failures: 1 },
+      { merchant_id: 'shop', failures: 2 },
+      { merchant_id: 'shop ', failures: 1 },
+    ]);
+    await store.close();
+  });
+
+  it('goes down without the table and leaves the rest, and up again', async () => {
+    expect((await createMigrator(database.db).migrateDown()).error).toBeUndefined();
+    expect(await tables()).not.toContain('auth_failures');
+    expect([await count('merchants'), await count('used_salts')]).toEqual([3, 1]);
+    expect((await migrateToLatest(database.db)).results).toEqual([{ migrationName: '0003_auth_failures', direction: 'Up', status: 'Success' }]);
+    expect(await count('auth_failures')).toBe(0);
+  });
+});

@@ -1,0 +1,307 @@
+/**
+ * The storage contract (docs/protocol.md#storage-and-secrets), written once and run against every
+ * implementation: `test/storage/memory.test.ts`, `test/storage/mysql.test.ts`.
+ */
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { compareCodePoints } from '../../src/storage/order.js';
+import type { Storage, UserFilter, UserOrder, UserRecord, UserRecordPage } from '../../src/storage/contract.js';
+import type { Seed, SeedUser } from '../../src/storage/seed/seed.js';
+import type { PagePlan } from '../../src/storage/user-pages.js';
+import { contractSeed, M1_ORDER, user } from '../support/seeds.js';
+
+export interface StorageUnderTest {
+  storage: Storage;
+  /** Releases what the test created (a database, a pool). */
+  cleanup?: () => Promise<void>;
+  /** Adds the merchants and users of `seed` (new merchants; a user already there is replaced). */
+  add?: (seed: Seed) => Promise<void>;
+}
+
+/** Small bounds, so that a few users cross every boundary of the plan (src/storage/user-pages.ts). */
+export const SMALL_PLAN: PagePlan = { seekLimit: 3, scanBudget: 5 };
+
+export function storageContract(name: string, create: (seed: Seed, plan?: PagePlan) => Promise<StorageUnderTest>): void {
+  describe(`storage contract: ${name}`, () => {
+    let subject: StorageUnderTest;
+    let storage: Storage;
+    const seed = contractSeed();
+    const now = 1_700_000_000;
+
+    beforeAll(async () => {
+      subject = await create(seed);
+      storage = subject.storage;
+    });
+    afterAll(async () => {
+      await storage?.close();
+      await subject?.cleanup?.();
+    });
+
+    it('returns a merchant with its status and active keys', async () => {
+      expect(await storage.getMerchant('m1')).toEqual({ id: 'm1', status: 'active', keys: expect.arrayContaining(['key-one', 'key-one-rotated']) });
+      expect((await storage.getMerchant('m1'))!.keys).toHaveLength(2);
+      expect(await storage.getMerchant('off')).toMatchObject({ id: 'off', status: 'disabled' });
+    });
+
+    it('treats merchant ids as case-sensitive and unknown ids as absent', async () => {
+      expect((await storage.getMerchant('M1'))!.keys).toEqual(['case-differs']);
+      expect(await storage.getMerchant('m3')).toBeUndefined();
+      expect(await storage.getMerchant('')).toBeUndefined();
+    });
+
+    it('records a salt once per merchant and reports the replay', async () => {
+      expect(await storage.recordSalt({ merchantId: 'm1', salt: 'salt-1', expiresAt: now + 300, now })).toBe(true);
+      expect(await storage.recordSalt({ merchantId: 'm1', salt: 'salt-1', expiresAt: now + 300, now })).toBe(false);
+      expect(await storage.recordSalt({ merchantId: 'm2', salt: 'salt-1', expiresAt: now + 300, now })).toBe(true);
+    });
+
+    it('compares salts case-sensitively', async () => {
+      expect(await storage.recordSalt({ merchantId: 'm1', salt: 'CaseTest-AbC', expiresAt: now + 300, now })).toBe(true);
+      expect(await storage.recordSalt({ merchantId: 'm1', salt: 'casetest-abc', expiresAt: now + 300, now })).toBe(true);
+    });
+
+    it('keeps a 128-character salt whole: a longer twin is not a replay of it', async () => {
+      const salt = 's'.repeat(128);
+      expect(await storage.recordSalt({ merchantId: 'm1', salt, expiresAt: now + 300, now })).toBe(true);
+      expect(await storage.recordSalt({ merchantId: 'm1', salt: `${salt.slice(0, 127)}t`, expiresAt: now + 300, now })).toBe(true);
+      expect(await storage.recordSalt({ merchantId: 'm1', salt, expiresAt: now + 300, now })).toBe(false);
+    });
+
+    it('treats a trailing space as significant in merchant ids, user ids and salts', async () => {
+      // MySQL's PAD SPACE collations (utf8mb4_bin too) would call 'm1 ' equal to 'm1'.
+      expect(await storage.getMerchant('m1 ')).toBeUndefined();
+      expect(await storage.getUser('m1', 'a-001 ')).toBeUndefined();
+      expect(await storage.listUsers({ merchantId: 'm1 ', filter: {}, limit: 10 })).toEqual([]);
+      expect(await storage.recordSalt({ merchantId: 'm1', salt: 'pad', expiresAt: now + 300, now })).toBe(true);
+      expect(await storage.recordSalt({ merchantId: 'm1', salt: 'pad ', expiresAt: now + 300, now })).toBe(true);
+      const page = await storage.listUsers({ merchantId: 'm1', filter: {}, after: 'a-001 ', limit: 1 });
+      expect(page.map((u) => u.shared_user_id)).toEqual(['b-003']);
+    });
+
+    it('accepts a salt again once its record expired', async () => {
+      expect(await storage.recordSalt({ merchantId: 'm1', salt: 'old', expiresAt: now + 10, now })).toBe(true);
+      expect(await storage.recordSalt({ merchantId: 'm1', salt: 'old', expiresAt: now + 20, now: now + 10 })).toBe(false);
+      expect(await storage.recordSalt({ merchantId: 'm1', salt: 'old', expiresAt: now + 400, now: now + 11 })).toBe(true);
+      expect(await storage.recordSalt({ merchantId: 'm1', salt: 'old', expiresAt: now + 400, now: now + 12 })).toBe(false);
+    });
+
+    it('lets exactly one of concurrent recordings of one salt win', async () => {
+      for (let trial = 0; trial < 20; trial++) {
+        const results = await Promise.all(
+          [0, 1, 2, 3].map(() => storage.recordSalt({ merchantId: 'm1', salt: `race-${trial}`, expiresAt: now + 300, now })),
+        );
+        expect(results.filter(Boolean)).toHaveLength(1);
+      }
+    });
+
+    it('lists a merchant\'s users in code-point order of shared_user_id', async () => {
+      const page = await storage.listUsers({ merchantId: 'm1', filter: {}, limit: 100 });
+      expect(page.map((u) => u.shared_user_id)).toEqual(M1_ORDER);
+    });
+
+    it('pages by keyset: every user exactly once whatever the page size', async () => {
+      for (const limit of [1, 2, 3, 7]) {
+        const ids: string[] = [];
+        let after: string | undefined;
+        for (;;) {
+          const page = await storage.listUsers({ merchantId: 'm1', filter: {}, after, limit });
+          expect(page.length).toBeLessThanOrEqual(limit);
+          ids.push(...page.map((u) => u.shared_user_id));
+          if (page.length < limit) break;
+          after = page.at(-1)!.shared_user_id;
+        }
+        expect(ids).toEqual(M1_ORDER);
+      }
+    });
+
+    it('starts strictly after a keyset position that is not itself an id', async () => {
+      const page = await storage.listUsers({ merchantId: 'm1', filter: {}, after: 'a', limit: 2 });
+      expect(page.map((u) => u.shared_user_id)).toEqual(['a-001', 'b-003']);
+    });
+
+    it('filters by active and deactivated', async () => {
+      const active = await storage.listUsers({ merchantId: 'm1', filter: { active: true }, limit: 100 });
+      expect(active.map((u) => u.shared_user_id)).toEqual(M1_ORDER.filter((id) => id !== 'B-002' && id !== '😀-emoji'));
+      const inactive = await storage.listUsers({ merchantId: 'm1', filter: { active: false }, limit: 100 });
+      expect(inactive.map((u) => u.shared_user_id)).toEqual(['B-002', '😀-emoji']);
+    });
+
+    it('bounds date_joined exclusively on both sides, to the microsecond', async () => {
+      const page = await storage.listUsers({
+        merchantId: 'm1',
+        filter: { joinedAfter: '2020-01-01T00:00:00.000001+00:00', joinedBefore: '2020-01-04T00:00:00.500000+00:00' },
+        limit: 100,
+      });
+      expect(page.map((u) => u.shared_user_id)).toEqual(['B-002', 'b-003']);
+      const combined = await storage.listUsers({
+        merchantId: 'm1',
+        filter: { active: true, joinedAfter: '2020-01-01T00:00:00.000000+00:00', joinedBefore: '2020-01-05T00:00:00.000000+00:00' },
+        limit: 1,
+        after: 'a-001',
+      });
+      expect(combined.map((u) => u.shared_user_id)).toEqual(['b-003']);
+    });
+
+    it('takes bounds at the ends of the range: year 0000 and 9999', async () => {
+      const ids = async (filter: { joinedAfter?: string; joinedBefore?: string }) =>
+        (await storage.listUsers({ merchantId: 'm1', filter, limit: 100 })).map((u) => u.shared_user_id);
+      expect(await ids({ joinedAfter: '0000-01-01T00:00:00.000000+00:00' })).toEqual(M1_ORDER);
+      expect(await ids({ joinedBefore: '0000-01-01T00:00:00.000000+00:00' })).toEqual([]);
+      expect(await ids({ joinedBefore: '9999-12-31T23:59:59.999999+00:00' })).toEqual(M1_ORDER);
+      expect(await ids({ joinedAfter: '9999-12-31T23:59:59.999999+00:00' })).toEqual([]);
+    });
+
+    it('returns every key of a record exactly, microseconds and Unicode included', async () => {
+      const expected = seed.users.find((u) => u.merchant_id === 'm1' && u.shared_user_id === 'b-003')!;
+      const { merchant_id: _, ...record } = expected;
+      expect(await storage.getUser('m1', 'b-003')).toEqual(record);
+      const page = await storage.listUsers({ merchantId: 'm1', filter: {}, after: 'B-002', limit: 1 });
+      expect(page).toEqual([{ ...record, shared_user_id: 'a-001', first_name: 'Ada', city: 'Berlin', state: null, email_address: 'a-001@example.com', date_joined: '2020-01-01T00:00:00.000001+00:00' }]);
+      expect(Object.keys(page[0]!)).toHaveLength(14);
+    });
+
+    it('keeps tenants apart: a user shared with another merchant is not found', async () => {
+      expect(await storage.getUser('m1', 'other-id-for-shared')).toBeUndefined();
+      expect(await storage.getUser('m2', 'shared')).toBeUndefined();
+      expect(await storage.getUser('m1', 'A-001')).toBeUndefined();
+      expect(await storage.getUser('m3', 'a-001')).toBeUndefined();
+      expect((await storage.getUser('m2', 'a-001'))!.first_name).toBe('Same id, other merchant');
+      expect((await storage.getUser('m1', 'shared'))!.first_name).toBe('Shared-as-m1');
+      expect((await storage.getUser('m2', 'other-id-for-shared'))!.first_name).toBe('Shared-as-m2');
+      expect(await storage.listUsers({ merchantId: 'off', filter: {}, limit: 10 })).toEqual([]);
+      expect(await storage.listUsers({ merchantId: 'nobody', filter: {}, limit: 10 })).toEqual([]);
+    });
+
+    it('answers ping while reachable', async () => {
+      await expect(storage.ping()).resolves.toBeUndefined();
+    });
+
+    it('lists in order=date_joined: oldest first, ties by shared_user_id, from a (date_joined, id) position', async () => {
+      const all = await storage.listUsers({ merchantId: 'm1', filter: {}, order: 'date_joined', limit: 100 });
+      expect(all.map((u) => u.shared_user_id)).toEqual(fullScan(seed.users, 'm1', {}, 'date_joined').map((u) => u.shared_user_id));
+      const third = all[2]!;
+      const rest = await storage.listUsers({ merchantId: 'm1', filter: {}, order: 'date_joined', after: third.shared_user_id, afterJoined: third.date_joined, limit: 100 });
+      expect(rest).toEqual(all.slice(3));
+      const active = await storage.listUsers({ merchantId: 'm1', filter: { active: false }, order: 'date_joined', limit: 100 });
+      expect(active.map((u) => u.shared_user_id)).toEqual(['B-002', '😀-emoji']);
+    });
+  });
+
+  describe(`storage contract: ${name}, filtered pages against a full scan`, () => {
+    let subject: StorageUnderTest;
+    let run = 0;
+
+    beforeAll(async () => {
+      subject = await create({ merchants: [], users: [] }, SMALL_PLAN);
+    });
+    afterAll(async () => {
+      await subject?.storage.close();
+      await subject?.cleanup?.();
+    });
+
+    it('returns exactly the users a full scan keeps, in order, across every page boundary, on random data', async () => {
+      await fc.assert(
+        fc.asyncProperty(randomUsers, fc.array(randomListing, { minLength: 1, maxLength: 12 }), async (users, listings) => {
+          const merchantId = `prop-${name}-${++run}`;
+          const seedUsers = users.map((u) => user(merchantId, u.id, { date_joined: u.joined, deactivated_at: u.active ? null : '2024-02-02T00:00:00.000000+00:00', first_name: `n${u.id.length}` }));
+          await subject.add!({ merchants: [{ id: merchantId, status: 'active', keys: ['k'] }], users: seedUsers });
+          for (const { filter, order, limit } of listings) {
+            const expected = fullScan(seedUsers, merchantId, filter, order);
+            const got = await pageThrough(subject.storage, merchantId, filter, order, limit, expected.length);
+            expect(got, JSON.stringify({ filter, order, limit })).toEqual(expected);
+          }
+        }),
+        { numRuns: 40 },
+      );
+    });
+
+    it('keeps every list in step when users are replaced: activity and date_joined change', async () => {
+      const merchantId = `replace-${name}`;
+      const first = Array.from({ length: 12 }, (_, i) => user(merchantId, `r-${String(i).padStart(2, '0')}`, { date_joined: STAMPS[i % STAMPS.length]!, deactivated_at: i % 3 ? null : STAMPS[0]! }));
+      await subject.add!({ merchants: [{ id: merchantId, status: 'active', keys: ['k'] }], users: first });
+      const second = first.filter((_, i) => i % 2 === 0).map((u, i) => ({ ...u, date_joined: STAMPS[(i + 3) % STAMPS.length]!, deactivated_at: u.deactivated_at === null ? STAMPS[1]! : null }));
+      await subject.add!({ merchants: [], users: second });
+      const now = first.map((u) => second.find((s) => s.shared_user_id === u.shared_user_id) ?? u);
+      for (const filter of FILTERS) {
+        for (const order of ['shared_user_id', 'date_joined'] as const) {
+          for (const limit of [1, 2, 5]) {
+            const expected = fullScan(now, merchantId, filter, order);
+            expect(await pageThrough(subject.storage, merchantId, filter, order, limit, expected.length), JSON.stringify({ filter, order, limit })).toEqual(expected);
+          }
+        }
+      }
+    });
+
+    it('answers a filter that matches nothing with an empty last page', async () => {
+      const merchantId = `nothing-${name}`;
+      await subject.add!({ merchants: [{ id: merchantId, status: 'active', keys: ['k'] }], users: Array.from({ length: 20 }, (_, i) => user(merchantId, `n-${i}`)) });
+      for (const order of ['shared_user_id', 'date_joined'] as const) {
+        const page = await subject.storage.listUsers({ merchantId, filter: { joinedAfter: '2099-01-01T00:00:00.000000+00:00' }, order, limit: 10 });
+        expect([...page]).toEqual([]);
+        expect(page.resumeAfter).toBeUndefined();
+      }
+    });
+  });
+}
+
+const STAMPS = [
+  '2020-01-01T00:00:00.000000+00:00',
+  '2020-01-01T00:00:00.000001+00:00',
+  '2020-06-15T12:30:00.500000+00:00',
+  '2021-03-04T05:06:07.123456+00:00',
+  '2023-12-31T23:59:59.999999+00:00',
+];
+const BOUNDS = [undefined, '2019-12-31T23:59:59.999999+00:00', ...STAMPS, '2024-01-01T00:00:00.000000+00:00'];
+const FILTERS: UserFilter[] = [{}, { active: true }, { active: false }, { joinedAfter: STAMPS[1] }, { joinedBefore: STAMPS[3] }, { joinedAfter: STAMPS[0], joinedBefore: STAMPS[4], active: true }, { joinedAfter: STAMPS[4] }];
+
+// Ids that catch ordering bugs: case, U+E000-U+FFFF against astral characters, prefixes.
+const randomId = fc.string({ unit: fc.constantFrom('a', 'b', 'B', '-', '中', '\ue000', '😀', 'z'), minLength: 1, maxLength: 4 });
+const randomUsers = fc.uniqueArray(fc.record({ id: randomId, joined: fc.constantFrom(...STAMPS), active: fc.boolean() }), { selector: (u) => u.id, maxLength: 30 });
+const randomListing = fc.record({
+  filter: fc.record({ active: fc.constantFrom(undefined, true, false), joinedAfter: fc.constantFrom(...BOUNDS), joinedBefore: fc.constantFrom(...BOUNDS) }).map(withoutUndefined),
+  order: fc.constantFrom<UserOrder>('shared_user_id', 'date_joined'),
+  limit: fc.integer({ min: 1, max: 6 }),
+});
+
+function withoutUndefined(filter: UserFilter): UserFilter {
+  return Object.fromEntries(Object.entries(filter).filter(([, value]) => value !== undefined));
+}
+
+/** What the listing must return: the merchant's users the filter keeps, sorted, as records. */
+export function fullScan(users: SeedUser[], merchantId: string, filter: UserFilter, order: UserOrder = 'shared_user_id'): UserRecord[] {
+  const kept = users
+    .filter((u) => u.merchant_id === merchantId)
+    .filter((u) => filter.active === undefined || (u.deactivated_at === null) === filter.active)
+    .filter((u) => filter.joinedAfter === undefined || u.date_joined > filter.joinedAfter)
+    .filter((u) => filter.joinedBefore === undefined || u.date_joined < filter.joinedBefore)
+    .map(({ merchant_id: _, ...record }) => record);
+  const byId = (a: UserRecord, b: UserRecord) => compareCodePoints(a.shared_user_id, b.shared_user_id);
+  return kept.sort(order === 'date_joined' ? (a, b) => (a.date_joined < b.date_joined ? -1 : a.date_joined > b.date_joined ? 1 : byId(a, b)) : byId);
+}
+
+/**
+ * Pages through a listing as the handler does: past a full page from its last user, past a short
+ * page with `resumeAfter` from there; a short page without it is the last. Checks every page.
+ */
+export async function pageThrough(storage: Storage, merchantId: string, filter: UserFilter, order: UserOrder, limit: number, expected: number): Promise<UserRecord[]> {
+  const users: UserRecord[] = [];
+  let position: { after?: string; afterJoined?: string } = {};
+  for (let pages = 0; ; pages++) {
+    if (pages > 10 * expected + 20) throw new Error('the listing does not end');
+    const page: UserRecordPage = await storage.listUsers({ merchantId, filter, order, ...position, limit });
+    expect(page.length).toBeLessThanOrEqual(limit);
+    users.push(...page);
+    if (page.length === limit) {
+      const last = page.at(-1)!;
+      position = { after: last.shared_user_id, afterJoined: last.date_joined };
+    } else if (page.resumeAfter !== undefined) {
+      // Only a scan in id order stops early, and it moves on.
+      expect(order).toBe('shared_user_id');
+      if (position.after !== undefined) expect(compareCodePoints(page.resumeAfter, position.after)).toBeGreaterThan(0);
+      if (page.length > 0) expect(compareCodePoints(page.resumeAfter, page.at(-1)!.shared_user_id)).toBeGreaterThanOrEqual(0);
+      position = { after: page.resumeAfter };
+    } else {
+      return users;
+    }
+  }
+}
