@@ -3,7 +3,7 @@
  * into any existing `http`/`https` server; `serve(api, options)` creates one.
  */
 import { getRequestListener } from '@hono/node-server';
-import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
+import { createServer, STATUS_CODES, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
 import { errorResponse, MerchantApiError, type MerchantApi } from '../src/index.js';
@@ -138,18 +138,19 @@ export function answerClientErrors(server: Server): void {
       socket.destroy();
       return;
     }
-    const [status, reason, code, message] =
+    const refusal =
       error.code === 'HPE_HEADER_OVERFLOW'
-        ? [431, 'Request Header Fields Too Large', 'headers_too_large', 'The request headers are too large.']
+        ? new MerchantApiError('headers_too_large', 'The request headers are too large.')
         : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-          ? [408, 'Request Timeout', 'request_timeout', 'The request took too long to arrive.']
-          : [400, 'Bad Request', 'malformed_request', 'The request could not be parsed.'];
-    const body = `{"status":"error","data":[],"errors":[${JSON.stringify({ code, message })}]}`;
-    socket.end(
-      `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncache-control: no-store\r\n` +
-        `x-content-type-options: nosniff\r\nx-request-id: ${crypto.randomUUID()}\r\n` +
-        `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
-    );
+          ? new MerchantApiError('request_timeout', 'The request took too long to arrive.')
+          : new MerchantApiError('malformed_request', 'The request could not be parsed.');
+    // The one error renderer writes it; the socket gets it as raw HTTP, since no response object exists yet.
+    const response = errorResponse(refusal);
+    void response.text().then((body) => {
+      let head = `HTTP/1.1 ${response.status} ${STATUS_CODES[response.status]}\r\n`;
+      response.headers.forEach((value, name) => (head += `${name}: ${value}\r\n`));
+      socket.end(`${head}connection: close\r\n\r\n${body}`);
+    });
   });
 }
 

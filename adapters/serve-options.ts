@@ -2,6 +2,7 @@
  * What every runtime adapter's `serve(api, options)` takes and returns, so
  * that Node, Bun and Deno deploys are configured the same way.
  */
+import { DEFAULTS } from '../src/defaults.js';
 
 export interface ServeOptions {
   /** TCP port; 0 picks a free one (see `url`). Default 8787. */
@@ -66,7 +67,7 @@ export function listenUrl(secure: boolean, hostname: string, port: number): stri
   return `${secure ? 'https' : 'http'}://${host}:${port}`;
 }
 
-export const DEFAULT_PORT = 8787;
+export const DEFAULT_PORT = DEFAULTS.port;
 export const DEFAULT_HOSTNAME = '127.0.0.1';
 export const DEFAULT_SHUTDOWN_TIMEOUT_MS = 8000;
 

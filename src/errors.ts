@@ -46,8 +46,35 @@ export interface ErrorDetail {
 }
 
 /**
+ * The limit a refusal passed, for the IETF `RateLimit-Policy` and `RateLimit`
+ * fields (draft-ietf-httpapi-ratelimit-headers): its name, its quota, and
+ * its window in seconds when it has one (a count held at once has none).
+ */
+export interface RateLimitPolicy {
+  name: string;
+  quota: number;
+  window?: number;
+}
+
+/** What a `MerchantApiError` may carry besides its code and message. */
+export interface MerchantApiErrorOptions {
+  param?: string;
+  cause?: unknown;
+  details?: ErrorDetail[];
+  status?: number;
+  /** Seconds the client should wait before trying again (`Retry-After`). */
+  retryAfter?: number;
+  /** The limit that was passed (with `retryAfter`: a 429's RateLimit fields). */
+  policy?: RateLimitPolicy;
+  /** The methods the path answers, for a 405's `Allow`. */
+  allow?: string;
+}
+
+/**
  * An error with a `code` callers can `switch` on, the HTTP status it answers
- * with, and optionally several details (one per bad parameter).
+ * with, and optionally several details (one per bad parameter). It carries
+ * data, not headers: `src/http/error-reply.ts` writes every error's body and
+ * headers in one place.
  *
  * @example
  * throw new MerchantApiError('invalid_parameter', 'limit must be 1-1000.', { param: 'limit' });
@@ -56,14 +83,14 @@ export class MerchantApiError extends Error {
   readonly code: MerchantApiErrorCode;
   readonly status: number;
   readonly details: ErrorDetail[];
-  /** Headers the answer carries, such as `Allow` or `Retry-After`. */
-  readonly headers: Readonly<Record<string, string>> | undefined;
+  /** Seconds to wait before trying again, answered as `Retry-After`. */
+  readonly retryAfter: number | undefined;
+  /** The limit that was passed, answered as the RateLimit fields. */
+  readonly policy: RateLimitPolicy | undefined;
+  /** The methods the path answers, for a 405. */
+  readonly allow: string | undefined;
 
-  constructor(
-    code: MerchantApiErrorCode,
-    message: string,
-    options: { param?: string; cause?: unknown; details?: ErrorDetail[]; status?: number; headers?: Record<string, string> } = {},
-  ) {
+  constructor(code: MerchantApiErrorCode, message: string, options: MerchantApiErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'MerchantApiError';
     this.code = code;
@@ -71,7 +98,9 @@ export class MerchantApiError extends Error {
     const detail: ErrorDetail = { code, message };
     if (options.param !== undefined) detail.param = options.param;
     this.details = options.details ?? [detail];
-    this.headers = options.headers;
+    this.retryAfter = options.retryAfter;
+    this.policy = options.policy;
+    this.allow = options.allow;
   }
 }
 
@@ -80,13 +109,13 @@ export class MerchantApiError extends Error {
  * out: a `MerchantApiError` with code `storage_unavailable` (503), so every
  * storage, the memory one included, fails the same way. The message is for
  * operators and never reaches a client, which gets the generic 503 (with the
- * error's own `Retry-After`, if it has one in `headers`, else 1 second).
+ * error's own `Retry-After`, if it has one as `retryAfter`, else 1 second).
  *
  * @example
  * throw new StorageUnavailableError('MySQL getMerchant failed (ECONNREFUSED).', { cause });
  */
 export class StorageUnavailableError extends MerchantApiError {
-  constructor(message = 'Storage unavailable.', options: { cause?: unknown; headers?: Record<string, string> } = {}) {
+  constructor(message = 'Storage unavailable.', options: { cause?: unknown; retryAfter?: number } = {}) {
     super('storage_unavailable', message, options);
     this.name = 'StorageUnavailableError';
   }

@@ -5,12 +5,23 @@
  */
 import { constantTimeDigestEqual, sha256 } from '../signing/crypto.js';
 import { MerchantApiError } from '../errors.js';
-import type { AuthFailureReason, RequestContext } from '../http/context.js';
+
 import type { Merchant } from '../storage/contract.js';
 
 const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
 const ASCII = /^[\x00-\x7f]*$/;
 const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** Why an authentication failed, as logged and counted. */
+export type AuthFailureReason = 'missing_credentials' | 'malformed_credentials' | 'unknown_merchant' | 'wrong_key' | 'bad_signature';
+
+/** What authentication reads of a request and notes on it (the pipeline's `RequestContext` is one). */
+export interface AuthState {
+  header(name: string): string | null;
+  claimedMerchantId: string | undefined;
+  merchantId: string | undefined;
+  authFailure: AuthFailureReason | undefined;
+}
 
 /** The one 401 every authentication failure answers. */
 export const UNAUTHORIZED = new MerchantApiError('unauthorized', 'Valid merchant credentials are required (HTTP Basic: merchant id and API key).');
@@ -25,9 +36,10 @@ export function parseBasicAuth(header: string | null): { id: string; key: string
   let decoded: string;
   try {
     decoded = atob(encoded);
-    // atob yields one character per byte. Pure ASCII is already its own
-    // UTF-8 decoding (the common case, and 20x cheaper than the byte copy
-    // and strict decode, measured in bench/); anything else is decoded strictly.
+    // atob yields one character per byte. Pure ASCII, the common case, is
+    // already its own UTF-8 decoding, so it skips the byte copy and the
+    // strict decode (docs/benchmarks.md#figures-behind-choices-in-the-code);
+    // anything else is decoded strictly.
     if (!ASCII.test(decoded)) decoded = utf8.decode(Uint8Array.from(decoded, (c) => c.charCodeAt(0)));
   } catch {
     return undefined;
@@ -44,7 +56,7 @@ export function parseBasicAuth(header: string | null): { id: string; key: string
  * `getMerchant` is the (guarded) storage lookup; only it waits on the
  * storage, so parsing and comparing stay outside the storage deadline.
  */
-export async function authenticate(ctx: RequestContext, getMerchant: (id: string) => Promise<Merchant | undefined>): Promise<Merchant> {
+export async function authenticate(ctx: AuthState, getMerchant: (id: string) => Promise<Merchant | undefined>): Promise<Merchant> {
   const header = ctx.header('authorization');
   const credentials = parseBasicAuth(header);
   if (!credentials || credentials.key === '') throw fail(ctx, header === null ? 'missing_credentials' : 'malformed_credentials');
@@ -63,7 +75,7 @@ export async function authenticate(ctx: RequestContext, getMerchant: (id: string
 
 const DISABLED = new MerchantApiError('merchant_disabled', 'This account is disabled.');
 
-function fail(ctx: RequestContext, reason: AuthFailureReason): MerchantApiError {
+function fail(ctx: AuthState, reason: AuthFailureReason): MerchantApiError {
   ctx.authFailure = reason;
   return UNAUTHORIZED;
 }
@@ -71,7 +83,7 @@ function fail(ctx: RequestContext, reason: AuthFailureReason): MerchantApiError 
 /**
  * SHA-256 of a key, the stored ones and the one presented, memoised: a
  * merchant sends the same key on every request, and hashing was the largest
- * cost of Basic auth (about 1.5 us per hash on Node, measured in bench/).
+ * cost of Basic auth (docs/benchmarks.md#figures-behind-choices-in-the-code).
  * A digest is a pure function of its key; nothing about the check is cached.
  * Bounded: cleared when full, so neither rotated keys nor random guesses pile up.
  */

@@ -116,16 +116,17 @@ export function readServerConfig(env: Env): ServerConfig {
   const logLevel = (r.text('LOG_LEVEL') ?? 'info').toLowerCase();
   if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) r.problems.push(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got "${env.LOG_LEVEL}")`);
   const metricsPort = r.text('METRICS_PORT') === undefined ? undefined : r.int('METRICS_PORT', 0, 0, 65535);
-  const port = r.int('PORT', 8787, 0, 65535);
+  const port = r.int('PORT', DEFAULTS.port, 0, 65535);
+  const hostname = r.text('HOST') ?? '127.0.0.1';
   const mysql = mysqlSettings(env, r);
 
   const config: ServerConfig = {
     port,
-    hostname: r.text('HOST') ?? '127.0.0.1',
+    hostname,
     seedFile: r.text('SEED_FILE'),
     publicUrl: publicUrls(r),
     trustProxy,
-    timestampTolerance: r.int('TIMESTAMP_TOLERANCE', 300, 1, 86_400),
+    timestampTolerance: r.int('TIMESTAMP_TOLERANCE', DEFAULTS.timestampTolerance, 1, 86_400),
     storageTimeout: mysql.storageTimeout,
     cursorSecret,
     tls: certFile && keyFile ? { certFile, keyFile } : undefined,

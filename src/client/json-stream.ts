@@ -64,31 +64,48 @@ export class JsonEnvelopeParser {
   readonly members: Record<string, unknown> = {};
   /** Elements of the array handed out so far. */
   elements = 0;
-  private buffer = '';
-  private state = State.Start;
-  private key = '';
   private seenArray = false;
+  private completed: unknown[] = [];
+  private readonly splitter: JsonArraySplitter<string>;
 
-  constructor(private readonly arrayKey: string) {}
+  constructor(private readonly arrayKey: string) {
+    this.splitter = new JsonArraySplitter(
+      STRING_TEXT,
+      {
+        splits: (key) => key === arrayKey,
+        arrayValue: (_key, isArray) => {
+          if (!isArray) throw new JsonStreamError(`"${arrayKey}" is not an array.`);
+          if (this.seenArray) throw new JsonStreamError(`"${arrayKey}" occurs twice.`);
+          this.seenArray = true;
+        },
+        elements: (_key, text, bounds) => {
+          const values = parseValue(`[${text.slice(bounds[0], bounds[bounds.length - 1])}]`) as unknown[];
+          if (this.completed.length === 0) this.completed = values;
+          else for (let i = 0; i < values.length; i++) this.completed.push(values[i]);
+        },
+        member: (key, text, start, end) => {
+          this.members[key] = parseValue(text.slice(start, end));
+        },
+      },
+      MAX_VALUE_LENGTH,
+    );
+  }
 
   /** Feeds the next piece of text; returns the elements of the array it completed, in order. */
   push(text: string): unknown[] {
-    const out: unknown[] = [];
-    const buf = this.buffer.length === 0 ? text : this.buffer + text;
-    const pos = this.run(buf, 0, out, false);
-    this.buffer = pos >= buf.length ? '' : buf.slice(pos);
-    if (this.buffer.length > MAX_VALUE_LENGTH) throw new JsonStreamError(`A value of the document is longer than ${MAX_VALUE_LENGTH} characters.`);
-    this.elements += out.length;
-    return out;
+    this.completed = [];
+    this.splitter.push(text);
+    return this.handOut();
   }
 
   /** The text has ended: throws unless the document was complete. Returns any elements the end completed. */
   end(): unknown[] {
-    const out: unknown[] = [];
-    const pos = this.run(this.buffer, 0, out, true);
-    this.buffer = this.buffer.slice(pos);
-    this.elements += out.length;
-    if (this.state !== State.Done) {
+    this.completed = [];
+    try {
+      this.splitter.end();
+    } catch (error) {
+      if (!(error instanceof JsonStreamError && error.problem?.kind === 'truncated')) throw error;
+      this.elements += this.completed.length;
       throw new JsonStreamError(`The document ended early, after ${this.elements} element(s) of "${this.arrayKey}".`, true);
     }
     if (!this.seenArray) throw new JsonStreamError(`The document has no "${this.arrayKey}" array.`);
@@ -228,62 +245,10 @@ export class JsonEnvelopeParser {
   }
 }
 
-function unexpected(c: string | undefined, pos: number, wanted: string): JsonStreamError {
-  return new JsonStreamError(`Unexpected ${JSON.stringify(c)} where ${wanted} should be (at character ${pos} of the current piece).`);
-}
-
-function parse(buf: string, start: number, end: number): unknown {
-  return parseText(buf.slice(start, end));
-}
-
-function parseText(text: string): unknown {
+function parseValue(text: string): unknown {
   try {
     return JSON.parse(text);
   } catch (error) {
     throw new JsonStreamError(`Invalid JSON value: ${(error as Error).message}`);
   }
-}
-
-/** The end (exclusive) of the string starting at `start` (a quote), or -1 when it is not complete yet. */
-function scanString(buf: string, start: number): number {
-  let from = start + 1;
-  for (;;) {
-    const quote = buf.indexOf('"', from);
-    if (quote < 0) return -1;
-    // An odd run of backslashes before it escapes it.
-    let backslashes = 0;
-    while (buf.charCodeAt(quote - 1 - backslashes) === 92) backslashes++;
-    if (backslashes % 2 === 0) return quote + 1;
-    from = quote + 1;
-  }
-}
-
-/** The end (exclusive) of the JSON value starting at `start`, or -1 when it is not complete yet. */
-function scanValue(buf: string, start: number, final: boolean): number {
-  const first = buf[start];
-  if (first === '"') return scanString(buf, start);
-  if (first === '{' || first === '[') {
-    let depth = 0;
-    STRUCTURE.lastIndex = start;
-    for (;;) {
-      const match = STRUCTURE.exec(buf);
-      if (match === null) return -1;
-      const at = match.index;
-      const c = buf[at];
-      if (c === '"') {
-        const end = scanString(buf, at);
-        if (end < 0) return -1;
-        STRUCTURE.lastIndex = end;
-      } else if (c === '{' || c === '[') {
-        depth++;
-      } else if (--depth === 0) {
-        return at + 1;
-      }
-    }
-  }
-  // A number, true, false or null: it ends at a delimiter, or at the very end of the text.
-  PRIMITIVE_END.lastIndex = start;
-  const match = PRIMITIVE_END.exec(buf);
-  if (match !== null) return match.index;
-  return final ? buf.length : -1;
 }

@@ -3,8 +3,9 @@
  * and what hooks see (docs/observability.md#hooks).
  */
 
-/** Why an authentication failed, as logged and counted. */
-export type AuthFailureReason = 'missing_credentials' | 'malformed_credentials' | 'unknown_merchant' | 'wrong_key' | 'bad_signature';
+import type { AuthFailureReason } from '../auth/basic-auth.js';
+
+export type { AuthFailureReason };
 
 export interface RequestContext {
   readonly request: Request;

@@ -4,7 +4,7 @@
  * them in the order given.
  */
 import type { RequestContext } from './context.js';
-import type { StorageOperation } from '../storage/guard.js';
+import type { StorageOperation } from '../storage/contract.js';
 
 /** How a request ended, once its body has been handed over in full (or aborted). */
 export interface RequestSummary {
@@ -32,6 +32,11 @@ export interface MerchantApiHooks {
   onFinish?(ctx: RequestContext, summary: RequestSummary): void;
   /** As a storage call starts; the function returned is called when it ends, with its error if it failed. */
   onStorageCall?(ctx: RequestContext, operation: StorageOperation): void | ((error?: unknown) => void);
+}
+
+/** A `Response` a hook answered with, carried past the handler to be sent as it is. */
+export class HookAnswer {
+  constructor(readonly response: Response) {}
 }
 
 /** The hooks of several sets as one set; a point none of them uses stays undefined (and costs nothing). */

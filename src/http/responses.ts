@@ -1,10 +1,9 @@
 /**
  * Every answer the handler writes. Handlers return a `Reply` (status, JSON
  * text or a stream of JSON text, headers); the pipeline turns it into the
- * `Response`, once, for GET and HEAD alike. Errors become the JSON shape of
- * their endpoint here (docs/protocol.md#errors).
+ * `Response`, once, for GET and HEAD alike. Errors become replies in
+ * `error-reply.ts`.
  */
-import { MerchantApiError, type ErrorDetail } from '../errors.js';
 
 /** Which JSON shape an endpoint answers errors in. */
 export type ErrorShape = 'signature' | 'envelope';
@@ -20,50 +19,7 @@ export function reply(status: number, body: string | AsyncIterable<string>, head
   return headers === undefined ? { status, body } : { status, body, headers };
 }
 
-/** The validatesignature body for an error; `message` absent for the 404. */
-export function signatureError(message: string | undefined): string {
-  return message === undefined
-    ? '{"status":"error","is_valid":false}'
-    : `{"status":"error","message":${JSON.stringify(message)},"is_valid":false}`;
-}
-
 export const SIGNATURE_OK = '{"status":"ok","is_valid":true}';
-
-/** The envelope with `status` "error" and the problems listed. */
-export function envelopeError(details: readonly ErrorDetail[]): string {
-  return `{"status":"error","data":[],"errors":${JSON.stringify(details)}}`;
-}
-
-const INTERNAL = new MerchantApiError('internal_error', 'Internal server error.');
-
-/**
- * Renders any thrown value. A `MerchantApiError` speaks for itself (a
- * storage failure says only that the storage is unavailable); anything else
- * is a bare 500 that says nothing of its internals.
- */
-export function errorReply(error: unknown, shape: ErrorShape): Reply {
-  const e = error instanceof MerchantApiError ? error : INTERNAL;
-  const headers: Record<string, string> = { ...e.headers };
-  if (e.code === 'unauthorized') headers['www-authenticate'] = 'Basic realm="merchant", charset="UTF-8"';
-  if (e.code === 'storage_unavailable') headers['retry-after'] ??= '1';
-  const details = e.code === 'storage_unavailable' ? STORAGE_UNAVAILABLE_DETAILS : e.details;
-  const body = shape === 'signature' ? signatureError(details.map((d) => d.message).join(' ')) : envelopeError(details);
-  return { status: e.status, body, headers };
-}
-
-const STORAGE_UNAVAILABLE_DETAILS: ErrorDetail[] = [{ code: 'storage_unavailable', message: 'The storage is unavailable; try again shortly.' }];
-
-/**
- * A JSON error `Response` for an answer given outside the handler (an
- * adapter refusing a request its runtime could not represent).
- *
- * @example
- * errorResponse(new MerchantApiError('malformed_request', 'Bad Host header.'))
- */
-export function errorResponse(error: unknown, options: { shape?: ErrorShape; head?: boolean } = {}): Response {
-  // Headers every answer has; a request id of its own, since no handler saw the request.
-  return toResponse(errorReply(error, options.shape ?? 'envelope'), options.head ?? false, { 'x-request-id': crypto.randomUUID(), 'x-content-type-options': 'nosniff' });
-}
 
 const utf8 = new TextEncoder();
 

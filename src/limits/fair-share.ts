@@ -28,16 +28,15 @@
  * by the server, and is left to a proxy's per-client limits.
  *
  * Why CPU and not event-loop delay: a flood of cheap requests keeps every
- * loop turn short (timer drift stayed at 0.2-1.4 ms under 13,000 listings a
- * second on one core, as on an idle server) while each other request waits
- * behind the flood's. The process's CPU time says the core is full; Node, Bun
+ * loop turn short (timer drift stays as low as on an idle server, see
+ * docs/benchmarks.md) while each other request waits behind the flood's. The process's CPU time says the core is full; Node, Bun
  * and Deno all answer `process.cpuUsage()`. Without it nothing is refused.
  */
 import type { RequestContext } from '../http/context.js';
 import { MerchantApiError } from '../errors.js';
 import type { MerchantApiHooks } from '../http/hooks.js';
 import type { Logger } from '../observe/logger.js';
-import { rateLimitFields } from './ratelimit-fields.js';
+import { DEFAULTS } from '../defaults.js';
 
 export interface FairShareOptions {
   /**
@@ -58,7 +57,7 @@ const HOLD_MS = 10_000;
 const CAPACITY_DECAY_MS = 2000;
 /** Time constant of the decaying charges. */
 const DECAY_MS = 250;
-/** The HTTP parsing and writing around a request that the pipeline cannot time (50-70 µs per request on Node in bench/). */
+/** The HTTP parsing and writing around a request that the pipeline cannot time (its order of magnitude on Node: docs/benchmarks.md). */
 const REQUEST_OVERHEAD_MS = 0.05;
 /** Below this a merchant's decayed charge no longer counts it as active (about one request a second ago). */
 const ACTIVE_MS = REQUEST_OVERHEAD_MS / 4;
@@ -124,7 +123,7 @@ export class FairShare {
   };
 
   constructor(options: FairShareOptions = {}, logger: Logger) {
-    this.#busyPercent = options.busyPercent ?? 50;
+    this.#busyPercent = options.busyPercent ?? DEFAULTS.fairShareBusyPercent;
     if (!(this.#busyPercent > 0 && this.#busyPercent <= 1000)) throw new TypeError('fairShare.busyPercent must be a number above 0, at most 1000.');
     this.#cpuTime = options.cpuTime ?? processCpuTime();
     this.#logger = logger;
@@ -162,7 +161,7 @@ export class FairShare {
     throw new MerchantApiError(
       'too_many_requests',
       `This merchant used more than its share of this busy instance lately (${used}% of it, with ${this.#active} merchants active); retry in ${retryAfter} seconds.`,
-      { headers: rateLimitFields('fair-share', share, retryAfter, 1) },
+      { retryAfter, policy: { name: 'fair-share', quota: share, window: 1 } },
     );
   }
 

@@ -6,7 +6,6 @@
  * `maxWaiting` queued calls the merchant gets 429 at once.
  */
 import { MerchantApiError } from '../errors.js';
-import { rateLimitFields } from './ratelimit-fields.js';
 
 export class MerchantStorageShare {
   /** Calls one merchant may have running at once. */
@@ -21,6 +20,10 @@ export class MerchantStorageShare {
     this.limit = Math.max(1, Math.floor(connections / 2));
     this.#maxWaiting = maxWaiting;
   }
+
+  /** For the storage views: an authenticated request's calls run within its merchant's share, any other as it comes. */
+  readonly gate = <T>(ctx: { readonly merchantId: string | undefined }, call: () => Promise<T>): Promise<T> =>
+    ctx.merchantId === undefined ? call() : this.run(ctx.merchantId, call);
 
   /** Runs `call` once the merchant is under its share. */
   async run<T>(merchantId: string, call: () => Promise<T>): Promise<T> {
@@ -39,7 +42,8 @@ export class MerchantStorageShare {
     if (queue === undefined) this.#waiting.set(merchantId, (queue = []));
     if (queue.length >= this.#maxWaiting) {
       throw new MerchantApiError('too_many_requests', `This merchant already has ${queue.length} storage calls waiting for its share of the storage's connections; retry shortly.`, {
-        headers: rateLimitFields('storage-share', this.limit, 1),
+        retryAfter: 1,
+        policy: { name: 'storage-share', quota: this.limit },
       });
     }
     // The slot is handed over by #release without being given back in between.

@@ -3,9 +3,8 @@
  * (docs/security.md#clients-that-ignore-retry-after).
  *
  * A 429 costs the core the HTTP work of a request, so a client that ignores
- * `Retry-After` and resends at once keeps a core busy with refusals (a wrk
- * with 24 connections: about 15,000 a second, the other merchants' latency
- * 13-20x). A connection (client address and port) that was refused with
+ * `Retry-After` and resends at once keeps a core busy with refusals, and
+ * every other merchant waits behind them (docs/benchmarks.md). A connection (client address and port) that was refused with
  * `Retry-After` and sends again before that time has passed gets its next
  * refusal only when the time is up, at most `maxDelayMs` later: it then
  * costs a timer, not a core, and each of its connections gets about one
@@ -13,6 +12,7 @@
  */
 import type { RequestContext } from '../http/context.js';
 import { MerchantApiError } from '../errors.js';
+import { DEFAULTS } from '../defaults.js';
 
 export interface TarpitOptions {
   /** The longest a refusal is held back, ms. Default 5000 (well inside the servers' request timeouts and the 8 s shutdown). */
@@ -31,8 +31,8 @@ export class Tarpit {
   readonly #dueAt = new Map<string, number>();
 
   constructor(options: TarpitOptions = {}) {
-    this.#maxDelayMs = options.maxDelayMs ?? 5000;
-    this.#maxEntries = options.maxEntries ?? 100_000;
+    this.#maxDelayMs = options.maxDelayMs ?? DEFAULTS.tarpit.maxDelayMs;
+    this.#maxEntries = options.maxEntries ?? DEFAULTS.tarpit.maxEntries;
     if (!(this.#maxDelayMs >= 0 && this.#maxDelayMs <= 60_000)) throw new TypeError('tarpit.maxDelayMs must be a number from 0 to 60000.');
     if (!Number.isInteger(this.#maxEntries) || this.#maxEntries < 1) throw new TypeError('tarpit.maxEntries must be a whole number, at least 1.');
   }
@@ -64,8 +64,8 @@ export class Tarpit {
  */
 export function refusalDelay(tarpit: Tarpit, ctx: RequestContext, error: unknown): number {
   if (!(error instanceof MerchantApiError) || error.status !== 429 || ctx.clientPort === undefined) return 0;
-  const retryAfter = Number(error.headers?.['retry-after']);
-  if (!(retryAfter > 0)) return 0;
+  const retryAfter = error.retryAfter;
+  if (retryAfter === undefined || !(retryAfter > 0)) return 0;
   return tarpit.delay(`${ctx.clientAddress ?? ''} ${ctx.clientPort}`, retryAfter);
 }
 

@@ -9,6 +9,7 @@
  * (`learn`, used by src/limits/throttle-sharing.ts); it still decides alone.
  */
 import type { ThrottleRecord, ThrottleRules } from '../storage/throttle-store.js';
+import { DEFAULTS } from '../defaults.js';
 
 export interface ThrottleOptions {
   /** Consecutive failures for one merchant from one address before that pair is blocked. Default 10. */
@@ -66,15 +67,7 @@ export class FailureThrottle {
   }
 
   constructor(options: ThrottleOptions = {}) {
-    this.#o = {
-      pairFailures: options.pairFailures ?? 10,
-      pairBlockSeconds: options.pairBlockSeconds ?? 300,
-      pairMaxBlockSeconds: options.pairMaxBlockSeconds ?? 3600,
-      addressFailures: options.addressFailures ?? 100,
-      addressWindowSeconds: options.addressWindowSeconds ?? 3600,
-      addressBlockSeconds: options.addressBlockSeconds ?? 3600,
-      maxEntries: options.maxEntries ?? 100_000,
-    };
+    this.#o = { ...DEFAULTS.throttle, ...definedOnly(options) };
     for (const [name, value] of Object.entries(this.#o)) {
       if (!Number.isInteger(value) || value < 1) throw new TypeError(`throttle.${name} must be a whole number, at least 1.`);
     }
@@ -192,4 +185,9 @@ function touch<V>(map: Map<string, V>, key: string, value: V, max: number): void
   map.delete(key);
   map.set(key, value);
   if (map.size > max) map.delete(map.keys().next().value!);
+}
+
+/** The options actually given: an option set to undefined keeps its default. */
+function definedOnly(options: ThrottleOptions): ThrottleOptions {
+  return Object.fromEntries(Object.entries(options).filter(([, value]) => value !== undefined));
 }

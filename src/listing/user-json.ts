@@ -31,8 +31,9 @@ const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
 
 function str(value: string | null | undefined): string {
   if (value === null || value === undefined) return 'null';
-  // Most fields need no escaping; quoting them directly halves the cost of a
-  // 100-user page (measured in bench/). Output is identical to JSON.stringify.
+  // Most fields need no escaping, and quoting them directly skips
+  // JSON.stringify's scan on every field of every page
+  // (docs/benchmarks.md#figures-behind-choices-in-the-code). Output is identical to JSON.stringify.
   // A storage bug handing over a non-string keeps JSON.stringify's answer (or its throw: a 500).
   return typeof value === 'string' && !NEEDS_ESCAPE.test(value) ? `"${value}"` : JSON.stringify(value);
 }

@@ -13,10 +13,17 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 import type { MerchantApiHooks } from '../http/hooks.js';
 import { answerScrape } from './metrics-endpoint.js';
 
+export { answerScrape };
+
 export interface MetricsOptions {
   /** Where the metrics are registered. Default: a new registry of their own. */
   registry?: Registry;
-  /** Also the runtime's process metrics (CPU, memory, event loop lag). Default true. */
+  /**
+   * Also the runtime's process metrics (CPU, memory, event loop lag). Default:
+   * true with a registry of their own, false with yours, which is the
+   * caller's to fill (most hosts already collect them there). When true and
+   * the registry has them already, they are left as they are.
+   */
   processMetrics?: boolean;
   /** Add a `merchant` label to the request counter. Default false: merchant ids are not for every scraper. */
   merchantLabel?: boolean;
@@ -33,7 +40,7 @@ export interface Metrics {
 }
 
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS', 'CONNECT', 'TRACE']);
-// Seconds: from a fast in-memory answer (~50 us) to a slow storage call near its timeout.
+// Seconds: from the fastest in-memory answer to a slow storage call near its timeout.
 const BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
 export function createMetrics(options: MetricsOptions = {}): Metrics {

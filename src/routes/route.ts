@@ -1,6 +1,6 @@
 /**
  * What a route is, and what its handler gets. The table itself is
- * `src/routes/table.ts`; the pipeline that runs it is `src/api.ts`.
+ * `src/routes/table.ts`; the pipeline that runs it is `src/http/pipeline.ts`.
  */
 import type { RequestContext } from '../http/context.js';
 import type { CursorCodec } from '../listing/cursor.js';
@@ -28,7 +28,8 @@ export interface RouteInput {
 
 /** What every handler may use, fixed when the handler is created. */
 export interface HandlerDeps {
-  storage: StorageCall<RequestContext>;
+  /** The storage as this request sees it: bounded in time, watched by the hooks, within the merchant's share. */
+  storage(ctx: RequestContext): StorageView;
   cursors: CursorCodec;
   resolveBases: PublicBaseResolver;
   /** Accepted distance of `ts` from now, in seconds. */
@@ -53,8 +54,12 @@ export interface Route {
   auth: RouteAuth;
   /** The JSON shape its errors take. */
   errorShape: ErrorShape;
+  /** A limit of the route's own: `listings`, at most `merchantConcurrency` of one merchant's requests to it at once. */
+  limit?: 'listings';
   /** True when `pattern` + `/` is the same route. */
   trailingSlash?: boolean;
   summary: string;
   handle: Handler;
+  /** The operation's own OpenAPI text, kept beside its handler; the rest of the document comes from the fields above. */
+  openapi: OperationDoc;
 }

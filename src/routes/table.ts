@@ -3,12 +3,12 @@
  * HEAD (answered from GET by the pipeline) and the OpenAPI `paths` all come
  * from it, so adding an endpoint is one entry here and one handler file.
  */
-import { healthz, readyz } from './health.js';
-import { openApiDocumentRoute } from './openapi-document.js';
+import { healthz, healthzDoc, readyz, readyzDoc } from './health.js';
+import { openApiDocumentDoc, openApiDocumentRoute } from './openapi-document.js';
 import type { Route } from './route.js';
-import { getUser } from './user.js';
-import { listUsers } from './users.js';
-import { validateSignature } from './validate-signature.js';
+import { getUser, getUserDoc } from './user.js';
+import { listUsers, listUsersDoc } from './users.js';
+import { validateSignature, validateSignatureDoc } from './validate-signature.js';
 
 export const ROUTES: readonly Route[] = [
   {
@@ -19,16 +19,19 @@ export const ROUTES: readonly Route[] = [
     errorShape: 'signature',
     summary: 'Check a signed request',
     handle: validateSignature,
+    openapi: validateSignatureDoc,
   },
   {
     id: 'listUsers',
     method: 'GET',
     pattern: '/merchant/users',
     trailingSlash: true,
+    limit: 'listings',
     auth: 'basic',
     errorShape: 'envelope',
     summary: "List the merchant's users",
     handle: listUsers,
+    openapi: listUsersDoc,
   },
   {
     id: 'getUser',
@@ -38,10 +41,11 @@ export const ROUTES: readonly Route[] = [
     errorShape: 'envelope',
     summary: 'Read one user',
     handle: getUser,
+    openapi: getUserDoc,
   },
-  { id: 'health', method: 'GET', pattern: '/healthz', auth: 'none', errorShape: 'envelope', summary: 'Liveness: the process answers', handle: healthz },
-  { id: 'ready', method: 'GET', pattern: '/readyz', auth: 'none', errorShape: 'envelope', summary: 'Readiness: the storage answers', handle: readyz },
-  { id: 'openApi', method: 'GET', pattern: '/openapi.json', auth: 'none', errorShape: 'envelope', summary: 'This OpenAPI document', handle: openApiDocumentRoute },
+  { id: 'health', method: 'GET', pattern: '/healthz', auth: 'none', errorShape: 'envelope', summary: 'Liveness: the process answers', handle: healthz, openapi: healthzDoc },
+  { id: 'ready', method: 'GET', pattern: '/readyz', auth: 'none', errorShape: 'envelope', summary: 'Readiness: the storage answers', handle: readyz, openapi: readyzDoc },
+  { id: 'openApi', method: 'GET', pattern: '/openapi.json', auth: 'none', errorShape: 'envelope', summary: 'This OpenAPI document', handle: openApiDocumentRoute, openapi: openApiDocumentDoc },
 ];
 
 /** The methods a route answers: each of its own, and HEAD wherever GET is. */

@@ -4,12 +4,14 @@
  * one JSON document streamed in batches so memory stays flat.
  */
 import type { RequestContext } from '../http/context.js';
-import { parseListParams, type ListParams } from '../listing/list-params.js';
+import { MAX_PAGE_SIZE, parseListParams, type ListParams } from '../listing/list-params.js';
 import { parseQuery } from '../http/query.js';
 import { reply, type Reply } from '../http/responses.js';
 import { pct } from '../signing/index.js';
 import type { Merchant, UserFilter, UserOrder, UserRecord, UserRecordPage } from '../storage/contract.js';
 import { usersJson } from '../listing/user-json.js';
+import { MALFORMED_QUERY, queryParameter, response, schemaRef } from '../openapi/fragments.js';
+import type { Json, OperationDoc } from '../openapi/operation.js';
 import type { HandlerDeps, RouteInput } from './route.js';
 
 export async function listUsers(ctx: RequestContext, input: RouteInput, deps: HandlerDeps): Promise<Reply> {
@@ -24,7 +26,7 @@ async function page(ctx: RequestContext, input: RouteInput, merchant: Merchant, 
   // A cursor without `limit` keeps the page size of the listing it came from.
   const limit = params.limit ?? position!.limit;
   const query = { merchantId: merchant.id, filter: params.filter, order: params.order, after: position?.after, afterJoined: position?.afterJoined, limit: limit + 1 };
-  const users = await deps.storage('listUsers', ctx, (s) => s.listUsers(query));
+  const users = await deps.storage(ctx).listUsers(query);
   // More follows when the storage found a user past the page, or stopped early (a bounded scan).
   const resume = users.length > limit ? undefined : users.resumeAfter;
   const more = users.length > limit || resume !== undefined;
@@ -49,7 +51,7 @@ async function page(ctx: RequestContext, input: RouteInput, merchant: Merchant, 
 async function streamAll(ctx: RequestContext, merchant: Merchant, filter: UserFilter, order: UserOrder, deps: HandlerDeps): Promise<Reply> {
   const batchSize = deps.streamBatchSize;
   const read = (position: { after?: string; afterJoined?: string }) =>
-    deps.storage('listUsers', ctx, (s) => s.listUsers({ merchantId: merchant.id, filter, order, ...position, limit: batchSize }));
+    deps.storage(ctx).listUsers({ merchantId: merchant.id, filter, order, ...position, limit: batchSize });
   // Where the next batch starts: past a full batch, or where a bounded scan stopped; undefined at the end.
   const nextPosition = (batch: UserRecordPage) =>
     batch.length === batchSize ? positionOf(batch.at(-1)!) : batch.resumeAfter === undefined ? undefined : { after: batch.resumeAfter };

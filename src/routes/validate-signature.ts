@@ -5,9 +5,12 @@
 import type { RequestContext } from '../http/context.js';
 import { MerchantApiError } from '../errors.js';
 import { decodePathSegment, parseQuery } from '../http/query.js';
-import { reply, SIGNATURE_OK, signatureError, type Reply } from '../http/responses.js';
+import { signatureError } from '../http/error-reply.js';
+import { reply, SIGNATURE_OK, type Reply } from '../http/responses.js';
 import { canonicalMessage, verify } from '../signing/index.js';
 import { MAX_ID_LENGTH } from '../storage/contract.js';
+import { MALFORMED_QUERY, queryParameter, response, schemaRef } from '../openapi/fragments.js';
+import type { OperationDoc } from '../openapi/operation.js';
 import type { HandlerDeps, RouteInput } from './route.js';
 
 const REQUIRED = ['salt', 'cp', 'ts', 'hmac'] as const;
@@ -24,7 +27,7 @@ export async function validateSignature(ctx: RequestContext, input: RouteInput, 
   const pairs = parseQuery(input.search);
   const values = requiredValues(pairs);
 
-  const merchant = await deps.storage('getMerchant', ctx, (s) => s.getMerchant(values.cp));
+  const merchant = await deps.storage(ctx).getMerchant(values.cp);
   if (!merchant) {
     ctx.authFailure = 'unknown_merchant';
     return UNKNOWN_MERCHANT;
@@ -48,7 +51,7 @@ export async function validateSignature(ctx: RequestContext, input: RouteInput, 
   }
 
   const record = { merchantId: merchant.id, salt: values.salt, expiresAt: ts + deps.tolerance, now: nowSeconds, ts };
-  const fresh = await deps.storage('recordSalt', ctx, (s) => s.recordSalt(record));
+  const fresh = await deps.storage(ctx).recordSalt(record);
   return fresh ? VALID : REPLAYED;
 }
 
@@ -105,3 +108,31 @@ function signatureMatches(method: string, bases: string[], path: string, pairs: 
   }
   return matched;
 }
+
+/** The OpenAPI operation of `GET /validatesignature`, besides what the route table and every route share. */
+export const validateSignatureDoc: OperationDoc = {
+  tag: 'Signatures',
+  description:
+    'Checks an API key and request signing. The signature is the lower-case hex HMAC-SHA224, keyed with the API key, of ' +
+    '`METHOD & pct(base_url) & pct(sorted pct(k)=pct(v) pairs)`, leaving out `hmac` and `gettoken` (docs/protocol.md#signing). ' +
+    'Any other query parameters are allowed, and signed. The checks run in a fixed order and the first failing one decides: ' +
+    'required parameters, merchant, disabled, signature, timestamp, salt.',
+  readsQuery: true,
+  parameters: [
+    queryParameter('cp', 'The merchant id.', { type: 'string', minLength: 1, maxLength: MAX_ID_LENGTH }, true),
+    queryParameter('ts', 'The time of signing in Unix seconds: up to 15 digits, with an optional leading `-`.', { type: 'string', minLength: 1, pattern: '^-?[0-9]{1,15}$' }, true),
+    queryParameter('salt', 'A random string, new for every request; a salt is accepted once per merchant.', { type: 'string', minLength: 1, maxLength: MAX_ID_LENGTH }, true),
+    queryParameter('hmac', 'The signature, hex (compared case-insensitively).', { type: 'string', minLength: 1 }, true),
+    queryParameter('gettoken', 'Allowed and left out of the signature, like `hmac`.', { type: 'string' }, false),
+  ],
+  tooManyRequests: 'Also, with the memory storage: the merchant already holds half of the replay store (`MAX_SALTS`), until `Retry-After` seconds have passed.',
+  badRequest:
+    `A required parameter is absent, empty, repeated or (cp, salt) longer than ${MAX_ID_LENGTH} characters; the signature does not match; ` +
+    `ts is not whole seconds or is outside the accepted window; the salt was already used; with the memory storage, ts is before the server started ` +
+    `(salts seen before a restart are not known: docs/protocol.md#a-bounded-replay-store); or ${MALFORMED_QUERY}`,
+  responses: {
+    '200': response('The signature is valid: `{"status":"ok","is_valid":true}`.', schemaRef('SignatureValid')),
+    '403': response('The merchant is disabled: `{"status":"error","message":"This account is disabled.","is_valid":false}`.', schemaRef('SignatureError')),
+    '404': response('No merchant has the id `cp`: `{"status":"error","is_valid":false}`, the only body without a message.', schemaRef('SignatureUnknownMerchant')),
+  },
+};

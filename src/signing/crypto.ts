@@ -1,6 +1,9 @@
 /**
- * The one module that touches `node:crypto` (STYLE.md, point 1): Web Crypto
- * has no SHA-224, and Node, Bun and Deno all implement `node:crypto`.
+ * The hashes and comparisons of signing and Basic auth, from `node:crypto`:
+ * Web Crypto has no SHA-224 (and is asynchronous), and Node, Bun and Deno all
+ * implement `node:crypto`. The request pipeline reaches `node:crypto` only
+ * through this module; the storages (key sealing, stored salts) and the CLI
+ * import it for their own purposes.
  */
 import { Buffer } from 'node:buffer';
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';

@@ -1,14 +1,14 @@
 /**
- * Wraps a storage so that every call is bounded in time and every failure
- * becomes the documented 503 (docs/protocol.md#failures). The storage itself
- * recovers (a pool reconnects), so the next request after the backend is
- * back succeeds.
+ * The storage as one request sees it (`deps.storage(ctx).recordSalt(...)`):
+ * every call bounded in time, every failure the documented 503
+ * (docs/protocol.md#failures), watched by the hooks, and run inside the
+ * share of the storage its merchant may hold. The storage itself recovers
+ * (a pool reconnects), so the next request after the backend is back succeeds.
  */
 import { MerchantApiError, StorageUnavailableError } from '../errors.js';
-import type { Storage } from './contract.js';
+import type { Merchant, SaltRecord, Storage, StorageOperation, UserPageQuery, UserRecord, UserRecordPage } from './contract.js';
 
-/** The storage methods the handler calls, as named in logs, metrics and spans. */
-export type StorageOperation = 'getMerchant' | 'recordSalt' | 'listUsers' | 'getUser' | 'ping';
+export type { StorageOperation };
 
 /**
  * Watches one storage call: called as it starts, it returns what to call when
@@ -24,7 +24,7 @@ interface Pending {
   reject: (error: Error) => void;
 }
 
-export function guardStorage<C>(
+function guardStorage<C>(
   storage: Storage,
   timeoutMs: number,
   onFailure: (operation: StorageOperation, context: C, error: unknown) => void,
@@ -68,7 +68,7 @@ export function guardStorage<C>(
 /**
  * One coarse timer for every call in flight instead of a timer per call:
  * arming and clearing a timer and racing two promises per call was a visible
- * share of every request on a fast storage (bench/). A late call is failed
+ * share of every request on a fast storage. A late call is failed
  * within a tenth of the timeout (at most 250 ms) after its deadline.
  */
 class DeadlineSweep {

@@ -10,7 +10,7 @@ import { ROOT } from '../support/processes.js';
 const EXPECTED: Record<string, string[]> = {
   '.': ['MAX_ID_LENGTH', 'MerchantApiError', 'StorageUnavailableError', 'USER_RECORD_KEYS', 'createJsonLogger', 'createMerchantApi', 'errorResponse', 'silentLogger'],
   './signing': ['canonicalMessage', 'pct', 'sign', 'signUrl', 'verify'],
-  './metrics': ['createMetrics'],
+  './metrics': ['answerScrape', 'createMetrics'],
   './node': ['answerClientErrors', 'createRequestListener', 'serve'],
   './bun': ['serve'],
   './deno': ['serve'],

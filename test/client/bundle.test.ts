@@ -5,7 +5,7 @@
  * (HMAC-SHA224, through src/signing/crypto.ts) may stay external: any other Node
  * built-in would fail the build. The bundle must be small and name nothing
  * of the server; bundled from source, its modules must be the client's, the
- * signing and crypto modules, and nothing else.
+ * signing and crypto modules, the shared JSON splitter, and nothing else.
  */
 import { build, type Metafile } from 'esbuild';
 import { existsSync } from 'node:fs';
@@ -46,9 +46,9 @@ describe('bundling merchant-api/client', () => {
     console.log(`merchant-api/client bundle: ${code.length} bytes minified`);
   });
 
-  it('from source: only src/client/ and the signing modules (signing, signing-params, crypto) are bundled (the server types are type-only imports)', async () => {
+  it('from source: only src/client/, the signing modules (signing, signing-params, crypto) and the JSON splitter are bundled (the server types are type-only imports)', async () => {
     const { inputs } = await bundle(`${ROOT}src/client/index.ts`);
-    expect(inputs.filter((file) => !file.startsWith('src/client/')).sort()).toEqual(['src/signing/crypto.ts', 'src/signing/index.ts', 'src/signing/params.ts']);
+    expect(inputs.filter((file) => !file.startsWith('src/client/')).sort()).toEqual(['src/json/array-splitter.ts', 'src/json/string-text.ts', 'src/signing/crypto.ts', 'src/signing/index.ts', 'src/signing/params.ts']);
   });
 
   it('the CommonJS build has the same names (see test/api/public-api.test.ts) and no server code either', async () => {

@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { createMerchantClient, MerchantApiError, MerchantTimeoutError } from '../../src/client/index.js';
-import { signatureCode } from '../../src/client/client.js';
+import { signatureCode } from '../../src/client/decode-error.js';
 import { JsonEnvelopeParser, JsonStreamError } from '../../src/client/json-stream.js';
 import { backoffMs, DEFAULT_RETRY, retryAfterMs, retryPolicy } from '../../src/client/retry.js';
 import { createMerchantApi, silentLogger } from '../../src/index.js';

@@ -10,6 +10,7 @@ import { MerchantStorageShare } from '../../src/limits/storage-share.js';
 import type { Storage, UserRecord } from '../../src/storage/contract.js';
 import { MemoryStorage } from '../../src/storage/memory/index.js';
 import { basic } from '../support/api.js';
+import { signUrl } from '../../src/signing/index.js';
 import { contractSeed } from '../support/seeds.js';
 
 /** The contract seed on a storage of `concurrency` connections whose getUser for m1 waits until released. */
@@ -79,7 +80,7 @@ describe('a merchant share of the storage connections', () => {
     const calls = Array.from({ length: 4 }, () => share.run('m', () => gate));
     expect(share.usage('m')).toEqual({ running: 1, waiting: 3 });
     const refused = await share.run('m', async () => undefined).catch((error: unknown) => error);
-    expect(refused).toMatchObject({ code: 'too_many_requests', status: 429, headers: { 'retry-after': '1' } });
+    expect(refused).toMatchObject({ code: 'too_many_requests', status: 429, retryAfter: 1, policy: { name: 'storage-share', quota: 1 } });
     expect(share.usage('other')).toEqual({ running: 0, waiting: 0 });
     release();
     await Promise.all(calls);

@@ -6,7 +6,6 @@
  * layer against a store it controls: when it writes, and what it does when
  * the store fails or falls behind.
  */
-import fc from 'fast-check';
 import { sql } from 'kysely';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createMerchantApi, type MerchantApiOptions } from '../../src/api.js';

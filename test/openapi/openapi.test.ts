@@ -17,7 +17,7 @@ import { MAX_PAGE_SIZE } from '../../src/listing/list-params.js';
 import { silentLogger } from '../../src/observe/logger.js';
 import { openApiDocument } from '../../src/openapi/document.js';
 import { MAX_QUERY_LENGTH } from '../../src/http/query.js';
-import { errorResponse } from '../../src/http/responses.js';
+import { errorResponse } from '../../src/http/error-reply.js';
 import { ROUTES } from '../../src/routes/table.js';
 import type { Storage } from '../../src/storage/contract.js';
 import { MemoryStorage } from '../../src/storage/memory/index.js';

@@ -14,7 +14,7 @@
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createHmac } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, normalize } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -66,7 +66,7 @@ describe('TypeScript in the docs', () => {
             skipLibCheck: true,
             noEmit: true,
           },
-          files,
+          files: [...files, 'runtime-globals.d.ts'],
         }),
       );
       const tsc = spawnSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', dir, '--pretty', 'false'], { cwd: dir, encoding: 'utf8' });
@@ -101,6 +101,16 @@ describe('links', () => {
       }
     }
     expect(broken).toEqual([]);
+  });
+
+  it('docs/architecture.md names every folder of src/', () => {
+    const page = readPage('docs/architecture.md');
+    const folders = readdirSync(`${ROOT}src`, { recursive: true, encoding: 'utf8' })
+      .filter((name) => statSync(`${ROOT}src/${name}`).isDirectory())
+      .map((name) => `src/${name.replaceAll('\\', '/')}`);
+    expect(folders.length).toBeGreaterThanOrEqual(20);
+    // Named as `src/a/b/` or `src/a/b`, in backticks: a file path inside the folder does not count.
+    expect(folders.filter((folder) => !page.includes(`\`${folder}/\``) && !page.includes(`\`${folder}\``)).sort()).toEqual([]);
   });
 
   it('docs/protocol.md has the sections that source comments link to', () => {

@@ -20,7 +20,7 @@ const README = readFileSync(`${ROOT}README.md`, 'utf8');
 const readmeBlocks = codeBlocks('README.md', README);
 
 /** What a fresh clone holds that `npm start` needs (node_modules is linked, as `npm install` would have made it). */
-const CLONE = ['package.json', 'package-lock.json', 'tsconfig.json', 'tsup.config.ts', 'README.md', 'src', 'adapters', 'examples'];
+const CLONE = ['package.json', 'package-lock.json', 'tsconfig.json', 'tsup.config.ts', 'README.md', 'scripts', 'src', 'adapters', 'examples'];
 
 describe('the README quick start: npm start', () => {
   let copy: string;

@@ -1,5 +1,5 @@
 /**
- * The memory storage's replay store (src/storage/memory/salts.ts, docs/protocol.md#a-bounded-replay-store):
+ * The memory storage's replay store (src/storage/memory/salts.ts, its hash siphash.ts, docs/protocol.md#a-bounded-replay-store):
  * checked against a plain Map model over random sequences, its caps and their answers, the refusal
  * of a ts from before the start, its hash against the reference vectors, and its memory per salt.
  * A property failure prints its seed and the shortest sequence that fails.
@@ -10,10 +10,12 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { createMerchantApi } from '../../src/api.js';
 import { MerchantApiError, StorageUnavailableError } from '../../src/errors.js';
+import { errorHeaders } from '../../src/http/error-reply.js';
 import { silentLogger } from '../../src/observe/logger.js';
 import { signUrl } from '../../src/signing/index.js';
 import { MemoryStorage } from '../../src/storage/memory/index.js';
-import { BEFORE_START_MESSAGE, halfSipHash64, lastFingerprint, SaltStore } from '../../src/storage/memory/salts.js';
+import { BEFORE_START_MESSAGE, SaltStore } from '../../src/storage/memory/salts.js';
+import { halfSipHash64, lastFingerprint } from '../../src/storage/memory/siphash.js';
 
 const START = 1_700_000_000;
 
@@ -148,7 +150,7 @@ describe('caps', () => {
     expect(refused).toBeInstanceOf(MerchantApiError);
     expect(refused).toMatchObject({ code: 'too_many_requests', status: 429 });
     // The oldest salt (recorded at START, kept until START + 300) is gone at START + 301.
-    expect((refused as MerchantApiError).headers).toMatchObject({ 'retry-after': '291', 'ratelimit-policy': '"salts";q=5', ratelimit: '"salts";r=0;t=291' });
+    expect(errorHeaders(refused as MerchantApiError)).toMatchObject({ 'retry-after': '291', 'ratelimit-policy': '"salts";q=5', ratelimit: '"salts";r=0;t=291' });
     expect((refused as MerchantApiError).message).toMatch(/half of the replay store's 10/);
     // A replay of one of its salts is still a replay, not a 429.
     expect(await record('a', 'a1', START + 10)).toBe(false);
@@ -157,7 +159,7 @@ describe('caps', () => {
     expect(storage.saltCount).toBe(10);
     const full = await record('c', 'c0', START + 30).catch((error: unknown) => error);
     expect(full).toBeInstanceOf(StorageUnavailableError);
-    expect((full as StorageUnavailableError).headers).toEqual({ 'retry-after': '271' });
+    expect(errorHeaders(full as StorageUnavailableError)).toEqual({ 'retry-after': '271' });
 
     // Once the oldest salts have expired there is room again.
     expect(await record('c', 'c0', START + 301)).toBe(true);

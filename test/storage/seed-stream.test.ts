@@ -129,6 +129,17 @@ describe('the streamed seed document', () => {
     }
   });
 
+  it('skips a byte-order mark however it is cut, and counts its bytes in offsets', async () => {
+    const valid = JSON.stringify({ merchants: [{ id: 'm', keys: ['k'] }], users: [user('m', 'u')] });
+    for (const cuts of [[], [1], [2], [1, 2]]) {
+      const { users } = await readMemoryStorage(chunked(`\uFEFF${valid}`, cuts), 'json');
+      expect(users, `cut at ${cuts.join(',')}`).toBe(1);
+      const error = await readMemoryStorage(chunked(`\uFEFF${valid} x`, cuts), 'json').catch((e: unknown) => e as Error);
+      expect(error).toBeInstanceOf(SeedSyntaxError);
+      expect((error as Error).message).toBe(`unexpected "x" at byte ${3 + encoder.encode(valid).length + 1}`);
+    }
+  });
+
   it('refuses a document that is JSON but not an object, or has no merchants array, as parseSeed does', async () => {
     for (const input of ['[]', '"seed"', '42', '{}', '{"merchants": {}, "users": 3}']) {
       const expected = await outcome(() => createMemoryStorage({ seed: JSON.parse(input) }), []);

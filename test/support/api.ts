@@ -5,6 +5,7 @@ import { sign } from '../../src/signing/index.js';
 import { MemoryStorage } from '../../src/storage/memory/index.js';
 import { pct } from '../../src/signing/index.js';
 import { contractSeed } from './seeds.js';
+import type { RequestInfo } from '../../src/http/context.js';
 
 export const NOW_MS = 1_700_000_000_000;
 export const NOW = NOW_MS / 1000;
@@ -38,8 +39,8 @@ export function basic(id: string, key: string): Record<string, string> {
   return { authorization: `Basic ${btoa(String.fromCharCode(...new TextEncoder().encode(`${id}:${key}`)))}` };
 }
 
-export async function call(api: { fetch(r: Request): Promise<Response> }, url: string, init?: RequestInit) {
-  const response = await api.fetch(new Request(url, init));
+export async function call(api: { fetch(r: Request, info?: RequestInfo): Promise<Response> }, url: string, init?: RequestInit, info?: RequestInfo) {
+  const response = await api.fetch(new Request(url, init), info);
   const text = await response.text();
   return { response, status: response.status, text, body: text ? JSON.parse(text) : undefined };
 }

@@ -2,13 +2,16 @@
  * The MySQL commands' database access, and how their failures read: one line that says what to do, never a key, a user field or SQL.
  */
 import type { Kysely } from 'kysely';
-import { StorageUnavailableError } from '../../errors.js';
-import { createMysqlKysely, type MysqlKyselyOptions } from '../../storage/mysql/create-mysql-kysely.js';
-import { ImportValidationError } from '../../storage/mysql/admin/import.js';
-import { MasterKeyError } from '../../storage/mysql/merchants/key-sealing.js';
-import { MerchantAdminError } from '../../storage/mysql/admin/merchant-admin.js';
-import type { MerchantApiDatabase } from '../../storage/mysql/schema.js';
-import { storageError } from '../../storage/mysql/sql-values.js';
+import { StorageUnavailableError } from '../../index.js';
+import {
+  createMysqlKysely,
+  ImportValidationError,
+  MasterKeyError,
+  MerchantAdminError,
+  storageError,
+  type MerchantApiDatabase,
+  type MysqlKyselyOptions,
+} from '../../storage/mysql/index.js';
 import type { MysqlConfig } from '../config.js';
 import type { CliIo } from '../io.js';
 import { CliUsageError } from '../usage-error.js';

@@ -6,8 +6,8 @@
  */
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import { parseSeed, SeedError } from '../../storage/seed/seed.js';
-import { DEFAULT_BATCH_SIZE, importSeed, importUserFile, ImportValidationError, redact, type ImportSummary } from '../../storage/mysql/admin/import.js';
+import { parseSeed, SeedError } from '../../storage/memory/index.js';
+import { DEFAULT_BATCH_SIZE, importSeed, importUserFile, ImportValidationError, redact, type ImportSummary } from '../../storage/mysql/index.js';
 import type { CliCommand, CliIo } from '../io.js';
 import { CliUsageError } from '../usage-error.js';
 import type { MysqlConfig } from '../config.js';

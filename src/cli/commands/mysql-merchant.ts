@@ -4,7 +4,7 @@
  * sealed; running servers see changes within their key cache TTL.
  */
 import { parseArgs } from 'node:util';
-import { addMerchant, listMerchants, rotateMerchantKey, setMerchantStatus } from '../../storage/mysql/admin/merchant-admin.js';
+import { addMerchant, listMerchants, rotateMerchantKey, setMerchantStatus } from '../../storage/mysql/index.js';
 import type { CliCommand, CliIo } from '../io.js';
 import { CliUsageError } from '../usage-error.js';
 import type { MysqlConfig } from '../config.js';

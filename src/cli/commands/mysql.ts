@@ -5,12 +5,8 @@
  * 10), STORAGE_TIMEOUT (ms, default 5000: also the per-query timeout).
  */
 import { parseArgs } from 'node:util';
-import type { Storage } from '../../storage/contract.js';
-import { createMysqlKysely } from '../../storage/mysql/create-mysql-kysely.js';
-import { MasterKeyError, openApiKey } from '../../storage/mysql/merchants/key-sealing.js';
-import { createMigrator, migrateToLatest } from '../../storage/mysql/migrations/migrations.js';
-import { MysqlStorage } from '../../storage/mysql/mysql-storage.js';
-import { storageError } from '../../storage/mysql/sql-values.js';
+import type { Logger, Storage } from '../../index.js';
+import { createMigrator, createMysqlKysely, MasterKeyError, migrateToLatest, MysqlStorage, openApiKey, storageError } from '../../storage/mysql/index.js';
 import type { CliCommand, CliIo } from '../io.js';
 import { CliUsageError } from '../usage-error.js';
 import { importCommand } from './mysql-import.js';
@@ -55,7 +51,7 @@ export const mysqlCommands: Record<string, CliCommand> = {
  * another one. An unreachable database does not stop the start: the server
  * answers 503 (and /readyz 503) until MySQL answers, then recovers by itself.
  */
-export async function openMysqlStorage(config: MysqlConfig, io: CliIo): Promise<Storage> {
+export async function openMysqlStorage(config: MysqlConfig, io: CliIo, logger?: Logger): Promise<Storage> {
   const url = databaseUrl(config);
   const key = config.masterKey();
   const ttl = config.keyCacheTtlMs;
@@ -78,7 +74,7 @@ export async function openMysqlStorage(config: MysqlConfig, io: CliIo): Promise<
     }
     io.err(`Warning: ${storageError(error, 'start-up check').message} Serving 503 until MySQL answers.`);
   }
-  return new MysqlStorage({
+  const primary = new MysqlStorage({
     db,
     masterKey: key,
     keyCacheTtlMs: ttl,

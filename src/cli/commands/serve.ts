@@ -4,19 +4,14 @@
  * whichever runtime's adapter it is given. Shuts down gracefully on
  * SIGTERM/SIGINT: stop accepting, finish in-flight requests, close storage.
  * With WORKERS above 1 this process is the primary of that many workers
- * (workers.ts), each of which runs this same command as `serve --worker`.
+ * (workers/supervisor.ts), each of which runs this same command as `serve --worker`.
  */
 import { readFile } from 'node:fs/promises';
-import { createMerchantApi } from '../../api.js';
-import { createJsonLogger } from '../../observe/logger.js';
+import process from 'node:process';
+import { createJsonLogger, createMerchantApi, type Logger, type MerchantApi, type Storage } from '../../index.js';
 import { createMetrics } from '../../observe/metrics.js';
-import { signUrl } from '../../signing/index.js';
-import type { Storage } from '../../storage/contract.js';
-import { loadMemoryStorage, MemoryStorage } from '../../storage/memory/index.js';
-import { SeedError } from '../../storage/seed/seed.js';
-import { SeedSyntaxError } from '../../storage/seed/seed-stream.js';
+import { loadMemoryStorage, MemoryStorage, SeedError, SeedSyntaxError } from '../../storage/memory/index.js';
 import type { Served, ServeOptions } from '../../../adapters/serve-options.js';
-import type { MerchantApi } from '../../api.js';
 import { readServerConfig, type MysqlConfig, type ServerConfig } from '../config.js';
 import type { CliIo } from '../io.js';
 import { CliUsageError } from '../usage-error.js';
@@ -26,7 +21,7 @@ import { runWorkers, WORKER_ARGUMENT, wholeLineWriter, workerChannel, type Worke
 export type ServeFunction = (api: MerchantApi, options: ServeOptions) => Promise<Served>;
 
 /** Opens the MySQL storage for DATABASE_URL (provided by the MySQL CLI module). */
-export type OpenMysqlStorage = (config: MysqlConfig, io: CliIo) => Promise<Storage>;
+export type OpenMysqlStorage = (config: MysqlConfig, io: CliIo, logger: Logger) => Promise<Storage>;
 
 export interface ServeRuntime {
   name: string;
@@ -76,6 +71,7 @@ export async function serveCommand(runtime: ServeRuntime, io: CliIo, args: strin
       hostname: config.hostname,
       tls,
       limits: config.limits,
+      shutdownTimeout: config.shutdownTimeout,
       reusePort: worker?.reusePort,
       onConnectionsCapped: (clientAddress, limit) => logger.warn({ event: 'connections_per_address_reached', client_address: clientAddress, limit }),
     });
@@ -131,10 +127,10 @@ async function readTlsFile(variable: string, file: string): Promise<string> {
   }
 }
 
-async function openStorage(config: ServerConfig, runtime: ServeRuntime, io: CliIo): Promise<{ storage: Storage; description: string; demo: boolean }> {
+async function openStorage(config: ServerConfig, runtime: ServeRuntime, io: CliIo, logger: Logger): Promise<{ storage: Storage; description: string; demo: boolean }> {
   if (config.databaseUrl) {
     if (!runtime.openMysqlStorage) throw new CliUsageError(`DATABASE_URL is set, but MySQL storage is not available on ${runtime.name}.`);
-    return { storage: await runtime.openMysqlStorage(config.mysql, io), description: 'storage: MySQL', demo: false };
+    return { storage: await runtime.openMysqlStorage(config.mysql, io, logger), description: 'storage: MySQL', demo: false };
   }
   const file = config.seedFile ?? DEMO_SEED;
   const name = config.seedFile ?? 'the bundled examples/seed.json';
@@ -156,6 +152,3 @@ async function openStorage(config: ServerConfig, runtime: ServeRuntime, io: CliI
   };
 }
 
-function isLoopback(hostname: string): boolean {
-  return hostname === 'localhost' || hostname === '::1' || hostname === '[::1]' || /^127\./.test(hostname);
-}

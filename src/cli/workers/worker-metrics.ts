@@ -9,7 +9,7 @@
  * needs node:cluster, which Bun's and Deno's workers are not.
  */
 import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
-import { answerScrape } from '../../observe/metrics-endpoint.js';
+import { answerScrape } from '../../observe/metrics.js';
 
 export const METRICS_REQUEST = 'merchant-api:metrics-request';
 export const METRICS_ANSWER = 'merchant-api:metrics';

@@ -5,6 +5,7 @@
  * - A salt is a 64-bit keyed fingerprint of (merchant id, salt): HalfSipHash-2-4 under a key
  *   drawn at random for each store, so nobody outside the process can craft fingerprints that
  *   collide or pile up in one place of the table. A salt is never compared as a string again.
+ *   The hash is siphash.ts.
  * - Fingerprints live in one open-addressing table (linear probing) in an `Int32Array` of three
  *   words per slot (fingerprint high, fingerprint low, expiry second), allocated once, on the first
  *   salt, with twice as many slots as `maxSalts`: 24 bytes per salt, slack included. No
@@ -17,10 +18,15 @@
  * - How many salts are live, overall and per merchant, is counted by expiry second in small
  *   sorted typed-array queues (one entry per second that has salts, not per salt), so the counts
  *   are exact, the caps are checked in constant time, and Retry-After is the time until the
- *   oldest salt expires.
+ *   oldest salt expires (salt-expiry.ts).
+ *
+ * This file owns the table and the answers (the refusals and their status); the hash and the
+ * counts are apart, each a piece that knows nothing of the table.
  */
 import { MerchantApiError, StorageUnavailableError } from '../../errors.js';
-import { rateLimitFields } from '../../limits/ratelimit-fields.js';
+import { ExpiryCounts } from './salt-expiry.js';
+import { fingerprint, fpHigh, fpLow } from './siphash.js';
+import { DEFAULTS } from '../../defaults.js';
 
 export interface SaltStoreOptions {
   /**
@@ -35,7 +41,7 @@ export interface SaltStoreOptions {
   startedAt?: number;
 }
 
-export const DEFAULT_MAX_SALTS = 1_000_000;
+export const DEFAULT_MAX_SALTS = DEFAULTS.maxSalts;
 /** The largest `maxSalts`: 2.4 GB of table. */
 export const MAX_MAX_SALTS = 100_000_000;
 
@@ -136,14 +142,12 @@ export class SaltStore {
       throw new MerchantApiError(
         'too_many_requests',
         `This merchant holds ${counts.total} unexpired salts, the most one merchant may (half of the replay store's ${this.maxSalts}); new signatures are refused until its oldest salt expires in ${retryAfter} seconds.`,
-        { headers: rateLimitFields('salts', this.merchantShare, retryAfter) },
+        { retryAfter, policy: { name: 'salts', quota: this.merchantShare } },
       );
     }
     if (this.#all.total >= this.maxSalts) {
       const retryAfter = Math.max(1, this.#all.oldest() + 1 - now);
-      throw new StorageUnavailableError(`The replay store is full: ${this.maxSalts} unexpired salts (MAX_SALTS); the oldest expires in ${retryAfter} seconds.`, {
-        headers: { 'retry-after': String(retryAfter) },
-      });
+      throw new StorageUnavailableError(`The replay store is full: ${this.maxSalts} unexpired salts (MAX_SALTS); the oldest expires in ${retryAfter} seconds.`, { retryAfter });
     }
 
     if (free < 0) {
@@ -256,170 +260,5 @@ export class SaltStore {
     table[to + 1] = 0;
     table[to + 2] = 0;
     this.#occupied--;
-  }
-}
-
-/**
- * How many salts expire at each second, oldest second first: a sorted queue of (second, count)
- * in typed arrays, one entry per second that has salts (at most the window's length), never one
- * per salt.
- */
-class ExpiryCounts {
-  #seconds = new Int32Array(4);
-  #counts = new Uint32Array(4);
-  #head = 0;
-  #tail = 0;
-  total = 0;
-
-  add(second: number): this {
-    this.total++;
-    const seconds = this.#seconds;
-    let i = this.#tail;
-    // Nearly always the newest second, or close to it.
-    if (i > this.#head && seconds[i - 1] === second) {
-      this.#counts[i - 1]!++;
-      return this;
-    }
-    if (i > this.#head && seconds[i - 1]! > second) {
-      let lo = this.#head;
-      let hi = i - 1;
-      while (lo < hi) {
-        const mid = (lo + hi) >>> 1;
-        if (seconds[mid]! < second) lo = mid + 1;
-        else hi = mid;
-      }
-      if (seconds[lo] === second) {
-        this.#counts[lo]!++;
-        return this;
-      }
-      i = lo;
-    }
-    const offset = i - this.#head;
-    if (this.#tail === this.#seconds.length) this.#makeRoom();
-    i = this.#head + offset;
-    this.#seconds.copyWithin(i + 1, i, this.#tail);
-    this.#counts.copyWithin(i + 1, i, this.#tail);
-    this.#seconds[i] = second;
-    this.#counts[i] = 1;
-    this.#tail++;
-    return this;
-  }
-
-  /** Drops the seconds before `now`; returns how many salts are left. */
-  expire(now: number): number {
-    while (this.#head < this.#tail && this.#seconds[this.#head]! < now) this.total -= this.#counts[this.#head++]!;
-    if (this.#head === this.#tail) this.#head = this.#tail = 0;
-    return this.total;
-  }
-
-  /** The earliest second with salts (only meaningful while `total` > 0). */
-  oldest(): number {
-    return this.#seconds[this.#head]!;
-  }
-
-  clear(): void {
-    this.#head = this.#tail = 0;
-    this.total = 0;
-  }
-
-  #makeRoom(): void {
-    const used = this.#tail - this.#head;
-    if (used <= this.#seconds.length >> 1) {
-      this.#seconds.copyWithin(0, this.#head, this.#tail);
-      this.#counts.copyWithin(0, this.#head, this.#tail);
-    } else {
-      const seconds = new Int32Array(this.#seconds.length * 2);
-      const counts = new Uint32Array(this.#counts.length * 2);
-      seconds.set(this.#seconds.subarray(this.#head, this.#tail));
-      counts.set(this.#counts.subarray(this.#head, this.#tail));
-      this.#seconds = seconds;
-      this.#counts = counts;
-    }
-    this.#head = 0;
-    this.#tail = used;
-  }
-}
-
-// The fingerprint of the last call: two numbers rather than an object per salt.
-let fpHigh = 0;
-let fpLow = 0;
-let units = new Uint16Array(512);
-
-/**
- * The 64-bit fingerprint of (merchant id, salt), into `fpHigh`/`fpLow` (never both 0): HalfSipHash-2-4
- * over the UTF-16 code units of the merchant id's length, the merchant id and the salt, so two
- * different pairs never hash the same text.
- */
-export function fingerprint(k0: number, k1: number, merchantId: string, salt: string): void {
-  const length = 1 + merchantId.length + salt.length;
-  if (length > units.length) units = new Uint16Array(length * 2);
-  units[0] = merchantId.length;
-  let n = 1;
-  for (let i = 0; i < merchantId.length; i++) units[n++] = merchantId.charCodeAt(i);
-  for (let i = 0; i < salt.length; i++) units[n++] = salt.charCodeAt(i);
-  halfSipHash64(k0, k1, units, n);
-  if (fpHigh === 0 && fpLow === 0) fpLow = 1;
-}
-
-/** The fingerprint `fingerprint` just computed, as [high, low] (for tests). */
-export function lastFingerprint(): [number, number] {
-  return [fpHigh, fpLow];
-}
-
-/**
- * HalfSipHash-2-4 with a 64-bit output (Aumasson and Bernstein's reference, halfsiphash.c) of the
- * `count` UTF-16 code units of `data` taken as little-endian bytes, under the key (k0, k1):
- * the result's first four bytes, little-endian, into `fpLow`, the last four into `fpHigh`.
- */
-export function halfSipHash64(k0: number, k1: number, data: Uint16Array, count: number): void {
-  let v0 = k0 | 0;
-  let v1 = (k1 ^ 0xee) | 0;
-  let v2 = (k0 ^ 0x6c796765) | 0;
-  let v3 = (k1 ^ 0x74656462) | 0;
-  const words = count >>> 1;
-  for (let w = 0; w <= words; w++) {
-    let m: number;
-    if (w < words) m = data[2 * w]! | (data[2 * w + 1]! << 16);
-    else m = ((count * 2) << 24) | (count & 1 ? data[count - 1]! : 0);
-    v3 ^= m;
-    for (let r = 0; r < 2; r++) {
-      v0 = (v0 + v1) | 0;
-      v1 = (v1 << 5) | (v1 >>> 27);
-      v1 ^= v0;
-      v0 = (v0 << 16) | (v0 >>> 16);
-      v2 = (v2 + v3) | 0;
-      v3 = (v3 << 8) | (v3 >>> 24);
-      v3 ^= v2;
-      v0 = (v0 + v3) | 0;
-      v3 = (v3 << 7) | (v3 >>> 25);
-      v3 ^= v0;
-      v2 = (v2 + v1) | 0;
-      v1 = (v1 << 13) | (v1 >>> 19);
-      v1 ^= v2;
-      v2 = (v2 << 16) | (v2 >>> 16);
-    }
-    v0 ^= m;
-  }
-  v2 ^= 0xee;
-  for (let half = 0; half < 2; half++) {
-    if (half === 1) v1 ^= 0xdd;
-    for (let r = 0; r < 4; r++) {
-      v0 = (v0 + v1) | 0;
-      v1 = (v1 << 5) | (v1 >>> 27);
-      v1 ^= v0;
-      v0 = (v0 << 16) | (v0 >>> 16);
-      v2 = (v2 + v3) | 0;
-      v3 = (v3 << 8) | (v3 >>> 24);
-      v3 ^= v2;
-      v0 = (v0 + v3) | 0;
-      v3 = (v3 << 7) | (v3 >>> 25);
-      v3 ^= v0;
-      v2 = (v2 + v1) | 0;
-      v1 = (v1 << 13) | (v1 >>> 19);
-      v1 ^= v2;
-      v2 = (v2 << 16) | (v2 >>> 16);
-    }
-    if (half === 0) fpLow = v1 ^ v3;
-    else fpHigh = v1 ^ v3;
   }
 }

@@ -20,7 +20,7 @@ let examined = 0;
 type ByActivity = [UserRecord[], UserRecord[]];
 
 // UTF-16 order equals code-point order unless a surrogate meets U+E000-U+FFFF: ids without any
-// unit from U+D800 up compare with the native `<`, several times faster than compareCodePoints.
+// unit from U+D800 up compare with the native `<`, which needs no per-character loop as compareCodePoints does.
 const NOT_CODE_UNIT_ORDERED = /[\uD800-\uFFFF]/;
 
 const nativeCompare = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
@@ -51,9 +51,9 @@ class MerchantUsers {
     this.unsorted = false;
   }
 
-  // Sorting a million records with a comparator of strings took 2.6 s (measured); these take a
-  // fraction: an export in key order is checked in one pass, and otherwise native ids sort
-  // natively, timestamps as numbers.
+  // Sorting a large seed with a comparator of strings held up its loading
+  // (docs/benchmarks.md#figures-behind-choices-in-the-code); instead an export in key order is
+  // checked in one pass, and otherwise native ids sort natively, timestamps as numbers.
 
   #sortById(list: UserRecord[]): UserRecord[] {
     if (isSorted(list, this.compareById)) return list;

@@ -12,7 +12,7 @@ import { registerDirectRunner, type RunStatement, type StatementResult } from '.
 
 /** Options of `createMysqlKysely`; URL query parameters of the same names override the defaults too. */
 export interface MysqlKyselyOptions {
-  /** Pool size (default 10: measured, a larger pool gained nothing on two cores). */
+  /** Pool size (default 10: a larger pool gained nothing, docs/benchmarks.md#figures-behind-choices-in-the-code). */
   connectionLimit?: number;
   /** Milliseconds to open a connection before giving up (default 5000). */
   connectTimeout?: number;

@@ -19,7 +19,8 @@ export { generateApiKey, generateMasterKey, MasterKeyError, openApiKey, parseMas
 export type { MasterKey } from './merchants/key-sealing.js';
 export { addMerchant, listMerchants, MerchantAdminError, rotateMerchantKey, setMerchantStatus } from './admin/merchant-admin.js';
 export type { MerchantSummary, SeedMerchantResult } from './admin/merchant-admin.js';
-export { importSeed, importUserFile, ImportValidationError } from './admin/import.js';
+export { DEFAULT_BATCH_SIZE, importSeed, importUserFile, ImportValidationError, redact } from './admin/import.js';
+export { storageError } from './sql-values.js';
 export type { ImportOptions, ImportSummary } from './admin/import.js';
 export type { MerchantApiDatabase, MerchantKeysTable, MerchantsTable, UsedSaltsTable, UserSharesTable, UsersTable } from './schema.js';
 export type { PruneOptions } from './statements/salts.js';

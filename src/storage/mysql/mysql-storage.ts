@@ -15,6 +15,7 @@ import { isStorableId, storageError } from './sql-values.js';
 import { MysqlThrottleStore, type MysqlThrottleOptions } from './throttle/throttle-store.js';
 import { selectUserPage, UserReader } from './statements/user-queries.js';
 import type { PagePlan } from '../user-pages.js';
+import { DEFAULTS } from '../../defaults.js';
 
 /** Options of `MysqlStorage`. */
 export interface MysqlStorageOptions {
@@ -88,9 +89,9 @@ export class MysqlStorage implements Storage {
   constructor(options: MysqlStorageOptions) {
     this.#db = options.db;
     this.#masterKey = typeof options.masterKey === 'string' ? parseMasterKey(options.masterKey) : options.masterKey;
-    this.#cache = new MerchantCache(options.keyCacheTtlMs ?? 10_000);
+    this.#cache = new MerchantCache(options.keyCacheTtlMs ?? DEFAULTS.keyCacheTtlSeconds * 1000);
     this.#directory = new MerchantDirectory({
-      ttlMs: options.keyCacheTtlMs ?? 10_000,
+      ttlMs: options.keyCacheTtlMs ?? DEFAULTS.keyCacheTtlSeconds * 1000,
       readIds: async (limit) => (await this.#db.selectFrom('merchants').select('id').limit(limit).execute()).map((row) => row.id),
     });
     this.#salts = new SaltWriter(options.db);

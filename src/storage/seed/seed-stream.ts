@@ -3,18 +3,20 @@
  * never becomes one string (V8 caps a string near 512 MiB) nor one parsed tree next to the
  * records made from it.
  *
- * The parser is written for this one shape rather than taken from a library: the document's top
- * level (`{"merchants": [...], "users": [...]}`, other members ignored) is followed byte by byte
- * with a small state machine, and each element of the two arrays, found by counting brackets
- * outside strings (a string is skipped with a native `indexOf` of its closing quote), goes to
- * `JSON.parse` on its own. So the per-character work on the records is V8's, the same as a plain
- * `JSON.parse`, and no dependency has to work on Node, Bun and Deno alike. UTF-8 needs no care:
- * every byte of a multi-byte character is >= 0x80, never a quote, backslash or bracket.
+ * A seed document (`{"merchants": [...], "users": [...]}`, other members ignored) is split by
+ * the shared incremental splitter (src/json/array-splitter.ts) over its bytes: every element of
+ * the two arrays, as soon as it is complete, is decoded from its bytes and goes to `JSON.parse`
+ * on its own. Most records then make one-byte strings (a chunk decoded whole is a two-byte
+ * string as soon as one name in it is not Latin-1, and slower to decode and parse), the
+ * per-character work is V8's (a string is skipped with `Buffer#indexOf` of its closing quote),
+ * and no dependency has to work on Node, Bun and Deno alike. Problems are named by byte offset,
+ * never quoting the file.
  *
  * NDJSON (`.ndjson`, `.jsonl`): one JSON object a line; a line with `merchant_id` is a user,
  * any other is a merchant. Blank lines are skipped.
  */
 import { Buffer } from 'node:buffer';
+import { isSpace, JsonArraySplitter, JsonStreamError, type SplitterText } from '../../json/array-splitter.js';
 import { SeedError } from './seed.js';
 
 /** The document is not JSON; `message` says where (byte offset from the start of the file). */
@@ -72,9 +74,9 @@ export async function readSeedElements(chunks: AsyncIterable<Uint8Array>, format
     lines.end();
     return { merchants: true, users: true };
   }
-  const scanner = new SeedDocumentScanner(sink);
-  for await (const chunk of chunks) scanner.push(toBuffer(chunk));
-  return scanner.end();
+  const reader = new SeedDocumentReader(sink);
+  for await (const chunk of chunks) reader.push(toBuffer(chunk));
+  return reader.end();
 }
 
 function toBuffer(chunk: Uint8Array): Buffer {
@@ -119,304 +121,201 @@ export class LineSplitter {
   }
 }
 
-const enum State {
-  Begin,
-  ObjectFirst,
-  ObjectNext,
-  ObjectKey,
-  Key,
-  Colon,
-  Value,
-  ArrayFirst,
-  ArrayNext,
-  ArrayElement,
-  Element,
-  Done,
-  NotObject,
-}
-
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
+const BYTE_ORDER_MARK = Buffer.from([0xef, 0xbb, 0xbf]);
 
-/** The state machine over the seed document's bytes (see the file comment). */
-class SeedDocumentScanner {
-  #data: Buffer = Buffer.alloc(0);
-  /** Bytes before `#data[0]`, for error offsets. */
-  #offset = 0;
-  #pos = 0;
-  #state = State.Begin;
-  #key = '';
-  /** The array being read (`merchants`, `users`) or undefined for a plain member value. */
-  #array: 'merchants' | 'users' | undefined;
+/**
+ * A seed document held as bytes: UTF-8 needs no care, since every byte of a multi-byte
+ * character is >= 0x80, never a quote, backslash or bracket.
+ */
+const BYTES: SplitterText<Buffer> = {
+  empty: Buffer.alloc(0),
+  length: (data) => data.length,
+  code: (data, index) => data[index]!,
+  join: (rest, piece) => Buffer.concat([rest, piece]),
+  from: (data, index) => data.subarray(index),
+  stringEnd,
+  valueEnd,
+  decode: (data, start, end) => data.toString('utf8', start, end),
+};
+
+function stringEnd(data: Buffer, start: number): number {
+  for (let quote = data.indexOf(QUOTE, start + 1); quote !== -1; quote = data.indexOf(QUOTE, quote + 1)) {
+    let backslashes = 0;
+    while (data[quote - 1 - backslashes] === BACKSLASH) backslashes++;
+    if (backslashes % 2 === 0) return quote + 1;
+  }
+  return -1;
+}
+
+/** Only brackets and strings are followed here; `JSON.parse` judges the rest. */
+function valueEnd(data: Buffer, start: number, final: boolean): number {
+  const n = data.length;
+  const first = data[start];
+  if (first === QUOTE) return stringEnd(data, start);
+  if (first === 0x7b || first === 0x5b) {
+    let depth = 0;
+    for (let i = start; i < n; i++) {
+      const c = data[i]!;
+      if (c === QUOTE) {
+        const end = stringEnd(data, i);
+        if (end === -1) return -1;
+        i = end - 1;
+      } else if (c === 0x7b || c === 0x5b) {
+        depth++;
+      } else if ((c === 0x7d || c === 0x5d) && --depth === 0) {
+        return i + 1;
+      }
+    }
+    return -1;
+  }
+  // A number or a literal: up to the next delimiter.
+  for (let i = start; i < n; i++) {
+    const c = data[i]!;
+    if (c === 0x2c || c === 0x5d || c === 0x7d || isSpace(c)) return i;
+  }
+  return final ? n : -1;
+}
+
+/** A seed document's bytes, split (see the file comment). */
+class SeedDocumentReader {
+  readonly #splitter: JsonArraySplitter<Buffer>;
+  /** Bytes given to the splitter. */
+  #bytes = 0;
+  /** Bytes of a byte-order mark skipped before the splitter's first character. */
+  #skipped = 0;
+  /** The first bytes, while they may still be the start of a byte-order mark. */
+  #head: Buffer | undefined = Buffer.alloc(0);
+  /** Set once the first byte that is not whitespace is seen. */
+  #begun = false;
+  /** A document that does not start with `{`, from its first byte: judged at the end. */
+  #notObject: Buffer[] | undefined;
+  #notObjectAt = 0;
   #index = 0;
   #seen = { merchants: false, users: false };
-  /** The token being read: where it starts, how far it was scanned, its bracket depth, in a string. */
-  #start = 0;
-  #scan = 0;
-  #depth = 0;
-  #inString = false;
 
-  constructor(private readonly sink: SeedElementSink) {}
+  constructor(private readonly sink: SeedElementSink) {
+    this.#splitter = new JsonArraySplitter(BYTES, {
+      splits: (key, offset) => {
+        if (key !== 'merchants' && key !== 'users') return false;
+        if (this.#seen[key]) throw this.#error(`"${key}" appears twice in the document`, offset);
+        this.#seen[key] = true;
+        return true;
+      },
+      arrayValue: (key, isArray) => {
+        if (isArray) this.#index = 0;
+        else this.sink.notArray(key as 'merchants' | 'users');
+      },
+      elements: (key, data, bounds) => {
+        const sink = this.sink;
+        if (key === 'users') for (let i = 0; i < bounds.length; i += 2) sink.user(this.#parse(data, bounds[i]!, bounds[i + 1]!), { index: this.#index++ });
+        else for (let i = 0; i < bounds.length; i += 2) sink.merchant(this.#parse(data, bounds[i]!, bounds[i + 1]!), { index: this.#index++ });
+      },
+      // Other members are parsed (so a document that is not JSON is refused) and let go.
+      member: (_key, data, start, end) => void this.#parse(data, start, end),
+    });
+  }
 
   push(chunk: Buffer): void {
-    // Keep only the unfinished token (or nothing) of the previous data.
-    const keep = this.#state === State.Element || this.#state === State.Key || this.#state === State.NotObject ? this.#start : this.#pos;
-    const rest = this.#data.subarray(keep);
-    this.#offset += keep;
-    this.#start -= keep;
-    this.#scan -= keep;
-    this.#data = rest.length > 0 ? Buffer.concat([rest, chunk]) : chunk;
-    this.#pos -= keep;
-    this.#run(false);
+    if (this.#head) {
+      // A byte-order mark at the very start is not part of the JSON.
+      const head = this.#head.length > 0 ? Buffer.concat([this.#head, chunk]) : chunk;
+      if (head.length < 3 && BYTE_ORDER_MARK.subarray(0, head.length).equals(head)) {
+        this.#head = head;
+        return;
+      }
+      this.#head = undefined;
+      this.#skipped = head.subarray(0, 3).equals(BYTE_ORDER_MARK) ? 3 : 0;
+      chunk = head.subarray(this.#skipped);
+    }
+    if (!this.#begun && !this.#begin(chunk)) return;
+    if (this.#notObject) {
+      this.#notObject.push(chunk);
+      return;
+    }
+    this.#bytes += chunk.length;
+    try {
+      this.#splitter.push(chunk);
+    } catch (error) {
+      throw this.#translate(error);
+    }
   }
 
   end(): { merchants: boolean; users: boolean } {
-    this.#run(true);
-    if (this.#state === State.NotObject) {
+    if (this.#head && this.#head.length > 0) {
+      const head = this.#head;
+      this.#head = undefined;
+      this.push(head);
+    }
+    if (this.#notObject) {
       try {
-        JSON.parse(this.#data.toString('utf8', this.#start));
+        JSON.parse(Buffer.concat(this.#notObject).toString('utf8'));
       } catch {
-        throw this.#invalidValue();
+        throw this.#invalidValue(this.#notObjectAt);
       }
       throw new SeedError(['the seed must be a JSON object with "merchants" and "users"']);
     }
-    if (this.#state !== State.Done) throw this.#error('unexpected end of the file');
+    try {
+      this.#splitter.end();
+    } catch (error) {
+      throw this.#translate(error);
+    }
     return this.#seen;
   }
 
-  #run(final: boolean): void {
-    const data = this.#data;
-    const n = data.length;
-    while (true) {
-      switch (this.#state) {
-        case State.Begin: {
-          if (this.#offset === 0 && this.#pos === 0 && n >= 3 && data[0] === 0xef && data[1] === 0xbb && data[2] === 0xbf) this.#pos = 3;
-          if (!this.#skipSpace()) return;
-          if (data[this.#pos] === 0x7b) {
-            this.#pos++;
-            this.#state = State.ObjectFirst;
-          } else {
-            this.#start = this.#pos;
-            this.#state = State.NotObject;
-          }
-          break;
-        }
-        case State.NotObject:
-          return; // read to the end, judged in end()
-        case State.ObjectFirst:
-        case State.ObjectKey: {
-          if (!this.#skipSpace()) return;
-          const c = data[this.#pos];
-          if (c === 0x7d && this.#state === State.ObjectFirst) {
-            this.#pos++;
-            this.#state = State.Done;
-          } else if (c === QUOTE) {
-            this.#start = this.#pos;
-            this.#scan = this.#pos + 1;
-            this.#state = State.Key;
-          } else {
-            throw this.#unexpected();
-          }
-          break;
-        }
-        case State.Key: {
-          const end = this.#stringEnd(this.#scan);
-          if (end === -1) {
-            this.#scan = n;
-            if (final) throw this.#error('unexpected end of the file in a string');
-            return;
-          }
-          try {
-            this.#key = JSON.parse(data.toString('utf8', this.#start, end + 1)) as string;
-          } catch {
-            this.#pos = this.#start;
-            throw this.#error('a member name that is not a valid JSON string');
-          }
-          this.#pos = end + 1;
-          this.#state = State.Colon;
-          break;
-        }
-        case State.Colon: {
-          if (!this.#skipSpace()) return;
-          if (data[this.#pos] !== 0x3a) throw this.#unexpected();
-          this.#pos++;
-          this.#state = State.Value;
-          break;
-        }
-        case State.Value: {
-          if (!this.#skipSpace()) return;
-          const key = this.#key === 'merchants' || this.#key === 'users' ? this.#key : undefined;
-          if (key !== undefined) {
-            if (this.#seen[key]) throw this.#error(`"${key}" appears twice in the document`);
-            this.#seen[key] = true;
-          }
-          if (key !== undefined && data[this.#pos] === 0x5b) {
-            this.#pos++;
-            this.#array = key;
-            this.#index = 0;
-            this.#state = State.ArrayFirst;
-          } else {
-            if (key !== undefined) this.sink.notArray(key);
-            this.#array = undefined;
-            this.#beginElement();
-          }
-          break;
-        }
-        case State.ArrayFirst:
-        case State.ArrayElement: {
-          if (!this.#skipSpace()) return;
-          if (data[this.#pos] === 0x5d) {
-            if (this.#state === State.ArrayElement) throw this.#unexpected(); // a comma before "]"
-            this.#pos++;
-            this.#state = State.ObjectNext;
-          } else {
-            this.#beginElement();
-          }
-          break;
-        }
-        case State.Element: {
-          const end = this.#elementEnd(final);
-          if (end === -1) return;
-          const text = data.toString('utf8', this.#start, end);
-          let value: unknown;
-          try {
-            value = JSON.parse(text);
-          } catch {
-            throw this.#invalidValue();
-          }
-          this.#pos = end;
-          if (this.#array === 'users') this.sink.user(value, { index: this.#index++ });
-          else if (this.#array === 'merchants') this.sink.merchant(value, { index: this.#index++ });
-          this.#state = this.#array === undefined ? State.ObjectNext : State.ArrayNext;
-          break;
-        }
-        case State.ArrayNext: {
-          if (!this.#skipSpace()) return;
-          const c = data[this.#pos];
-          this.#pos++;
-          if (c === 0x2c) this.#state = State.ArrayElement;
-          else if (c === 0x5d) this.#state = State.ObjectNext;
-          else {
-            this.#pos--;
-            throw this.#unexpected();
-          }
-          break;
-        }
-        case State.ObjectNext: {
-          if (!this.#skipSpace()) return;
-          const c = data[this.#pos];
-          this.#pos++;
-          if (c === 0x2c) this.#state = State.ObjectKey;
-          else if (c === 0x7d) this.#state = State.Done;
-          else {
-            this.#pos--;
-            throw this.#unexpected();
-          }
-          break;
-        }
-        case State.Done: {
-          if (!this.#skipSpace()) return;
-          throw this.#unexpected();
-        }
-      }
+  /** Looks for the document's first byte that is not whitespace; false while there is none. */
+  #begin(chunk: Buffer): boolean {
+    let first = 0;
+    while (first < chunk.length && isSpace(chunk[first]!)) first++;
+    if (first === chunk.length) return true;
+    this.#begun = true;
+    if (chunk[first] !== 0x7b /* { */) {
+      this.#notObjectAt = this.#bytes + first;
+      this.#notObject = [chunk.subarray(first)];
+      return false;
+    }
+    return true;
+  }
+
+  /** The value from `start` to `end` in the splitter's `data`, decoded and parsed. */
+  #parse(data: Buffer, start: number, end: number): unknown {
+    try {
+      return JSON.parse(data.toString('utf8', start, end));
+    } catch {
+      throw this.#invalidValue(this.#splitter.consumed + start);
     }
   }
 
-  #beginElement(): void {
-    this.#start = this.#pos;
-    this.#scan = this.#pos;
-    this.#depth = 0;
-    this.#inString = false;
-    this.#state = State.Element;
-  }
-
-  /** Skips whitespace; false when the data ran out. */
-  #skipSpace(): boolean {
-    const data = this.#data;
-    while (this.#pos < data.length) {
-      const c = data[this.#pos]!;
-      if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) return true;
-      this.#pos++;
+  #translate(error: unknown): unknown {
+    const problem = error instanceof JsonStreamError ? error.problem : undefined;
+    if (!problem) return error;
+    switch (problem.kind) {
+      case 'unexpected':
+        return this.#error(`unexpected ${shown(problem.code)}`, problem.offset);
+      case 'no-value':
+        // A comma before "]" is a character out of place; anything else is a value that is not JSON.
+        return problem.code === 0x5d ? this.#error('unexpected "]"', problem.offset) : this.#invalidValue(problem.offset);
+      case 'invalid-key':
+        return this.#error('a member name that is not a valid JSON string', problem.offset);
+      case 'truncated':
+        return this.#error(problem.inKey ? 'unexpected end of the file in a string' : 'unexpected end of the file', problem.offset);
+      case 'too-long':
+        return error;
     }
-    return false;
-  }
-
-  /** The index of the quote closing the string whose content starts at `from`, or -1. */
-  #stringEnd(from: number): number {
-    const data = this.#data;
-    for (let q = data.indexOf(QUOTE, from); q !== -1; q = data.indexOf(QUOTE, q + 1)) {
-      let backslashes = 0;
-      while (data[q - 1 - backslashes] === BACKSLASH) backslashes++;
-      if (backslashes % 2 === 0) return q;
-    }
-    return -1;
-  }
-
-  /**
-   * Scans the value starting at `#start` from `#scan`; its end (exclusive), or -1 when the data
-   * ran out first (the scan resumes there). Only brackets and strings are followed here;
-   * `JSON.parse` judges the rest.
-   */
-  #elementEnd(final: boolean): number {
-    const data = this.#data;
-    const n = data.length;
-    let i = this.#scan;
-    let depth = this.#depth;
-    if (this.#inString) {
-      const end = this.#stringEnd(i);
-      if (end === -1) return this.#suspend(n, depth, true, final);
-      i = end + 1;
-      if (depth === 0) return i;
-    }
-    const first = data[this.#start];
-    if (first !== 0x7b && first !== 0x5b && first !== QUOTE) {
-      // A number or a literal: up to the next delimiter.
-      for (; i < n; i++) {
-        const c = data[i]!;
-        if (c === 0x2c || c === 0x5d || c === 0x7d || c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) return i;
-      }
-      return final ? n : this.#suspend(n, 0, false, final);
-    }
-    for (; i < n; i++) {
-      const c = data[i]!;
-      if (c === QUOTE) {
-        const end = this.#stringEnd(i + 1);
-        if (end === -1) return this.#suspend(n, depth, true, final);
-        i = end;
-        if (depth === 0) return i + 1;
-      } else if (c === 0x7b || c === 0x5b) {
-        depth++;
-      } else if (c === 0x7d || c === 0x5d) {
-        if (--depth === 0) return i + 1;
-        if (depth < 0) {
-          this.#pos = i;
-          throw this.#unexpected();
-        }
-      }
-    }
-    return this.#suspend(n, depth, false, final);
-  }
-
-  #suspend(at: number, depth: number, inString: boolean, final: boolean): -1 {
-    if (final) throw this.#error('unexpected end of the file');
-    this.#scan = at;
-    this.#depth = depth;
-    this.#inString = inString;
-    return -1;
-  }
-
-  #unexpected(): SeedSyntaxError {
-    const c = this.#data[this.#pos];
-    const shown = c !== undefined && c >= 0x21 && c <= 0x7e ? `"${String.fromCharCode(c)}"` : c === undefined ? 'the end' : `byte 0x${c.toString(16)}`;
-    return this.#error(`unexpected ${shown}`);
   }
 
   // JSON.parse's own message quotes the text, which may be a user's data: never passed on.
-  #invalidValue(): SeedSyntaxError {
-    return new SeedSyntaxError(`the value starting at byte ${this.#offset + this.#start} is not valid JSON`);
+  #invalidValue(offset: number): SeedSyntaxError {
+    return new SeedSyntaxError(`the value starting at byte ${this.#skipped + offset} is not valid JSON`);
   }
 
-  #error(message: string): SeedSyntaxError {
-    return new SeedSyntaxError(`${message} at byte ${this.#offset + this.#pos}`);
+  #error(message: string, offset: number): SeedSyntaxError {
+    return new SeedSyntaxError(`${message} at byte ${this.#skipped + offset}`);
   }
+}
+
+/** A byte as a message shows it: its character when printable ASCII. */
+function shown(byte: number): string {
+  return byte >= 0x21 && byte <= 0x7e ? `"${String.fromCharCode(byte)}"` : `byte 0x${byte.toString(16)}`;
 }

@@ -2,8 +2,8 @@
  * How the hot statements reach MySQL: one user by its key and one salt (docs/benchmarks.md#mysql).
  * On a Kysely built by `createMysqlKysely` they go straight to its `mysql2` pool as prepared
  * statements (binary protocol: the server parses each once per connection), under the same
- * query timeout: through Kysely's compile and connection layers and the text protocol, the read
- * measured 0.46-1.00x the rate of a raw prepared primary-key read. On any other Kysely the same SQL text runs through
+ * query timeout: Kysely's compile and connection layers and the text protocol cost the read a
+ * large part of a raw prepared primary-key read's rate. On any other Kysely the same SQL text runs through
  * Kysely, so a caller's own pool keeps working unchanged. Only the fixed statement texts of this
  * package are prepared, so each connection holds a handful of server-side statements at most.
  */

@@ -1,0 +1,36 @@
+/**
+ * Every default of the library and the standalone server, in one table:
+ * `createMerchantApi`, the storages, the limits and the CLI's configuration
+ * all read their defaults here, so a default is typed once
+ * (docs/configuration.md lists them).
+ */
+export const DEFAULTS = {
+  /** Seconds `ts` may be away from the server's time, either way. */
+  timestampTolerance: 300,
+  /** Milliseconds before a storage call is a 503. */
+  storageTimeout: 5000,
+  /** Users per storage read while streaming the whole list. */
+  streamBatchSize: 1000,
+  /** Listings one merchant may run at once. */
+  merchantConcurrency: 4,
+  /** The failed-authentication throttle (docs/security.md#throttling). */
+  throttle: {
+    pairFailures: 10,
+    pairBlockSeconds: 300,
+    pairMaxBlockSeconds: 3600,
+    addressFailures: 100,
+    addressWindowSeconds: 3600,
+    addressBlockSeconds: 3600,
+    maxEntries: 100_000,
+  },
+  /** Late refusals of connections that ignore Retry-After. */
+  tarpit: { maxDelayMs: 5000, maxEntries: 100_000 },
+  /** Fair sharing: the process CPU, in percent of a core, from which the instance counts as busy. */
+  fairShareBusyPercent: 50,
+  /** The memory storage's replay store: most salts held. */
+  maxSalts: 1_000_000,
+  /** The MySQL storage: seconds a revoked key may keep working per instance. */
+  keyCacheTtlSeconds: 10,
+  /** The standalone server's port. */
+  port: 8787,
+} as const;

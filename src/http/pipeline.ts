@@ -1,0 +1,151 @@
+/**
+ * The request flow, once for every route (docs/architecture.md): match the
+ * route table, refuse a blocked client, run the hooks, authenticate, take
+ * the route's limit, run the handler, and turn whatever came out, answer or
+ * error, into one `Response` in the JSON shape of its endpoint.
+ */
+import { authenticate } from '../auth/basic-auth.js';
+import { MerchantApiError } from '../errors.js';
+import type { ListingSlots } from '../limits/listing-slots.js';
+import { heldBack, refusalDelay, type Tarpit } from '../limits/tarpit.js';
+import type { ThrottleGate } from '../limits/throttle-gate.js';
+import { describeError, type Logger } from '../observe/logger.js';
+import { createMatcher, NOT_FOUND } from '../routes/match.js';
+import type { HandlerDeps, Route } from '../routes/route.js';
+import { allowedMethods } from '../routes/table.js';
+import { createContext, type RequestContext, type RequestInfo } from './context.js';
+import { errorReply } from './error-reply.js';
+import { HookAnswer, type MerchantApiHooks } from './hooks.js';
+import { toResponse, type ErrorShape, type Reply } from './responses.js';
+import { matchPath, splitUrl } from './url.js';
+
+export interface PipelineParts {
+  routes: readonly Route[];
+  deps: HandlerDeps;
+  hooks: MerchantApiHooks;
+  logger: Logger;
+  basePath: string;
+  trustProxy: boolean;
+  /** The failed-authentication throttle; undefined when off. */
+  throttle: ThrottleGate | undefined;
+  /** Late refusals; undefined when off. */
+  tarpit: Tarpit | undefined;
+  /** The slots of routes limited to `listings`. */
+  listings: ListingSlots;
+}
+
+/** A reply, and what to call once its body is handed over (a slot to give back). */
+type Answer = Reply & { release?: () => void };
+
+export function createPipeline(parts: PipelineParts): (request: Request, info?: RequestInfo) => Promise<Response> {
+  const { deps, hooks, logger, basePath, trustProxy, throttle, tarpit, listings } = parts;
+  const match = createMatcher(parts.routes);
+  const { onRequest, onError, onFinish, onResponse } = hooks;
+
+  /** Everything up to the reply; throws for errors. Not async: fewer promises on the hot path. */
+  function run(ctx: RequestContext, route: Route, path: string, search: string, origin: string, params: Record<string, string>): Answer | Promise<Answer> {
+    if (route.auth !== 'basic') return route.handle(ctx, { path, search, origin, params, merchant: undefined }, deps);
+    return authenticate(ctx, (id) => deps.storage(ctx).getMerchant(id)).then(async (merchant): Promise<Answer> => {
+      const release = route.limit === 'listings' ? listings.take(ctx, merchant.id) : undefined;
+      try {
+        const hooked = deps.authenticated(ctx, merchant.id);
+        if (hooked) await hooked;
+        const answer = await route.handle(ctx, { path, search, origin, params, merchant }, deps);
+        // A copy: handlers may answer with a shared constant reply.
+        return release ? { ...answer, release } : answer;
+      } catch (error) {
+        release?.();
+        throw error;
+      }
+    });
+  }
+
+  function failed(ctx: RequestContext, error: unknown, shape: ErrorShape): Reply | Response {
+    if (error instanceof HookAnswer) return error.response;
+    if (error instanceof MerchantApiError) {
+      ctx.errorCode = error.code;
+    } else {
+      ctx.errorCode = 'internal_error';
+      logger.error({ event: 'unexpected_error', request_id: ctx.requestId, route: ctx.route ?? null, ...describeError(error) });
+    }
+    if (onError) safely('onError', () => onError(ctx, error));
+    return errorReply(error, shape);
+  }
+
+  function safely(hook: string, call: () => void): void {
+    try {
+      call();
+    } catch (error) {
+      logger.error({ event: 'hook_failed', hook, ...describeError(error) });
+    }
+  }
+
+  /** Called once the body is handed over in full (or cut): gives back the slot, logs a cut stream, runs onFinish. */
+  function finisher(ctx: RequestContext, status: number, started: number, release: (() => void) | undefined) {
+    return (bytes: number, aborted: boolean) => {
+      release?.();
+      if (aborted) logger.error({ event: 'stream_aborted', request_id: ctx.requestId, route: ctx.route ?? null, bytes });
+      if (onFinish) safely('onFinish', () => onFinish(ctx, { status, bytes, durationMs: performance.now() - started, aborted }));
+    };
+  }
+
+  function respond(ctx: RequestContext, answer: Answer | Response, head: boolean, started: number): Response {
+    if (ctx.authFailure !== undefined) {
+      logger.warn({ event: 'auth_failed', reason: ctx.authFailure, request_id: ctx.requestId, route: ctx.route ?? null, client_address: ctx.clientAddress ?? null });
+    }
+    let response: Response;
+    if (answer instanceof Response) {
+      response = answer;
+      finisher(ctx, response.status, started, undefined)(Number(response.headers.get('content-length') ?? 0), false);
+    } else {
+      const extra: Record<string, string> = { 'x-request-id': ctx.requestId, 'x-content-type-options': 'nosniff' };
+      // Served over TLS (here or at a proxy the URL reflects): browsers are told to keep to HTTPS.
+      if (ctx.request.url.startsWith('https:')) extra['strict-transport-security'] = 'max-age=31536000';
+      const done = onFinish || answer.release ? finisher(ctx, answer.status, started, answer.release) : undefined;
+      response = toResponse(answer, head, extra, done);
+    }
+    if (!onResponse) return response;
+    try {
+      return onResponse(ctx, response) ?? response;
+    } catch (error) {
+      logger.error({ event: 'hook_failed', hook: 'onResponse', ...describeError(error) });
+      return response;
+    }
+  }
+
+  return async function fetch(request: Request, info?: RequestInfo): Promise<Response> {
+    const started = performance.now();
+    const ctx = createContext(request, info, trustProxy);
+    const head = request.method === 'HEAD';
+    let shape: ErrorShape = 'envelope';
+    let answer: Answer | Response;
+    try {
+      const { origin, path: received, search } = splitUrl(request.url);
+      // The path the merchant called, the base path put back where a mount stripped it.
+      const located = matchPath(match, received, basePath, info?.pathAsSent === true);
+      if (!located) throw NOT_FOUND;
+      const { found: { route, params }, path } = located;
+      ctx.route = route.pattern;
+      shape = route.errorShape;
+      if (request.method !== route.method && !(head && route.method === 'GET')) {
+        const allow = allowedMethods(route);
+        throw new MerchantApiError('method_not_allowed', `Only ${allow.replace(', ', ' and ')} are allowed here.`, { allow });
+      }
+      throttle?.check(ctx, route.auth, search);
+      if (onRequest) {
+        const early = onRequest(ctx);
+        const answered = early instanceof Promise ? await early : early;
+        if (answered) throw new HookAnswer(answered);
+      }
+      answer = await run(ctx, route, path, search, origin, params);
+    } catch (error) {
+      answer = failed(ctx, error, shape);
+      const wait = tarpit && refusalDelay(tarpit, ctx, error);
+      if (wait) await heldBack(wait);
+    }
+    // A failure shared through a store is answered once the store has it (bounded).
+    const counted = throttle?.count(ctx);
+    if (counted) await counted;
+    return respond(ctx, answer, head, started);
+  };
+}

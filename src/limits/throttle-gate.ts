@@ -1,0 +1,83 @@
+/**
+ * The failed-authentication throttle at the pipeline's door
+ * (docs/security.md#throttling): a blocked address, or (merchant, address),
+ * is refused before any key is compared or any storage read; after the
+ * answer, the outcome of the authentication is counted.
+ */
+import { parseBasicAuth } from '../auth/basic-auth.js';
+import { MerchantApiError } from '../errors.js';
+import type { RequestContext } from '../http/context.js';
+import { parseQuery } from '../http/query.js';
+import type { Logger } from '../observe/logger.js';
+import type { RouteAuth } from '../routes/route.js';
+import { noteRefusal } from './refusal.js';
+import type { Block } from './throttle.js';
+import type { AuthThrottle } from './throttle-sharing.js';
+
+export class ThrottleGate {
+  readonly #throttle: AuthThrottle;
+  readonly #logger: Logger;
+  readonly #now: () => number;
+
+  constructor(throttle: AuthThrottle, logger: Logger, now: () => number) {
+    this.#throttle = throttle;
+    this.#logger = logger;
+    this.#now = now;
+  }
+
+  /** Throws the 429 when the client is blocked. Needs the client address, which the adapters give. */
+  check(ctx: RequestContext, auth: RouteAuth, search: string): void {
+    if (auth === 'none') return;
+    if (ctx.clientAddress === undefined) return warnNoAddress(this.#logger, ctx);
+    const block = this.#throttle.blocked(ctx.clientAddress, () => claimedMerchant(ctx, auth, search), Math.floor(this.#now() / 1000));
+    if (!block) return;
+    noteRefusal(this.#logger, ctx, block.scope === 'address' ? 'auth_address' : 'auth_pair');
+    throw tooManyFailures(block);
+  }
+
+  /**
+   * Counts the outcome of the request's authentication, if it had one. A
+   * failure may answer a promise: the answer waits for a shared store to
+   * have it, so that the client's next request finds it on any instance.
+   */
+  count(ctx: RequestContext): void | Promise<void> {
+    if (ctx.clientAddress === undefined) return;
+    if (ctx.authFailure !== undefined) return this.#throttle.failed(ctx.clientAddress, ctx.claimedMerchantId, Math.floor(this.#now() / 1000));
+    else if (ctx.merchantId !== undefined) this.#throttle.succeeded(ctx.clientAddress, ctx.merchantId);
+  }
+}
+
+/**
+ * Once per process, not per request: a host that never passes the address
+ * (a fetch host calling `api.fetch(request)` alone) would otherwise turn the
+ * throttle off in silence, or fill the log with the same line.
+ */
+let warnedNoAddress = false;
+
+function warnNoAddress(logger: Logger, ctx: RequestContext): void {
+  if (warnedNoAddress) return;
+  warnedNoAddress = true;
+  logger.warn(
+    { event: 'throttle_no_client_address', missing: 'clientAddress', route: ctx.route ?? null, request_id: ctx.requestId },
+    'A request reached the failed-authentication throttle without a client address: pass { clientAddress } to fetch(request, info), see docs/embedding.md. Until then failed authentications are not throttled.',
+  );
+}
+
+/** The merchant a request names, before anything is looked up: the Basic user, or `cp`. */
+function claimedMerchant(ctx: RequestContext, auth: RouteAuth, search: string): string | undefined {
+  try {
+    if (auth === 'basic') return parseBasicAuth(ctx.header('authorization'))?.id;
+    return parseQuery(search).find(([key]) => key === 'cp')?.[1];
+  } catch {
+    return undefined;
+  }
+}
+
+function tooManyFailures(block: Block): MerchantApiError {
+  const who = block.scope === 'address' ? 'this address' : 'this merchant from this address';
+  const name = block.scope === 'address' ? 'auth-address' : 'auth-merchant';
+  return new MerchantApiError('too_many_requests', `Too many failed authentications from ${who}; try again in ${block.retryAfter} seconds.`, {
+    retryAfter: block.retryAfter,
+    policy: { name, quota: block.limit, window: block.window },
+  });
+}

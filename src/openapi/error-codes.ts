@@ -1,0 +1,52 @@
+/**
+ * The error codes as the OpenAPI document describes them, and the envelope
+ * error narrowed to some of them.
+ */
+import { MerchantApiError, type MerchantApiErrorCode } from '../errors.js';
+import { MAX_QUERY_LENGTH } from '../http/query.js';
+import { schemaRef } from './fragments.js';
+import type { Json } from './operation.js';
+
+/**
+ * Every error code, with what it means. Typed against `MerchantApiErrorCode`
+ * (src/errors.ts), so the compiler refuses a code missing here or one that
+ * does not exist there; the HTTP status of each is asked of `MerchantApiError`.
+ */
+export const ERROR_CODES: Record<MerchantApiErrorCode, string> = {
+  not_found: 'an unknown path, or a user this merchant cannot see',
+  method_not_allowed: 'a method other than GET and HEAD',
+  unauthorized: 'missing, malformed or wrong credentials, or an unknown merchant (always the same answer)',
+  merchant_disabled: 'a disabled merchant with a valid key',
+  unknown_parameter: 'a parameter the endpoint does not take, one error per name',
+  invalid_parameter: 'a bad or repeated value',
+  invalid_cursor: 'a cursor this server did not issue for this merchant and these filters',
+  malformed_request: 'a request that cannot be read honestly: bad percent-encoding, invalid UTF-8, a NUL, too many parameters, a bad or repeated Host',
+  uri_too_long: `a query string longer than ${MAX_QUERY_LENGTH} characters`,
+  request_timeout: 'the request did not arrive within the server\'s header or request timeout (the Node adapter)',
+  headers_too_large: 'the request line and headers are larger than the runtime accepts (the Node adapter)',
+  storage_unavailable: 'the storage failed or missed its deadline',
+  too_many_requests: 'throttled after failed authentications, or too many listings of one merchant at once',
+  internal_error: 'an unexpected failure (a bug); the answer says nothing about it',
+};
+
+export const ALL_CODES = Object.keys(ERROR_CODES) as MerchantApiErrorCode[];
+
+/** The HTTP status of `code` (src/errors.ts decides, not this file). */
+export function statusOf(code: MerchantApiErrorCode): number {
+  return new MerchantApiError(code, '').status;
+}
+
+/** The codes answered with `status`. */
+export function codesWithStatus(status: number): MerchantApiErrorCode[] {
+  return ALL_CODES.filter((code) => statusOf(code) === status);
+}
+
+/** The envelope error with its codes narrowed to `codes` (all of them: the plain envelope). */
+export function envelopeError(codes: readonly MerchantApiErrorCode[]): Json {
+  if (codes.length === ALL_CODES.length) return schemaRef('ErrorEnvelope');
+  return {
+    allOf: [schemaRef('ErrorEnvelope')],
+    type: 'object',
+    properties: { errors: { type: 'array', items: { type: 'object', properties: { code: { type: 'string', enum: [...codes] } } } } },
+  };
+}

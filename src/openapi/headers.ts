@@ -1,0 +1,19 @@
+/** `components.headers`: every response header the document names, described once. */
+import { header } from './fragments.js';
+import type { Json } from './operation.js';
+
+export function headers(): Json {
+  return {
+    'Cache-Control': header('Every answer, errors included.', { type: 'string', const: 'no-store' }, true),
+    'X-Request-Id': header(
+      "The request's own `X-Request-Id` when valid, else a new UUID; on every answer of the handler (not on those the runtime adapters give before it runs).",
+      { type: 'string', minLength: 1, maxLength: 128 },
+    ),
+    'WWW-Authenticate': header('The challenge of HTTP Basic.', { type: 'string', const: 'Basic realm="merchant", charset="UTF-8"' }, true),
+    'Retry-After': header('Seconds to wait before trying again.', { type: 'string', pattern: '^[0-9]+$', examples: ['1'] }, true),
+    'RateLimit-Policy': header('The limit that was passed (draft-ietf-httpapi-ratelimit-headers).', { type: 'string', minLength: 1, examples: ['"auth-merchant";q=10;w=300'] }, true),
+    RateLimit: header('Nothing left of the limit until it resets (draft-ietf-httpapi-ratelimit-headers).', { type: 'string', minLength: 1, examples: ['"auth-merchant";r=0;t=300'] }, true),
+    Link: header('Only when there is a next page: its URL, with the same limit and filters.', { type: 'string', pattern: '^<[^>]+>; rel="next"$' }),
+    'Content-Length': header('HEAD: the length of the GET body, wherever it is known (not for the streamed list).', { type: 'string', pattern: '^[0-9]+$' }),
+  };
+}

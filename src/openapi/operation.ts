@@ -1,0 +1,28 @@
+/**
+ * What a route's own OpenAPI operation says. Each route's text lives beside
+ * its handler in src/routes/ and is named by its table entry
+ * (`Route.openapi`), so adding an endpoint touches no file here; the builder
+ * (document.ts) adds what the table says and the answers every route shares.
+ */
+import type { MerchantApiErrorCode } from '../errors.js';
+
+/** A piece of the OpenAPI document, as JSON. */
+export type Json = Record<string, unknown>;
+
+/** What the route table does not say about an operation. */
+export interface OperationDoc {
+  tag: 'Signatures' | 'Users' | 'Service';
+  description: string;
+  parameters?: Json[];
+  /** The answers of this operation itself (successes and errors of its own). */
+  responses: Record<string, Json>;
+  /** Parses the query string: 414, and the 400 of a malformed query. */
+  readsQuery: boolean;
+  /** Calls the storage without authenticating first (authenticated routes always do): 503. */
+  usesStorage?: boolean;
+  /** Why this operation itself answers 400, before the adapter's reasons. */
+  badRequest?: string;
+  badRequestCodes?: MerchantApiErrorCode[];
+  /** Why this operation itself answers 429, besides the throttling of failed authentication. */
+  tooManyRequests?: string;
+}

@@ -1,0 +1,137 @@
+/** `components.schemas`: the bodies of every answer, success and error. */
+import { MAX_ID_LENGTH, USER_RECORD_KEYS } from '../storage/contract.js';
+import { ALL_CODES, ERROR_CODES, statusOf } from './error-codes.js';
+import { schemaRef } from './fragments.js';
+import type { Json } from './operation.js';
+
+const timestamp = {
+  type: 'string',
+  format: 'date-time',
+  pattern: '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{6}\\+00:00$',
+  description: 'UTC, exactly six fraction digits, the offset written out',
+  examples: ['2019-12-12T12:19:17.193961+00:00'],
+};
+const nullable = (schema: Json, description: string) => ({ ...schema, type: ['string', 'null'], description });
+const noErrors = { type: 'array', maxItems: 0 };
+
+function userSchema(): Json {
+  const properties: Json = {};
+  for (const key of USER_RECORD_KEYS) properties[key] = { type: 'string' };
+  Object.assign(properties, {
+    shared_user_id: { type: 'string', minLength: 1, maxLength: MAX_ID_LENGTH, description: 'the id as shared with this merchant' },
+    state: { type: ['string', 'null'] },
+    country: { type: 'string', description: 'lower-case country code', examples: ['de'] },
+    preferred_language: { type: 'string', description: 'lower-case language code', examples: ['en'] },
+    date_joined: timestamp,
+    deactivated_at: nullable(timestamp, 'null while the user is active'),
+    agreed_to_terms_and_conditions: nullable(timestamp, 'null if never'),
+    agreed_to_marketing: nullable(timestamp, 'null if never'),
+  });
+  return {
+    type: 'object',
+    description: `A user record: always these ${USER_RECORD_KEYS.length} keys, in this order.`,
+    required: [...USER_RECORD_KEYS],
+    additionalProperties: false,
+    properties,
+  };
+}
+
+/** A success envelope: `status` ok, `data` as given, `errors` empty, and `extra` properties. */
+function okEnvelope(description: string, data: Json, extra: Json = {}): Json {
+  return {
+    type: 'object',
+    description,
+    required: ['status', 'data', ...Object.keys(extra), 'errors'],
+    additionalProperties: false,
+    properties: { status: { const: 'ok' }, data, ...extra, errors: noErrors },
+  };
+}
+
+export function schemas(): Json {
+  const users = { type: 'array', items: schemaRef('User') };
+  return {
+    User: userSchema(),
+    UserList: okEnvelope('The whole list (neither `limit` nor `cursor`): no `next_cursor`.', users),
+    UserPage: okEnvelope('One page (`limit` or `cursor`).', users, {
+      next_cursor: { type: ['string', 'null'], minLength: 1, description: 'the cursor of the next page; null on the last page' },
+    }),
+    UserOne: okEnvelope('One user.', { ...users, minItems: 1, maxItems: 1 }),
+    Error: {
+      type: 'object',
+      description: 'One problem.',
+      required: ['code', 'message'],
+      additionalProperties: false,
+      properties: {
+        code: {
+          type: 'string',
+          enum: ALL_CODES,
+          description: ALL_CODES.map((code) => `\`${code}\` (${statusOf(code)}): ${ERROR_CODES[code]}`).join('; '),
+        },
+        message: { type: 'string' },
+        param: { type: 'string', description: 'the parameter concerned, as sent' },
+      },
+    },
+    ErrorEnvelope: {
+      type: 'object',
+      description: 'An error of every path but `/validatesignature` (and of the runtime adapters on every path).',
+      required: ['status', 'data', 'errors'],
+      additionalProperties: false,
+      properties: {
+        status: { const: 'error' },
+        data: { type: 'array', maxItems: 0 },
+        errors: { type: 'array', minItems: 1, items: schemaRef('Error') },
+      },
+    },
+    SignatureValid: {
+      type: 'object',
+      required: ['status', 'is_valid'],
+      additionalProperties: false,
+      properties: { status: { const: 'ok' }, is_valid: { const: true } },
+    },
+    SignatureError: {
+      type: 'object',
+      description: 'An error of `/validatesignature`; several messages are joined by a space.',
+      required: ['status', 'message', 'is_valid'],
+      additionalProperties: false,
+      properties: { status: { const: 'error' }, message: { type: 'string', minLength: 1 }, is_valid: { const: false } },
+    },
+    SignatureUnknownMerchant: {
+      type: 'object',
+      description: 'No merchant has this id; the one error body of `/validatesignature` without a message.',
+      required: ['status', 'is_valid'],
+      additionalProperties: false,
+      properties: { status: { const: 'error' }, is_valid: { const: false } },
+    },
+    Health: {
+      type: 'object',
+      required: ['status'],
+      additionalProperties: false,
+      properties: {
+        status: { const: 'ok' },
+        details: {
+          type: 'object',
+          description: "How the storage's parts did at their last use, when the storage reports them.",
+          additionalProperties: {
+            type: 'object',
+            required: ['ok'],
+            additionalProperties: false,
+            properties: { ok: { type: 'boolean' }, problem: { type: 'string' } },
+          },
+        },
+      },
+    },
+    OpenApiDocument: {
+      type: 'object',
+      description: 'An OpenAPI 3.1 document (this one).',
+      required: ['openapi', 'info', 'paths'],
+      properties: {
+        openapi: { type: 'string', pattern: '^3\\.1\\.[0-9]+$' },
+        info: { type: 'object', required: ['title', 'version'], properties: { title: { type: 'string' }, version: { type: 'string' } } },
+        servers: { type: 'array', items: { type: 'object', required: ['url'], properties: { url: { type: 'string' } } } },
+        tags: { type: 'array', items: { type: 'object', required: ['name'], properties: { name: { type: 'string' } } } },
+        paths: { type: 'object', additionalProperties: { type: 'object' } },
+        components: { type: 'object' },
+      },
+    },
+  };
+}

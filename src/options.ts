@@ -1,0 +1,107 @@
+/**
+ * The options of `createMerchantApi`, their defaults (from `src/defaults.ts`)
+ * and their validation: a bad option throws a `TypeError` naming it when the
+ * handler is created, never later on a request.
+ */
+import { DEFAULTS } from './defaults.js';
+import type { MerchantApiHooks } from './http/hooks.js';
+import { normaliseBasePath } from './http/url.js';
+import type { FairShareOptions } from './limits/fair-share.js';
+import type { TarpitOptions } from './limits/tarpit.js';
+import type { ThrottleOptions } from './limits/throttle.js';
+import type { Logger } from './observe/logger.js';
+import type { Storage } from './storage/contract.js';
+
+// What the standalone server's configuration checks its variables against, so that nothing is typed twice.
+export { DEFAULTS } from './defaults.js';
+export { normalisePublicUrl } from './http/public-url.js';
+export { LOG_LEVELS } from './observe/logger.js';
+export type { ThrottleOptions } from './limits/throttle.js';
+
+export interface MerchantApiOptions {
+  /** Where merchants, keys, salts and users live. The caller owns it and closes it. */
+  storage: Storage;
+  /** Mount path inside another server, e.g. `/merchant-api`. Default: none. */
+  basePath?: string;
+  /**
+   * The public URL(s) merchants call, e.g. `https://api.example.com`; the
+   * signature covers it. The only trusted source in production.
+   */
+  publicUrl?: string | readonly string[];
+  /** Take the public origin from `X-Forwarded-Proto`/`-Host` (only behind a proxy that sets them). */
+  trustProxy?: boolean;
+  /** Accepted distance of `ts` from now, in seconds, either way. Default 300. */
+  timestampTolerance?: number;
+  /** Deadline of every storage call in milliseconds; later is a 503. Default 5000. */
+  storageTimeout?: number;
+  /** Secret sealing page cursors, shared by every instance (32+ bytes). Default: random per process. */
+  cursorSecret?: string | Uint8Array;
+  /** Users per storage read while streaming the whole list. Default 1000. */
+  streamBatchSize?: number;
+  /** Clock in milliseconds since the epoch, for tests. Default `Date.now`. */
+  now?: () => number;
+  /** Where the access log and events go: any logger with pino's shape. Default: JSON lines on standard output. */
+  logger?: Logger;
+  /** One line per request on the logger. Default true. */
+  accessLog?: boolean;
+  /** Your own hooks (quota, metrics, tracing); several sets run in order. */
+  hooks?: MerchantApiHooks | readonly MerchantApiHooks[];
+  /** A span per request and storage call through `@opentelemetry/api`: a no-op until an SDK is registered. Default true. */
+  tracing?: boolean;
+  /**
+   * Throttling of failed authentication per client address and per
+   * (merchant, address) (docs/security.md#throttling); `false` turns it off.
+   * Needs the client address, which the adapters pass to `fetch`.
+   */
+  throttle?: ThrottleOptions | false;
+  /** Listing requests (`GET /merchant/users`) one merchant may have running at once; the next gets 429. Default 4. */
+  merchantConcurrency?: number;
+  /**
+   * While the instance is busy, a merchant keeping several connections busy and using more
+   * than its share gets 429 (docs/security.md#fair-sharing); `{}` turns it on with the defaults.
+   * It counts connections by `RequestInfo.clientPort`, which our adapters give. Default off in
+   * the library: the CPU it samples is the whole process's, in your server not only this
+   * handler's (on by default in the standalone server, `FAIR_SHARE`).
+   */
+  fairShare?: FairShareOptions | false;
+  /**
+   * A connection refused with 429 and `Retry-After` that sends again before
+   * that time gets its next refusal only when the time is up (at most
+   * `maxDelayMs`, default 5000, later), so that a client ignoring
+   * `Retry-After` costs a timer instead of a core (docs/security.md#clients-that-ignore-retry-after).
+   * Needs `RequestInfo.clientPort`, which our adapters give. Default on; `false` turns it off.
+   */
+  tarpit?: TarpitOptions | false;
+}
+
+/** The options with every default applied and every value checked. */
+export interface ResolvedOptions {
+  basePath: string;
+  timestampTolerance: number;
+  storageTimeout: number;
+  streamBatchSize: number;
+  merchantConcurrency: number;
+  trustProxy: boolean;
+  now: () => number;
+}
+
+export function resolveOptions(options: MerchantApiOptions): ResolvedOptions {
+  if (!options?.storage) throw new TypeError('createMerchantApi: the storage option is required.');
+  const resolved: ResolvedOptions = {
+    basePath: normaliseBasePath(options.basePath),
+    timestampTolerance: options.timestampTolerance ?? DEFAULTS.timestampTolerance,
+    storageTimeout: options.storageTimeout ?? DEFAULTS.storageTimeout,
+    streamBatchSize: options.streamBatchSize ?? DEFAULTS.streamBatchSize,
+    merchantConcurrency: options.merchantConcurrency ?? DEFAULTS.merchantConcurrency,
+    trustProxy: options.trustProxy === true,
+    now: options.now ?? Date.now,
+  };
+  const wholeAtLeastOne = (name: 'timestampTolerance' | 'merchantConcurrency' | 'streamBatchSize', unit: string) => {
+    if (!Number.isInteger(resolved[name]) || resolved[name] < 1) throw new TypeError(`${name} must be a whole number${unit}, at least 1.`);
+  };
+  wholeAtLeastOne('timestampTolerance', ' of seconds');
+  wholeAtLeastOne('merchantConcurrency', '');
+  wholeAtLeastOne('streamBatchSize', '');
+  if (!(resolved.storageTimeout > 0)) throw new TypeError('storageTimeout must be a positive number of milliseconds.');
+  return resolved;
+}

@@ -1,0 +1,135 @@
+/**
+ * Which folder may import which (docs/architecture.md#the-direction-of-imports),
+ * checked by dependencies.test.ts with dependency-cruiser over src/ and
+ * adapters/. Folders import only downward, so the tree reads bottom-up and
+ * each layer can be tested without the ones above it.
+ */
+
+/** Top to bottom: a layer imports its own and the ones below it, never one above. */
+const LAYERS = [
+  { name: 'cli', path: '^src/cli/' },
+  { name: 'adapters', path: '^adapters/' },
+  { name: 'composition-root', path: '^src/(index|api|options)\\.ts$' },
+  { name: 'http-routes-limits-observe-openapi', path: '^src/(http|routes|limits|observe|openapi)/' },
+  { name: 'auth-listing-signing', path: '^src/(auth|listing|signing)/' },
+  // defaults.ts is the one table of defaults that the storages, the limits and the CLI all read.
+  { name: 'storage-json-errors', path: '^src/(storage|json)/|^src/(errors|defaults)\\.ts$' },
+];
+
+/**
+ * Beside the layers: the merchant client, a library of its own that only the
+ * CLI (`merchant-api check`) uses. Every module is in a layer or here (rule
+ * outside-the-layers), so a new folder cannot slip past these rules.
+ */
+const CLIENT = '^src/client/';
+
+/** What a storage implementation may see: the contract, the seed, JSON, the errors and the defaults. */
+const STORAGE_CONTRACT = [
+  '^src/storage/(contract|throttle-store|timestamps|order|user-pages)\\.ts$',
+  '^src/storage/seed/',
+  '^src/json/',
+  '^src/(errors|defaults)\\.ts$',
+];
+
+/** The public entry points (package.json "exports"), which the CLI uses like any embedder, and its options. */
+const CLI_MAY_IMPORT = [
+  '^src/cli/',
+  '^src/(index|options)\\.ts$',
+  '^src/signing/index\\.ts$',
+  '^src/observe/metrics\\.ts$',
+  '^src/storage/(memory|mysql|redis)/index\\.ts$',
+  '^src/client/index\\.ts$',
+  '^adapters/[^/]+\\.ts$',
+];
+
+const LOCAL = '^(src|adapters)/';
+const IN_A_LAYER = [...LAYERS.map((layer) => layer.path), CLIENT];
+
+const upward = LAYERS.slice(1).map((layer, index) => {
+  const above = LAYERS.slice(0, index + 1);
+  return {
+    name: `${layer.name}-imports-upward`,
+    comment: `${layer.name} imports a layer above it (${above.map((l) => l.name).join(', ')})`,
+    severity: 'error',
+    from: { path: layer.path },
+    to: { path: above.map((l) => l.path) },
+  };
+});
+
+const cli = {
+  name: 'cli-imports-entry-points-only',
+  comment: 'the CLI imports only public entry points, src/options.ts and its own folder',
+  severity: 'error',
+  from: { path: '^src/cli/' },
+  to: { path: LOCAL, pathNot: CLI_MAY_IMPORT },
+};
+
+/** @type {import('dependency-cruiser').IConfiguration} */
+module.exports = {
+  forbidden: [
+    {
+      name: 'no-circular',
+      comment: 'a cycle makes its modules one: none of them can be read, tested or moved alone',
+      severity: 'error',
+      from: {},
+      to: { circular: true },
+    },
+    {
+      name: 'no-unresolvable',
+      comment: 'an import that does not resolve is invisible to every other rule',
+      severity: 'error',
+      from: {},
+      to: { couldNotResolve: true },
+    },
+    {
+      name: 'outside-the-layers',
+      comment: 'a module in no layer: add its folder to LAYERS in this file and to docs/architecture.md',
+      severity: 'error',
+      from: { path: LOCAL, pathNot: IN_A_LAYER },
+      to: {},
+    },
+    {
+      name: 'outside-the-layers',
+      comment: 'a module in no layer: add its folder to LAYERS in this file and to docs/architecture.md',
+      severity: 'error',
+      from: {},
+      to: { path: LOCAL, pathNot: IN_A_LAYER },
+    },
+    ...upward,
+    {
+      name: 'storage-implementation-imports-contract-only',
+      comment: 'memory, mysql and redis import the storage contract, the seed, src/json, src/errors.ts, src/defaults.ts and their own folder; never each other',
+      severity: 'error',
+      from: { path: '^src/storage/(memory|mysql|redis)/' },
+      to: { path: LOCAL, pathNot: ['^src/storage/$1/', ...STORAGE_CONTRACT] },
+    },
+    {
+      name: 'client-imports-signing-json-and-types',
+      comment: 'the client imports src/signing, src/json, and types from src/errors.ts and src/storage/contract.ts',
+      severity: 'error',
+      from: { path: CLIENT },
+      to: { path: LOCAL, pathNot: [CLIENT, '^src/signing/', '^src/json/', '^src/errors\\.ts$', '^src/storage/contract\\.ts$'] },
+    },
+    {
+      name: 'client-imports-signing-json-and-types',
+      comment: 'the client takes only types from src/errors.ts and src/storage/contract.ts, so no server code ships with it',
+      severity: 'error',
+      from: { path: CLIENT },
+      to: { path: ['^src/errors\\.ts$', '^src/storage/contract\\.ts$'], dependencyTypesNot: ['type-only'] },
+    },
+    {
+      name: 'client-used-by-cli-only',
+      comment: 'the server never depends on the merchant client',
+      severity: 'error',
+      from: { pathNot: ['^src/cli/', CLIENT] },
+      to: { path: CLIENT },
+    },
+    cli,
+  ],
+  options: {
+    // Type-only imports count: a cycle or an upward import through types ties files together all the same.
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: 'tsconfig.json' },
+    doNotFollow: { path: 'node_modules' },
+  },
+};
