@@ -14,6 +14,7 @@ export const entries = {
   deno: 'adapters/deno.ts',
   'storage/memory': 'src/storage/memory/index.ts',
   'storage/mysql': 'src/storage/mysql/index.ts',
+  'storage/redis': 'src/storage/redis/index.ts',
   client: 'src/client/index.ts',
 } as const;
 

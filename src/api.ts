@@ -54,28 +54,27 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
     ...given,
   ]);
 
-  const guarded = guardStorage<RequestContext>(
-    options.storage,
-    storageTimeout,
-    (operation: StorageOperation, ctx, error) => logger.error({ event: 'storage_unavailable', request_id: ctx.requestId, operation, ...describeError(error) }),
-    hooks.onStorageCall && ((operation, ctx) => hooks.onStorageCall!(ctx, operation) ?? undefined),
-  );
   // An authenticated merchant's calls take at most half of a pooled storage's connections.
-  const share = options.storage.concurrency === undefined ? undefined : new MerchantStorageShare(options.storage.concurrency);
-  const storage: StorageCall<RequestContext> =
-    share === undefined
-      ? guarded
-      : (operation, ctx, call) => (ctx.merchantId === undefined ? guarded(operation, ctx, call) : guarded(operation, ctx, (s) => share.run(ctx.merchantId!, () => call(s))));
+  const share = storage.concurrency === undefined ? undefined : new MerchantStorageShare(storage.concurrency);
+  const onStorageCall = hooks.onStorageCall;
+  const views = storageViews<RequestContext>(storage, {
+    timeoutMs: resolved.storageTimeout,
+    onFailure: (operation, ctx, error) => logger.error({ event: 'storage_unavailable', request_id: ctx.requestId, operation, ...describeError(error) }),
+    watch: onStorageCall && ((operation, ctx) => onStorageCall(ctx, operation) ?? undefined),
+    gate: share?.gate,
+  });
+
   const onAuthenticated = hooks.onAuthenticated;
   const deps: HandlerDeps = {
-    storage,
+    storage: views,
     cursors: new CursorCodec(options.cursorSecret),
     resolveBases: createPublicBaseResolver(options),
-    tolerance,
-    now: options.now ?? Date.now,
-    basePath,
-    streamBatchSize: options.streamBatchSize ?? 1000,
-    openApiBody: JSON.stringify(openApiDocument(basePath)),
+    tolerance: resolved.timestampTolerance,
+    now: resolved.now,
+    basePath: resolved.basePath,
+    streamBatchSize: resolved.streamBatchSize,
+    openApiBody: JSON.stringify(openApiDocument(resolved.basePath)),
+    storageHealth: storage.health?.bind(storage),
     authenticated(ctx, merchantId) {
       ctx.merchantId = merchantId;
       fairShare?.admit(ctx, merchantId);

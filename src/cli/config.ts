@@ -4,13 +4,13 @@
  * down. Every bad value is named in one error.
  */
 import { availableParallelism } from 'node:os';
-import { LOG_LEVELS } from '../observe/logger.js';
-import { normalisePublicUrl } from '../http/public-url.js';
-import type { ThrottleOptions } from '../limits/throttle.js';
-import { DEFAULT_LIMITS, type ConnectionLimits } from '../../adapters/serve-options.js';
-import { MasterKeyError, parseMasterKey, type MasterKey } from '../storage/mysql/merchants/key-sealing.js';
-import { DEFAULT_MAX_SALTS, MAX_MAX_SALTS } from '../storage/memory/salts.js';
+import { DEFAULTS, LOG_LEVELS, normalisePublicUrl, type ThrottleOptions } from '../options.js';
+import { DEFAULT_LIMITS, DEFAULT_SHUTDOWN_TIMEOUT_MS, type ConnectionLimits } from '../../adapters/serve-options.js';
+import { MasterKeyError, parseMasterKey, type MasterKey } from '../storage/mysql/index.js';
+import { MAX_MAX_SALTS } from '../storage/memory/index.js';
 import { CliUsageError } from './usage-error.js';
+import { redisSettings, type RedisConfig } from './redis-config.js';
+import { replicaSettings, type ReplicaConfig } from './replica-config.js';
 
 type Env = Record<string, string | undefined>;
 
@@ -24,6 +24,8 @@ export interface MysqlConfig {
   keyCacheTtlMs: number;
   /** STORAGE_TIMEOUT in milliseconds: every storage call, and every query of the server. */
   storageTimeout: number;
+  /** DATABASE_READ_URL and DATABASE_READ_MAX_LAG: user reads from a replica (docs/mysql.md#read-replicas), or undefined. */
+  replica?: ReplicaConfig;
 }
 
 export interface ServerConfig {
@@ -55,6 +57,8 @@ export interface ServerConfig {
   limits: Required<ConnectionLimits>;
   /** WORKERS: processes serving the same port (`auto`: one per core); above 1 only with MySQL; with METRICS_PORT the primary serves every worker's metrics. */
   workers: number;
+  /** REDIS_URL and the other REDIS_* variables: salts and throttle counters on Redis (docs/scaling.md), or undefined. */
+  redis: RedisConfig | undefined;
 }
 
 /** Reads settings, collecting every problem rather than stopping at the first. */
@@ -100,8 +104,9 @@ function mysqlSettings(env: Env, r: ReturnType<typeof reader>): MysqlConfig {
         throw error;
       }
     },
-    keyCacheTtlMs: r.int('KEY_CACHE_TTL', 10, 0, 3600) * 1000,
-    storageTimeout: r.int('STORAGE_TIMEOUT', 5000, 1, 600_000),
+    keyCacheTtlMs: r.int('KEY_CACHE_TTL', DEFAULTS.keyCacheTtlSeconds, 0, 3600) * 1000,
+    storageTimeout: r.int('STORAGE_TIMEOUT', DEFAULTS.storageTimeout, 1, 600_000),
+    replica: replicaSettings(r),
   };
 }
 
@@ -157,10 +162,11 @@ export function readServerConfig(env: Env): ServerConfig {
       maxConnectionsPerAddress: r.int('MAX_CONNECTIONS_PER_ADDRESS', trustProxy ? 1_000_000 : DEFAULT_LIMITS.maxConnectionsPerAddress, 1, 1_000_000),
     },
     workers: workerCount(r),
+    redis: redisSettings(r),
   };
   // Each worker is a process with its own memory: salts kept there would let a signed URL through once per worker.
   const workers = config.workers === 1 ? undefined : r.text('WORKERS')?.toLowerCase() === 'auto' ? `WORKERS=auto (${config.workers} cores)` : `WORKERS=${config.workers}`;
-  if (workers && !config.databaseUrl) r.problems.push(`${workers} needs the MySQL storage (DATABASE_URL): with the memory storage each worker would keep its own salts, and a signed URL would be accepted once by each worker`);
+  if (workers && !config.databaseUrl && !config.redis) r.problems.push(`${workers} needs the MySQL storage (DATABASE_URL) or Redis (REDIS_URL): with the memory storage alone each worker would keep its own salts, and a signed URL would be accepted once by each worker`);
   r.check();
   return config;
 }

@@ -16,7 +16,8 @@ import type { ThrottleRecord, ThrottleStore, ThrottleStoreListener } from '../st
 /** What the handler asks of a throttle, shared or not. */
 export interface AuthThrottle {
   blocked(address: string, claimedMerchant: () => string | undefined, nowSeconds: number): Block | undefined;
-  failed(address: string, merchantId: string | undefined, nowSeconds: number): void;
+  /** May answer a promise: settled once the store has the failure (or gave up), so the answer can wait for it. */
+  failed(address: string, merchantId: string | undefined, nowSeconds: number): void | Promise<void>;
   succeeded(address: string, merchantId: string): void;
 }
 
@@ -30,6 +31,8 @@ export interface ThrottleSharing {
 
 /** Store writes running at once: a slow database never takes the whole pool from the requests. */
 export const MAX_REPORTS_IN_FLIGHT = 4;
+/** The longest a failed authentication's answer waits for the store to have the failure, ms. */
+export const REPORT_WAIT_MS = 1000;
 /** Reports waiting for a slot; beyond this the store misses them (the local count still has them). */
 export const MAX_REPORTS_QUEUED = 1000;
 
@@ -73,11 +76,22 @@ class SharedThrottle implements AuthThrottle {
     return this.#local.blocked(address, claimedMerchant, nowSeconds);
   }
 
-  failed(address: string, merchantId: string | undefined, nowSeconds: number): void {
+  failed(address: string, merchantId: string | undefined, nowSeconds: number): Promise<void> | undefined {
     // Counted here first: the block this failure completes applies at once, and stands if the store is down.
     this.#local.failed(address, merchantId, nowSeconds);
     const rules = this.#local.rules;
-    this.#enqueue(() => this.#store.recordFailure({ address, merchantId, now: nowSeconds }, rules), true);
+    const report = () => this.#store.recordFailure({ address, merchantId, now: nowSeconds }, rules);
+    // A store that is failing or behind is not waited for: the local count decides meanwhile.
+    if (this.#storeFailing || this.#inFlight >= MAX_REPORTS_IN_FLIGHT) return void this.#enqueue(report, true);
+    // Otherwise the answer waits for the store (at most REPORT_WAIT_MS): the
+    // client's next request, to any instance, then finds the failure counted there.
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, REPORT_WAIT_MS);
+      this.#enqueue(report, true, () => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
   }
 
   succeeded(address: string, merchantId: string): void {
@@ -86,18 +100,19 @@ class SharedThrottle implements AuthThrottle {
     this.#enqueue(() => this.#store.resetPair(address, merchantId, now), true);
   }
 
-  #enqueue(report: Report, authoritative: boolean): void {
-    const run = () => this.#run(report, authoritative);
+  #enqueue(report: Report, authoritative: boolean, settled?: () => void): void {
+    const run = () => this.#run(report, authoritative, settled);
     if (this.#inFlight < MAX_REPORTS_IN_FLIGHT) return run();
     if (this.#queue.length >= MAX_REPORTS_QUEUED) {
       if (!this.#dropping) this.#logger.warn({ event: 'throttle_store_behind', queued: this.#queue.length }, 'failures are counted in this instance only until the store catches up');
       this.#dropping = true;
+      settled?.();
       return;
     }
     this.#queue.push(run);
   }
 
-  #run(report: Report, authoritative: boolean): void {
+  #run(report: Report, authoritative: boolean, settled?: () => void): void {
     this.#inFlight++;
     let pending: Promise<readonly ThrottleRecord[]>;
     try {
@@ -114,6 +129,7 @@ class SharedThrottle implements AuthThrottle {
         (error: unknown) => this.#storeFailed(error),
       )
       .finally(() => {
+        settled?.();
         this.#inFlight--;
         const next = this.#queue.shift();
         if (next) next();

@@ -8,11 +8,35 @@ import type { HandlerDeps, RouteInput } from './route.js';
 const OK = '{"status":"ok"}';
 const HEALTHY = reply(200, OK);
 
-export function healthz(): Reply {
-  return HEALTHY;
+/** Live whatever the storage's parts do; a storage that reports them (`Storage.health`) has them listed in `details`. */
+export function healthz(_ctx: RequestContext, _input: RouteInput, deps: HandlerDeps): Reply {
+  const details = deps.storageHealth?.();
+  return details === undefined ? HEALTHY : reply(200, `{"status":"ok","details":${JSON.stringify(details)}}`);
 }
 
 export async function readyz(ctx: RequestContext, _input: RouteInput, deps: HandlerDeps): Promise<Reply> {
-  await deps.storage('ping', ctx, (s) => s.ping());
+  await deps.storage(ctx).ping();
   return HEALTHY;
 }
+
+/** The OpenAPI operation of `GET /healthz`, besides what the route table and every route share. */
+export const healthzDoc: OperationDoc = {
+  tag: 'Service',
+  description: 'Liveness: answers while the process runs. Ignores the query string.',
+  readsQuery: false,
+  responses: {
+    '200': response(
+      'The process is up: `{"status":"ok"}`. A storage that reports its parts (salts on Redis) adds `details`, each part with `ok` and, when not ok, a `problem`: still 200, since the users endpoints work without them.',
+      schemaRef('Health'),
+    ),
+  },
+};
+
+/** The OpenAPI operation of `GET /readyz`, besides what the route table and every route share. */
+export const readyzDoc: OperationDoc = {
+  tag: 'Service',
+  description: 'Readiness: answers 200 when the storage answers a ping, else 503. Ignores the query string.',
+  readsQuery: false,
+  usesStorage: true,
+  responses: { '200': response('The storage answers: `{"status":"ok"}`.', schemaRef('Health')) },
+};

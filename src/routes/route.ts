@@ -4,10 +4,11 @@
  */
 import type { RequestContext } from '../http/context.js';
 import type { CursorCodec } from '../listing/cursor.js';
-import type { StorageCall } from '../storage/guard.js';
+import type { StorageView } from '../storage/guard.js';
 import type { PublicBaseResolver } from '../http/public-url.js';
 import type { ErrorShape, Reply } from '../http/responses.js';
-import type { Merchant } from '../storage/contract.js';
+import type { Merchant, PartHealth } from '../storage/contract.js';
+import type { OperationDoc } from '../openapi/operation.js';
 
 /** How a route authenticates: a signed query, HTTP Basic (done before the handler), or not at all. */
 export type RouteAuth = 'signature' | 'basic' | 'none';
@@ -39,6 +40,8 @@ export interface HandlerDeps {
   streamBatchSize: number;
   /** The OpenAPI document, serialised once. */
   openApiBody: string;
+  /** How the storage's parts did at their last use, when the storage reports them. */
+  storageHealth: (() => Record<string, PartHealth>) | undefined;
   /** Marks the merchant authenticated and runs the `onAuthenticated` hooks. */
   authenticated(ctx: RequestContext, merchantId: string): void | Promise<void>;
 }

@@ -142,12 +142,35 @@ export interface Storage {
    */
   readonly concurrency?: number;
   /**
+   * Optional, with `concurrency`: the calls that take one of those connections (default: all).
+   * A storage that answers some calls elsewhere, such as salts on Redis in front of MySQL, leaves
+   * those out, so that they do not wait for the merchant's share of a pool they do not use.
+   */
+  readonly pooledOperations?: readonly StorageOperation[];
+  /**
+   * Optional: how the storage's parts did at their last use, known without a call, for the
+   * details of `/healthz` (docs/protocol.md#endpoints). A part that is not ok leaves the
+   * instance live and ready: the Redis wrapper reports Redis here, whose outage only refuses
+   * signatures. Never a secret in `problem`.
+   */
+  health?(): Record<string, PartHealth>;
+  /**
    * Optional: where every instance on this storage shares the counters of the failed-authentication
    * throttle (docs/security.md#sharing-the-counters-on-mysql). The MySQL storage has one; without it
    * each instance counts alone. Asked once per handler.
    */
   throttleStore?(): ThrottleStore | undefined;
 }
+
+/** How one part of a storage did at its last use. */
+export interface PartHealth {
+  ok: boolean;
+  /** What failed, for operators: an error name and code, never a secret or a user field. */
+  problem?: string;
+}
+
+/** The storage methods the handler calls, as named in logs, metrics and spans. */
+export type StorageOperation = 'getMerchant' | 'recordSalt' | 'listUsers' | 'getUser' | 'ping';
 
 /** Longest merchant id, salt and shared_user_id any storage must accept. */
 export const MAX_ID_LENGTH = 128;

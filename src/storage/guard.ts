@@ -19,6 +19,70 @@ export type StorageWatcher<C> = (operation: StorageOperation, context: C) => ((e
 /** Runs a storage call with a deadline; a late or failed call throws `StorageUnavailableError`. */
 export type StorageCall<C> = <T>(operation: StorageOperation, context: C, call: (storage: Storage) => Promise<T>) => Promise<T>;
 
+/** Runs a call within a limit of the request's (the merchant's share of the connections), inside the deadline. */
+export type StorageGate<C> = <T>(context: C, call: () => Promise<T>) => Promise<T>;
+
+/** The storage calls a request makes, each bounded, watched and shared. */
+export interface StorageView {
+  getMerchant(id: string): Promise<Merchant | undefined>;
+  recordSalt(record: SaltRecord): Promise<boolean>;
+  listUsers(query: UserPageQuery): Promise<UserRecordPage>;
+  getUser(merchantId: string, sharedUserId: string): Promise<UserRecord | undefined>;
+  ping(): Promise<void>;
+}
+
+export interface StorageGuardOptions<C> {
+  /** Milliseconds before a call is a 503. */
+  timeoutMs: number;
+  /** Told of every failure of the backend (not of a storage's own refusals). */
+  onFailure: (operation: StorageOperation, context: C, error: unknown) => void;
+  watch?: StorageWatcher<C>;
+  gate?: StorageGate<C>;
+}
+
+/** The per-request views of `storage`: `views(ctx).getUser(...)`. */
+export function storageViews<C>(storage: Storage, options: StorageGuardOptions<C>): (context: C) => StorageView {
+  const { gate } = options;
+  const guarded = guardStorage(storage, options.timeoutMs, options.onFailure, options.watch);
+  const pooled = storage.pooledOperations === undefined ? undefined : new Set(storage.pooledOperations);
+  const run: StorageCall<C> =
+    gate === undefined
+      ? guarded
+      : (operation, context, call) => (pooled !== undefined && !pooled.has(operation) ? guarded(operation, context, call) : guarded(operation, context, (s) => gate(context, () => call(s))));
+  return (context) => new GuardedView(run, context);
+}
+
+/** A plain class rather than an object of closures: one small allocation per request. */
+class GuardedView<C> implements StorageView {
+  readonly #run: StorageCall<C>;
+  readonly #context: C;
+
+  constructor(run: StorageCall<C>, context: C) {
+    this.#run = run;
+    this.#context = context;
+  }
+
+  getMerchant(id: string): Promise<Merchant | undefined> {
+    return this.#run('getMerchant', this.#context, (s) => s.getMerchant(id));
+  }
+
+  recordSalt(record: SaltRecord): Promise<boolean> {
+    return this.#run('recordSalt', this.#context, (s) => s.recordSalt(record));
+  }
+
+  listUsers(query: UserPageQuery): Promise<UserRecordPage> {
+    return this.#run('listUsers', this.#context, (s) => s.listUsers(query));
+  }
+
+  getUser(merchantId: string, sharedUserId: string): Promise<UserRecord | undefined> {
+    return this.#run('getUser', this.#context, (s) => s.getUser(merchantId, sharedUserId));
+  }
+
+  ping(): Promise<void> {
+    return this.#run('ping', this.#context, (s) => s.ping());
+  }
+}
+
 interface Pending {
   deadline: number;
   reject: (error: Error) => void;

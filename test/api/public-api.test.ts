@@ -14,12 +14,14 @@ const EXPECTED: Record<string, string[]> = {
   './node': ['answerClientErrors', 'createRequestListener', 'serve'],
   './bun': ['serve'],
   './deno': ['serve'],
-  './storage/memory': ['MemoryStorage', 'SeedError', 'createMemoryStorage', 'loadMemoryStorage', 'parseSeed'],
+  './storage/memory': ['MAX_MAX_SALTS', 'MemoryStorage', 'SeedError', 'SeedSyntaxError', 'createMemoryStorage', 'loadMemoryStorage', 'parseSeed'],
   './storage/mysql': [
-    'ImportValidationError', 'MasterKeyError', 'MerchantAdminError', 'MysqlStorage', 'addMerchant', 'createMigrator', 'createMysqlKysely',
+    'DEFAULT_BATCH_SIZE', 'ImportValidationError', 'MasterKeyError', 'MerchantAdminError', 'MysqlStorage', 'addMerchant', 'createMigrator', 'createMysqlKysely',
     'generateApiKey', 'generateMasterKey', 'importSeed', 'importUserFile', 'listMerchants', 'migrateToLatest', 'openApiKey', 'parseMasterKey',
-    'parseMysqlUrl', 'rotateMerchantKey', 'sealApiKey', 'setMerchantStatus',
+    'parseMysqlUrl', 'redact', 'rotateMerchantKey', 'sealApiKey', 'setMerchantStatus', 'storageError',
+    'DEFAULT_MAX_LAG_SECONDS', 'withReplicaReads',
   ],
+  './storage/redis': ['DEFAULT_PREFIX', 'RedisSetupError', 'createRedisConnection', 'parseRedisUrl', 'redisConnectionFromClient', 'withRedisState'],
   './client': ['MerchantApiError', 'MerchantClientError', 'MerchantNetworkError', 'MerchantTimeoutError', 'createMerchantClient'],
 };
 

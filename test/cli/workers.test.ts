@@ -37,7 +37,7 @@ describe('WORKERS: the configurations refused, exit 2 with one line', () => {
     [
       'WORKERS=2 with the memory storage',
       { WORKERS: '2' },
-      'Invalid configuration: WORKERS=2 needs the MySQL storage (DATABASE_URL): with the memory storage each worker would keep its own salts, and a signed URL would be accepted once by each worker.',
+      'Invalid configuration: WORKERS=2 needs the MySQL storage (DATABASE_URL) or Redis (REDIS_URL): with the memory storage alone each worker would keep its own salts, and a signed URL would be accepted once by each worker.',
     ],
   ];
   for (const [name, env, message] of refused) {

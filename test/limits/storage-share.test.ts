@@ -73,6 +73,29 @@ describe('a merchant share of the storage connections', () => {
     await Promise.all(flood);
   });
 
+  it('does not hold back the operations a storage says use no pooled connection (salts on Redis in front of MySQL)', async () => {
+    for (const pooledOperations of [undefined, ['getMerchant', 'listUsers', 'getUser', 'ping'] as const]) {
+      const pooled = pooledStorage(2);
+      const storage: Storage = pooledOperations === undefined ? pooled.storage : { ...pooled.storage, pooledOperations };
+      const api = createMerchantApi({ storage, logger: silentLogger, merchantConcurrency: 100, publicUrl: 'http://x' });
+      // m1 holds its whole share (one of two connections) with a user read that waits.
+      const holding = api.fetch(new Request('http://x/merchant/users/a-001', { headers: basic('m1', 'key-one') }));
+      await tick();
+      expect(pooled.running()).toBe(1);
+      let answered = false;
+      const signed = api.fetch(new Request(signUrl('key-one', 'http://x/validatesignature', { cp: 'm1' }))).then((response) => {
+        answered = true;
+        return response;
+      });
+      await tick();
+      // Without pooledOperations the salt waits for m1's share; with it, it is answered at once.
+      expect(answered).toBe(pooledOperations !== undefined);
+      pooled.releaseAll();
+      expect((await signed).status).toBe(200);
+      expect((await holding).status).toBe(200);
+    }
+  });
+
   it('refuses with 429 and Retry-After once the merchant queue is full, and gives every slot back', async () => {
     const share = new MerchantStorageShare(2, 3);
     let release!: () => void;

@@ -21,6 +21,7 @@ import { createTestDatabase, MYSQL_URL, mysqlAvailable, urlOf, type TestDatabase
 import { CLI, RUNTIMES, startServer, type ServerProcess } from '../support/processes.js';
 import { contractSeed } from '../support/seeds.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
+import { assertStoreCountsAsTheLocalThrottle } from '../support/throttle-store-rules.js';
 
 const available = await mysqlAvailable();
 const POLL_MS = 50;
@@ -153,33 +154,7 @@ describe.skipIf(!available)('the throttle shared by two instances on MySQL', () 
 
   it('writes the SQL rules exactly as the local throttle counts, over random failures, successes and time', async () => {
     const store = instance().storage.throttleStore()!;
-    const options = { pairFailures: 3, pairBlockSeconds: 10, pairMaxBlockSeconds: 50, addressFailures: 5, addressWindowSeconds: 100, addressBlockSeconds: 30 };
-    const event = fc.record({ merchant: fc.constantFrom('m1', 'm2', undefined), ok: fc.boolean(), dt: fc.integer({ min: 0, max: 150 }) });
-    let run = 0;
-    await fc.assert(
-      fc.asyncProperty(fc.array(event, { minLength: 20, maxLength: 60 }), async (events) => {
-        const address = `198.51.100.${++run}`;
-        const local = new FailureThrottle(options);
-        const shared = new Map<string, ThrottleRecord>();
-        let now = NOW;
-        for (const e of events) {
-          now += e.dt;
-          if (e.ok && e.merchant !== undefined) {
-            local.succeeded(address, e.merchant);
-            for (const record of await store.resetPair(address, e.merchant, now)) shared.set(`${record.scope}/${record.merchantId}`, record);
-          } else if (!e.ok) {
-            local.failed(address, e.merchant, now);
-            for (const record of await store.recordFailure({ address, merchantId: e.merchant, now }, local.rules)) shared.set(`${record.scope}/${record.merchantId}`, record);
-          }
-          for (const merchant of ['m1', 'm2']) {
-            const fromStore = [shared.get('address/undefined'), shared.get(`pair/${merchant}`)].find((record) => record !== undefined && record.blockedUntil > now);
-            const block = local.blocked(address, () => merchant, now);
-            expect(block && { scope: block.scope, retryAfter: block.retryAfter }).toEqual(fromStore && { scope: fromStore.scope, retryAfter: fromStore.blockedUntil - now });
-          }
-        }
-      }),
-      { numRuns: 8, seed: 11 },
-    );
+    await assertStoreCountsAsTheLocalThrottle(store, NOW);
   });
 
   it('keeps rows only while they mean something, and prunes them in bounded batches', async () => {

@@ -16,6 +16,11 @@ export interface StorageUnderTest {
   cleanup?: () => Promise<void>;
   /** Adds the merchants and users of `seed` (new merchants; a user already there is replaced). */
   add?: (seed: Seed) => Promise<void>;
+  /**
+   * The storage forgets a salt by its own clock, `expiresAt - now` seconds after recording it (Redis
+   * key expiry), rather than by the `now` it is given: its expiry is checked in real time.
+   */
+  realTimeSaltExpiry?: boolean;
 }
 
 /** Small bounds, so that a few users cross every boundary of the plan (src/storage/user-pages.ts). */

@@ -13,6 +13,7 @@ import { importCommand } from './mysql-import.js';
 import { merchantCommand } from './mysql-merchant.js';
 import type { MysqlConfig } from '../config.js';
 import { databaseUrl, runMysqlCommand, withDatabase } from './mysql-env.js';
+import { withReplicaConfig } from '../replica-storage.js';
 
 /** `merchant-api migrate [--status]`: applies pending migrations (idempotent), or lists them. */
 const migrateCommand: CliCommand = async (args, io, config) => {
@@ -81,4 +82,5 @@ export async function openMysqlStorage(config: MysqlConfig, io: CliIo, logger?: 
     destroyOnClose: true,
     onBackgroundError: (error) => io.err(`Warning: ${error.message}`),
   });
+  return withReplicaConfig(primary, config, key, io, logger);
 }

@@ -15,7 +15,12 @@ import type { Served, ServeOptions } from '../../../adapters/serve-options.js';
 import { readServerConfig, type MysqlConfig, type ServerConfig } from '../config.js';
 import type { CliIo } from '../io.js';
 import { CliUsageError } from '../usage-error.js';
-import { runWorkers, WORKER_ARGUMENT, wholeLineWriter, workerChannel, type WorkerRuntime } from '../workers/workers.js';
+import { withRedisConfig } from '../redis-state.js';
+import { WORKER_ARGUMENT, workerChannel } from '../workers/channel.js';
+import { stampPid, wholeLineWriter } from '../workers/line-writer.js';
+import { logStartEvents, printBanner, startBanner, type StartFacts } from '../start-lines.js';
+import type { WorkerRuntime } from '../workers/runtimes.js';
+import { runWorkers } from '../workers/supervisor.js';
 
 /** An adapter's `serve`, the only runtime-specific piece the command needs. */
 export type ServeFunction = (api: MerchantApi, options: ServeOptions) => Promise<Served>;
@@ -42,11 +47,11 @@ export async function serveCommand(runtime: ServeRuntime, io: CliIo, args: strin
   if (!worker && config.workers > 1) {
     // Unreadable TLS files: one message here rather than one from each worker.
     if (config.tls) await readTlsFiles(config.tls);
-    return runWorkers(runtime.name, runtime.workers, io, config, (fetch) => runtime.serve({ fetch }, { port: config.metricsPort, hostname: config.hostname }));
+    return runWorkers(runtime.name, runtime.workers, io, config, (fetch) => runtime.serve({ fetch }, { port: config.metricsPort, hostname: config.metricsHost }));
   }
   // Log lines (JSON) go where the CLI writes, gathered per event-loop turn; a worker's in writes no other worker's can cut.
-  const logger = createJsonLogger({ level: config.logLevel, write: worker ? wholeLineWriter(io.out) : (lines) => io.out(lines.slice(0, -1)) });
-  const { storage, description, demo } = await openStorage(config, runtime, io);
+  const logger = createJsonLogger({ level: config.logLevel, write: worker ? stampPid(process.pid, wholeLineWriter(io.out)) : (lines) => io.out(lines.slice(0, -1)) });
+  const { storage, description, demo } = await withRedisConfig(await openStorage(config, runtime, io, logger), config.redis, config.storageTimeout, logger);
   let served: Served | undefined;
   let metricsServer: Served | undefined;
   try {

@@ -11,6 +11,8 @@
  */
 export { MysqlStorage } from './mysql-storage.js';
 export type { MysqlStorageOptions } from './mysql-storage.js';
+export { DEFAULT_MAX_LAG_SECONDS, withReplicaReads } from './replica/replica-reads.js';
+export type { ReplicaReadsOptions, ReplicaReadsStorage } from './replica/replica-reads.js';
 export type { MysqlThrottleOptions } from './throttle/throttle-store.js';
 export { createMysqlKysely, parseMysqlUrl } from './create-mysql-kysely.js';
 export type { MysqlKyselyOptions } from './create-mysql-kysely.js';

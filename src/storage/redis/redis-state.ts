@@ -1,0 +1,197 @@
+/**
+ * `withRedisState(storage, connection)`: a storage whose salts and
+ * failed-authentication counters live on Redis (docs/scaling.md), every other
+ * call going to `storage` unchanged. With it, any number of instances and
+ * workers on the memory storage (or on MySQL, sparing it the salt writes)
+ * accept a signed URL exactly once between them, and share the throttle, a
+ * block reaching every one of them at once.
+ *
+ * Salts fail closed: while Redis does not answer, answers an error, is full,
+ * or has an eviction policy that could drop them, a signed request gets 503,
+ * never a replay accepted.
+ */
+import { MerchantApiError } from '../../errors.js';
+import type { Merchant, PartHealth, SaltRecord, Storage, StorageOperation, UserPageQuery, UserRecord, UserRecordPage } from '../contract.js';
+import type { ThrottleStore } from '../throttle-store.js';
+import type { RedisConnection } from './connection.js';
+import { EvictionPolicyCheck } from './eviction-policy.js';
+import { DEFAULT_PREFIX, RedisKeys, SALT_GROUPS } from './keys.js';
+import { healthProblem, redisError } from './redis-error.js';
+import { EXPIRY_MARGIN_SECONDS, MARK_LIFE, readSaltVerdict, RECORD_SALT } from './salt-script.js';
+import { RedisThrottleStore } from './throttle-store.js';
+
+const ALL_OPERATIONS: readonly StorageOperation[] = ['getMerchant', 'recordSalt', 'listUsers', 'getUser', 'ping'];
+
+export interface RedisStateOptions {
+  /** Prefix of every key and of the channel (default `merchant-api:`), to share one Redis between deployments. */
+  prefix?: string;
+  /**
+   * The operator checked that every master has `maxmemory-policy noeviction`, where Redis refuses
+   * `CONFIG GET` (managed services): the policy is not read (REDIS_ASSUME_NOEVICTION=true).
+   */
+  assumeNoEviction?: boolean;
+  /** Seconds a salt's key outlives its expiry (default `EXPIRY_MARGIN_SECONDS`, 2): see salt-script.ts. */
+  expiryMarginSeconds?: number;
+  /** Share the throttle's counters on Redis (default true); false leaves `storage`'s own, if any. */
+  throttle?: boolean;
+  /** `close()` also closes `storage` (default true). */
+  closeStorage?: boolean;
+  /** `close()` also closes `connection` (default false: the caller owns it). */
+  closeConnection?: boolean;
+  /**
+   * The handler's clock in ms (default `Date.now`), for the life markers `redisReady()` writes; give
+   * it the `now` you gave `createMerchantApi`, if you changed it.
+   */
+  now?: () => number;
+}
+
+export const BEFORE_MARKER_MESSAGE = 'Invalid timestamp: ts is before the replay store began keeping salts (it started, or lost its data, after it); sign the request again with the current time.';
+
+/** How Redis is doing, for health details: `problem` says why salts are refused now. */
+export type RedisHealth = { ok: true } | { ok: false; problem: string };
+
+/** A storage with its salts on Redis; `redisReady()` and `redisHealth()` check Redis alone. */
+export interface RedisStateStorage extends Storage {
+  /**
+   * Resolves when Redis answers and may hold salts (version and eviction policy), having written the
+   * missing life markers. Throws `RedisSetupError` when Redis answers but must not hold salts (an
+   * evicting `maxmemory-policy`: refuse to start), `StorageUnavailableError` when it does not answer.
+   */
+  redisReady(): Promise<void>;
+  /** `redisReady()` as a value that never throws, for health details. */
+  redisHealth(): Promise<RedisHealth>;
+}
+
+/** `storage` with its salts and throttle counters on Redis. */
+export function withRedisState(storage: Storage, connection: RedisConnection, options: RedisStateOptions = {}): RedisStateStorage {
+  return new RedisState(storage, connection, options);
+}
+
+class RedisState implements RedisStateStorage {
+  readonly #inner: Storage;
+  readonly #connection: RedisConnection;
+  readonly #keys: RedisKeys;
+  readonly #margin: number;
+  readonly #policy: EvictionPolicyCheck;
+  readonly #throttle: RedisThrottleStore | undefined;
+  readonly #options: RedisStateOptions;
+  /** Why the last salt call failed; undefined once one succeeds. */
+  #problem: string | undefined;
+  readonly concurrency: number | undefined;
+  readonly pooledOperations: readonly StorageOperation[];
+  /** Every group's life marker exists (written by this instance or another); undefined: not known yet. */
+  #marked: Promise<void> | undefined;
+  #markedOnce = false;
+
+  constructor(inner: Storage, connection: RedisConnection, options: RedisStateOptions) {
+    this.#inner = inner;
+    this.#connection = connection;
+    this.#keys = new RedisKeys(options.prefix ?? DEFAULT_PREFIX);
+    this.#margin = options.expiryMarginSeconds ?? EXPIRY_MARGIN_SECONDS;
+    if (!Number.isInteger(this.#margin) || this.#margin < 0 || this.#margin > 3600) throw new TypeError('expiryMarginSeconds must be a whole number from 0 to 3600.');
+    this.#policy = new EvictionPolicyCheck(connection, { assumeNoEviction: options.assumeNoEviction });
+    this.#throttle = options.throttle === false ? undefined : new RedisThrottleStore(connection, this.#keys);
+    this.#options = options;
+    this.concurrency = inner.concurrency;
+    // Salts go to Redis, not to the wrapped storage's pool: they do not wait for the merchant's share of it.
+    this.pooledOperations = (inner.pooledOperations ?? ALL_OPERATIONS).filter((operation) => operation !== 'recordSalt');
+  }
+
+  getMerchant(id: string): Promise<Merchant | undefined> {
+    return this.#inner.getMerchant(id);
+  }
+
+  listUsers(query: UserPageQuery): Promise<UserRecordPage> {
+    return this.#inner.listUsers(query);
+  }
+
+  getUser(merchantId: string, sharedUserId: string): Promise<UserRecord | undefined> {
+    return this.#inner.getUser(merchantId, sharedUserId);
+  }
+
+  /** See salt-script.ts: new, a replay, or a ts from before the group's life marker (400). */
+  async recordSalt({ merchantId, salt, expiresAt, now, ts }: SaltRecord): Promise<boolean> {
+    let reply: unknown;
+    try {
+      await this.#policy.ensure();
+      await this.#markLife(now);
+      const { key, marker } = this.#keys.salt(merchantId, salt);
+      const lives = Math.max(1, Math.ceil(expiresAt - now)) + this.#margin;
+      reply = await this.#connection.run(RECORD_SALT, [marker, key], [Math.floor(now), lives, ts === undefined ? '' : Math.floor(ts)]);
+    } catch (error) {
+      this.#problem = healthProblem(error);
+      throw redisError(error, 'salt record');
+    }
+    this.#problem = undefined;
+    const verdict = readSaltVerdict(reply);
+    if (verdict.markerWritten) {
+      // A marker was missing, so Redis lost data since the markers were written: write the others now, not at each group's next request.
+      this.#marked = undefined;
+      void this.#markLife(now).catch(() => undefined);
+    }
+    if (verdict.kind === 'before-marker') throw new MerchantApiError('invalid_parameter', BEFORE_MARKER_MESSAGE);
+    return verdict.kind === 'new';
+  }
+
+  /**
+   * The inner storage's: Redis holds only salts and throttle counters, so a Redis outage must not
+   * make the instance unready (the users endpoints work without it); see `redisHealth()`.
+   */
+  ping(): Promise<void> {
+    return this.#inner.ping();
+  }
+
+  async redisHealth(): Promise<RedisHealth> {
+    try {
+      await this.redisReady();
+      return { ok: true };
+    } catch (error) {
+      return { ok: false, problem: error instanceof Error ? error.message : String(error) };
+    }
+  }
+
+  async redisReady(): Promise<void> {
+    try {
+      await this.#connection.ping();
+      await this.#policy.ensure();
+      await this.#markLife((this.#options.now ?? Date.now)() / 1000);
+    } catch (error) {
+      throw redisError(error, 'ping');
+    }
+  }
+
+  /**
+   * Writes every missing life marker, once per instance, and again after a loss or a failure; `now` in
+   * Unix seconds. The first time, a marker says since when this instance runs, as the memory storage
+   * refuses a ts from before its start; after that a missing marker is a loss, which may have taken
+   * salts of this very second, so it is written with the next second, as the script does.
+   */
+  #markLife(now: number): Promise<void> {
+    const since = Math.floor(now) + (this.#markedOnce ? 1 : 0);
+    this.#marked ??= Promise.all(Array.from({ length: SALT_GROUPS }, (_, group) => this.#connection.run(MARK_LIFE, [this.#keys.lifeMarker(group)], [since]))).then(
+      () => {
+        this.#markedOnce = true;
+      },
+      (error: unknown) => {
+        this.#marked = undefined;
+        throw error;
+      },
+    );
+    return this.#marked;
+  }
+
+  /** Redis as the last salt found it; the wrapped storage's own parts, if it reports them. */
+  health(): Record<string, PartHealth> {
+    return { ...this.#inner.health?.(), redis: this.#problem === undefined ? { ok: true } : { ok: false, problem: this.#problem } };
+  }
+
+  throttleStore(): ThrottleStore | undefined {
+    return this.#throttle ?? this.#inner.throttleStore?.();
+  }
+
+  async close(): Promise<void> {
+    this.#throttle?.close();
+    if (this.#options.closeStorage !== false) await this.#inner.close();
+    if (this.#options.closeConnection) await this.#connection.close();
+  }
+}

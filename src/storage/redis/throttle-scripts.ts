@@ -1,0 +1,120 @@
+/**
+ * The throttle's counters on Redis (docs/security.md#sharing-the-counters-on-redis):
+ * the rules of src/limits/throttle.ts in Lua, one script per change, so that
+ * two instances counting at once never lose a count (a script runs alone).
+ * An address's counter and its pairs' share a hash tag, so one script
+ * changes both on a Redis Cluster too. Each script publishes the records it
+ * changed, as JSON, on the throttle channel, and answers the same text: every
+ * other instance learns a block as soon as it is made.
+ *
+ * A record's version is the server's clock in microseconds, zero-padded to
+ * 20 digits so that text order is time order, and at least one past the
+ * record's previous version: of two copies, the greater version is the newer.
+ * The `#!lua` line (Redis 7) makes a full Redis refuse a script whole.
+ */
+import { redisScript } from './connection.js';
+
+/** A pair's count and doubling are forgotten a day after its last failure, as on MySQL. */
+export const PAIR_MEMORY_SECONDS = 86_400;
+/** A reset pair stays this long at least, so that an instance starting reads it. */
+const RESET_VISIBLE_SECONDS = 60;
+
+const VERSION = `
+local function nextVersion(key)
+  local t = redis.call('TIME')
+  local micros = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local previous = tonumber(redis.call('HGET', key, 'version') or '0')
+  if previous >= micros then micros = previous + 1 end
+  return string.format('%020d', micros)
+end
+local function recordOf(scope, address, merchant, failures, windowStart, blocks, blockedUntil, version)
+  return { scope = scope, address = address, merchantId = merchant, failures = failures, windowStart = windowStart,
+    blocks = blocks, blockedUntil = blockedUntil, version = version }
+end
+`;
+
+/**
+ * KEYS: the address counter, and the pair counter when the merchant exists.
+ * ARGV: now, pairFailures, pairBlockSeconds, pairMaxBlockSeconds, addressFailures,
+ * addressWindowSeconds, addressBlockSeconds, channel, origin, address, merchantId ('' for none).
+ */
+export const RECORD_FAILURE = redisScript(`#!lua
+${VERSION}
+local now = tonumber(ARGV[1])
+local pairFailures, pairBlock, pairMaxBlock = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local addressFailures, addressWindow, addressBlock = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local records = {}
+
+local a = redis.call('HMGET', KEYS[1], 'failures', 'windowStart', 'blockedUntil')
+local failures, windowStart, blockedUntil = tonumber(a[1] or '0'), tonumber(a[2] or '0'), tonumber(a[3] or '0')
+local count = failures + 1
+if not a[1] or now - windowStart >= addressWindow then
+  count = 1
+  windowStart = now
+end
+if count >= addressFailures then
+  blockedUntil = now + addressBlock
+  failures = 0
+  windowStart = now
+else
+  failures = count
+end
+local version = nextVersion(KEYS[1])
+redis.call('HSET', KEYS[1], 'failures', failures, 'windowStart', windowStart, 'blockedUntil', blockedUntil, 'version', version)
+redis.call('EXPIRE', KEYS[1], math.max(blockedUntil, windowStart + addressWindow) - now + 1)
+records[1] = recordOf('address', ARGV[10], '', failures, windowStart, 0, blockedUntil, version)
+
+if KEYS[2] then
+  local p = redis.call('HMGET', KEYS[2], 'failures', 'blocks', 'blockedUntil')
+  local pf, blocks, until_ = tonumber(p[1] or '0') + 1, tonumber(p[2] or '0'), tonumber(p[3] or '0')
+  if pf >= pairFailures then
+    until_ = now + math.min(pairMaxBlock, pairBlock * math.pow(2, blocks))
+    blocks = math.min(blocks + 1, 32)
+    pf = 0
+  end
+  local pv = nextVersion(KEYS[2])
+  redis.call('HSET', KEYS[2], 'failures', pf, 'blocks', blocks, 'blockedUntil', until_, 'version', pv)
+  redis.call('EXPIRE', KEYS[2], math.max(until_ - now, ${PAIR_MEMORY_SECONDS}))
+  records[2] = recordOf('pair', ARGV[10], ARGV[11], pf, 0, blocks, until_, pv)
+end
+
+local text = cjson.encode({ origin = ARGV[9], records = records })
+redis.call('PUBLISH', ARGV[8], text)
+return text
+`);
+
+/**
+ * KEYS: the pair counter. ARGV: now, channel, origin, address, merchantId.
+ * The count and doubling start again (a block in force stays); answers '' when there is no counter.
+ */
+export const RESET_PAIR = redisScript(`#!lua
+${VERSION}
+local now = tonumber(ARGV[1])
+local blockedUntil = redis.call('HGET', KEYS[1], 'blockedUntil')
+if not blockedUntil then return '' end
+blockedUntil = tonumber(blockedUntil)
+local version = nextVersion(KEYS[1])
+redis.call('HSET', KEYS[1], 'failures', 0, 'blocks', 0, 'version', version)
+redis.call('EXPIRE', KEYS[1], math.max(blockedUntil - now, ${RESET_VISIBLE_SECONDS}))
+local text = cjson.encode({ origin = ARGV[3], records = { recordOf('pair', ARGV[4], ARGV[5], 0, 0, 0, blockedUntil, version) } })
+redis.call('PUBLISH', ARGV[2], text)
+return text
+`);
+
+/**
+ * KEYS: the blocks index. ARGV: now, most entries kept, then score and member (a record as JSON) pairs.
+ * Ended blocks go, and beyond the cap the ones that end first.
+ */
+export const INDEX_BLOCKS = redisScript(`#!lua
+local now = tonumber(ARGV[1])
+for i = 3, #ARGV, 2 do redis.call('ZADD', KEYS[1], ARGV[i], ARGV[i + 1]) end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local excess = redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[2])
+if excess > 0 then redis.call('ZREMRANGEBYRANK', KEYS[1], 0, excess - 1) end
+return 1
+`);
+
+/** KEYS: the blocks index. ARGV: now, most entries answered. The blocks in force, longest first. */
+export const READ_BLOCKS = redisScript(`#!lua flags=no-writes
+return redis.call('ZRANGE', KEYS[1], '+inf', '(' .. ARGV[1], 'BYSCORE', 'REV', 'LIMIT', 0, tonumber(ARGV[2]))
+`);

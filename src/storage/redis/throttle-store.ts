@@ -1,0 +1,183 @@
+/**
+ * The throttle's shared counters on Redis (docs/security.md#sharing-the-counters-on-redis).
+ * Failures and resets run the scripts of throttle-scripts.ts, which answer
+ * the records they changed and publish them; each instance's subscription
+ * hands what the others published to its throttles at once, so a block made
+ * anywhere is refused everywhere within a round trip, with no polling. Blocks
+ * are also kept in an index, for an instance that starts and for one whose
+ * subscription broke (messages sent meanwhile are lost to it).
+ */
+import { MAX_ID_LENGTH } from '../contract.js';
+import type { ThrottleFailure, ThrottleRecord, ThrottleRules, ThrottleStore, ThrottleStoreListener } from '../throttle-store.js';
+import type { RedisConnection } from './connection.js';
+import type { RedisKeys } from './keys.js';
+import { INDEX_BLOCKS, READ_BLOCKS, RECORD_FAILURE, RESET_PAIR } from './throttle-scripts.js';
+
+/** Most blocks kept in the index, and read by an instance that starts. */
+export const MAX_INDEXED_BLOCKS = 10_000;
+/** A message larger than this is not one of ours: it is ignored. */
+const MAX_MESSAGE_BYTES = 65_536;
+
+/** Addresses shared: printable ASCII up to 64 characters (IPv6 with a zone fits). Others stay counted locally. */
+export function isShareableAddress(address: string): boolean {
+  return /^[\x21-\x7e]{1,64}$/.test(address);
+}
+
+export class RedisThrottleStore implements ThrottleStore {
+  readonly #connection: RedisConnection;
+  readonly #keys: RedisKeys;
+  /** Tells this instance's messages from the others', which its throttles already have. */
+  readonly #origin = crypto.randomUUID();
+  /** Weak: a handler nobody holds any more stops being told, and its throttle can be collected. */
+  readonly #listeners = new Set<WeakRef<ThrottleStoreListener>>();
+  #unsubscribe: (() => void) | undefined;
+  #subscribedOnce = false;
+  #closed = false;
+
+  constructor(connection: RedisConnection, keys: RedisKeys) {
+    this.#connection = connection;
+    this.#keys = keys;
+  }
+
+  async recordFailure({ address, merchantId, now }: ThrottleFailure, rules: ThrottleRules): Promise<readonly ThrottleRecord[]> {
+    if (this.#closed || !isShareableAddress(address)) return [];
+    const pair = merchantId !== undefined && merchantId.length <= MAX_ID_LENGTH;
+    const keys = [this.#keys.addressCounter(address), ...(pair ? [this.#keys.pairCounter(address, merchantId)] : [])];
+    const args = [now, rules.pairFailures, rules.pairBlockSeconds, rules.pairMaxBlockSeconds, rules.addressFailures, rules.addressWindowSeconds, rules.addressBlockSeconds];
+    const reply = await this.#connection.run(RECORD_FAILURE, keys, [...args, this.#keys.throttleChannel, this.#origin, address, pair ? merchantId : '']);
+    const records = parseMessage(reply)?.records ?? [];
+    // A block just made (its count started again): kept for instances that start later.
+    const blocks = records.filter((record) => record.blockedUntil > now && record.failures === 0);
+    if (blocks.length > 0) {
+      const members = blocks.flatMap((record) => [record.blockedUntil, JSON.stringify(record)]);
+      // The count is in, and published: a failed index write costs only instances that start later, so it is reported, not thrown.
+      await this.#connection.run(INDEX_BLOCKS, [this.#keys.blocks], [now, MAX_INDEXED_BLOCKS, ...members]).catch((error: unknown) => {
+        for (const listener of this.#liveListeners()) listener.failed(error);
+      });
+    }
+    return records;
+  }
+
+  async resetPair(address: string, merchantId: string, now: number): Promise<readonly ThrottleRecord[]> {
+    if (this.#closed || !isShareableAddress(address) || merchantId.length > MAX_ID_LENGTH) return [];
+    const reply = await this.#connection.run(RESET_PAIR, [this.#keys.pairCounter(address, merchantId)], [now, this.#keys.throttleChannel, this.#origin, address, merchantId]);
+    return parseMessage(reply)?.records ?? [];
+  }
+
+  async activeBlocks(now: number): Promise<readonly ThrottleRecord[]> {
+    if (this.#closed) return [];
+    const reply = await this.#connection.run(READ_BLOCKS, [this.#keys.blocks], [now, MAX_INDEXED_BLOCKS]);
+    return (Array.isArray(reply) ? reply : []).flatMap((member) => {
+      const record = typeof member === 'string' ? toRecord(safeParse(member)) : undefined;
+      return record ? [record] : [];
+    });
+  }
+
+  subscribe(listener: ThrottleStoreListener): () => void {
+    if (this.#closed) return () => undefined;
+    const ref = new WeakRef(listener);
+    this.#listeners.add(ref);
+    this.#unsubscribe ??= this.#connection.subscribe(this.#keys.throttleChannel, {
+      message: (text) => this.#received(text),
+      ready: () => this.#subscriptionReady(),
+      failed: (error) => {
+        for (const live of this.#liveListeners()) live.failed(error);
+      },
+    });
+    return () => {
+      this.#listeners.delete(ref);
+      if (this.#listeners.size === 0) this.#stopListening();
+    };
+  }
+
+  /** Stops listening; the counters stay in Redis. */
+  close(): void {
+    this.#closed = true;
+    this.#listeners.clear();
+    this.#stopListening();
+  }
+
+  #stopListening(): void {
+    this.#unsubscribe?.();
+    this.#unsubscribe = undefined;
+    this.#subscribedOnce = false;
+  }
+
+  #received(text: string): void {
+    if (text.length > MAX_MESSAGE_BYTES) return;
+    const message = parseMessage(text);
+    if (message === undefined || message.origin === this.#origin) return;
+    const listeners = this.#liveListeners();
+    if (listeners.length === 0) return this.#stopListening();
+    for (const listener of listeners) listener.learn(message.records);
+  }
+
+  /** Subscribed again after a break: what was published meanwhile is lost, so the blocks in force are read. */
+  #subscriptionReady(): void {
+    if (!this.#subscribedOnce) {
+      // The first time, each throttle reads the blocks itself when it starts.
+      this.#subscribedOnce = true;
+      return;
+    }
+    this.activeBlocks(Math.floor(Date.now() / 1000)).then(
+      (records) => {
+        for (const listener of this.#liveListeners()) listener.learn(records);
+      },
+      (error: unknown) => {
+        for (const listener of this.#liveListeners()) listener.failed(error);
+      },
+    );
+  }
+
+  #liveListeners(): ThrottleStoreListener[] {
+    const live: ThrottleStoreListener[] = [];
+    for (const ref of this.#listeners) {
+      const listener = ref.deref();
+      if (listener === undefined) this.#listeners.delete(ref);
+      else live.push(listener);
+    }
+    return live;
+  }
+}
+
+interface Message {
+  origin: string;
+  records: ThrottleRecord[];
+}
+
+function safeParse(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+/** A script's answer or a published message; undefined when it is not one. */
+function parseMessage(reply: unknown): Message | undefined {
+  if (typeof reply !== 'string' || reply === '') return undefined;
+  const value = safeParse(reply) as { origin?: unknown; records?: unknown } | undefined;
+  if (typeof value?.origin !== 'string') return undefined;
+  // cjson writes an empty table as {}; a message always has records, but a malformed one has none.
+  const records = Array.isArray(value.records) ? value.records.map(toRecord).filter((r): r is ThrottleRecord => r !== undefined) : [];
+  return { origin: value.origin, records };
+}
+
+function toRecord(value: unknown): ThrottleRecord | undefined {
+  const v = value as Record<string, unknown> | undefined;
+  if (typeof v !== 'object' || v === null) return undefined;
+  const { scope, address, merchantId, failures, windowStart, blocks, blockedUntil, version } = v;
+  if ((scope !== 'address' && scope !== 'pair') || typeof address !== 'string' || typeof version !== 'string') return undefined;
+  if (![failures, windowStart, blocks, blockedUntil].every((n) => typeof n === 'number' && Number.isFinite(n))) return undefined;
+  if (scope === 'pair' && (typeof merchantId !== 'string' || merchantId === '')) return undefined;
+  return {
+    scope,
+    address,
+    merchantId: scope === 'pair' ? (merchantId as string) : undefined,
+    failures: failures as number,
+    windowStart: windowStart as number,
+    blocks: blocks as number,
+    blockedUntil: blockedUntil as number,
+    version,
+  };
+}

@@ -1,0 +1,208 @@
+/**
+ * Reads from a read replica (docs/mysql.md#read-replicas), against a real
+ * MariaDB primary and a real replica of it (two private mariadbd processes,
+ * replicating by GTID): users are read from the replica while it keeps up
+ * (a user written on the primary while replication is stopped is not listed
+ * until it resumes); merchants and keys are always read on the primary, so a
+ * key revoked there is refused at once whatever the replica says; salts are
+ * written to the primary; reads move to the primary when replication stops,
+ * when the replica lags more than allowed, and when it is down (the users
+ * endpoints stay 200), and back when it is well.
+ */
+import type { Kysely } from 'kysely';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import {
+  addMerchant,
+  createMysqlKysely,
+  generateMasterKey,
+  importSeed,
+  migrateToLatest,
+  MysqlStorage,
+  parseMasterKey,
+  rotateMerchantKey,
+  setMerchantStatus,
+  withReplicaReads,
+  type MerchantApiDatabase,
+  type ReplicaReadsOptions,
+} from '../../src/storage/mysql/index.js';
+import type { Storage } from '../../src/storage/contract.js';
+import { basicAuth, send } from '../support/http-client.js';
+import { CLEAN_ENV, CLI, runProcess, startServer } from '../support/processes.js';
+import { replicaAvailable, startPrimaryAndReplica, type ReplicatedPair } from '../support/mariadb-replica.js';
+import { contractSeed, user } from '../support/seeds.js';
+
+const available = replicaAvailable();
+const NOW = Math.floor(Date.now() / 1000);
+
+describe('DATABASE_READ_URL and DATABASE_READ_MAX_LAG refused, exit 2 with one line', () => {
+  const refused: [string, Record<string, string>, string][] = [
+    ['a replica without a primary', { DATABASE_READ_URL: 'mysql://reader:hunter2@replica:3306/merchant_api' }, 'DATABASE_READ_URL needs DATABASE_URL, the primary every write goes to'],
+    ['a replica URL that is not one', { DATABASE_URL: 'mysql://root@127.0.0.1:1/x', DATABASE_READ_URL: 'not a url hunter2' }, 'DATABASE_READ_URL: it must be a URL like mysql://user:password@host:3306/database'],
+    ['a lag that is not a number', { DATABASE_URL: 'mysql://root@127.0.0.1:1/x', DATABASE_READ_URL: 'mysql://r@replica/x', DATABASE_READ_MAX_LAG: 'soon' }, 'DATABASE_READ_MAX_LAG must be a whole number from 0 to 86400 (got "soon")'],
+  ];
+  for (const [name, env, message] of refused) {
+    it(name, async () => {
+      const { code, output } = await runProcess(process.execPath, [CLI.node, 'serve'], { ...CLEAN_ENV, MASTER_KEY: generateMasterKey(), ...env });
+      expect(output.trim()).toBe(`Invalid configuration: ${message}.`);
+      expect(output).not.toContain('hunter2');
+      expect(code).toBe(2);
+    });
+  }
+});
+
+describe.skipIf(!available)('reads from a real MariaDB replica', () => {
+  let pair: ReplicatedPair;
+  let primaryDb: Kysely<MerchantApiDatabase>;
+  const masterKeyText = generateMasterKey();
+  const masterKey = parseMasterKey(masterKeyText);
+  const open: Storage[] = [];
+
+  beforeAll(async () => {
+    pair = await startPrimaryAndReplica();
+    await pair.primary.query('CREATE DATABASE merchant_api CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci');
+    primaryDb = createMysqlKysely(pair.primary.url('merchant_api'), { connectTimeout: 2000, queryTimeout: 2000 });
+    await migrateToLatest(primaryDb);
+    await importSeed(primaryDb, masterKey, contractSeed());
+    await pair.caughtUp();
+    // A row only the replica has: which server answered a read shows in its first_name.
+    await pair.replica.query("UPDATE merchant_api.users SET first_name = 'from the replica' WHERE id = (SELECT user_id FROM merchant_api.user_shares WHERE merchant_id = 'm1' AND shared_user_id = 'a-001')");
+  });
+  afterEach(async () => {
+    await Promise.all(open.splice(0).map((storage) => storage.close()));
+  });
+  afterAll(async () => {
+    await primaryDb?.destroy();
+    await pair?.stop();
+  });
+
+  function storage(options: Partial<ReplicaReadsOptions> = {}) {
+    const changes: [boolean, string][] = [];
+    const replicaDb = createMysqlKysely(pair.replica.url('merchant_api'), { connectTimeout: 1000, queryTimeout: 1000 });
+    const wrapped = withReplicaReads(new MysqlStorage({ db: primaryDb, masterKey, keyCacheTtlMs: 0, throttleSharing: false }), {
+      replicaDb,
+      masterKey,
+      checkIntervalMs: 50,
+      destroyOnClose: true,
+      onChange: (usable, reason) => void changes.push([usable, reason]),
+      ...options,
+    });
+    open.push(wrapped);
+    return { storage: wrapped, changes };
+  }
+  const firstName = async (s: Storage) => (await s.getUser('m1', 'a-001'))?.first_name;
+
+  it('reads users from the replica while it keeps up, and records salts on the primary', async () => {
+    const { storage: s, changes } = storage();
+    await vi.waitFor(async () => expect(await firstName(s)).toBe('from the replica'), { timeout: 5000, interval: 50 });
+    expect(changes[0]).toEqual([true, 'the replica is 0 s behind']);
+    const page = await s.listUsers({ merchantId: 'm1', filter: {}, limit: 10 });
+    expect(page.find((user) => user.shared_user_id === 'a-001')?.first_name).toBe('from the replica');
+    expect(await s.recordSalt({ merchantId: 'm1', salt: 'replica-test-salt', expiresAt: NOW + 300, now: NOW })).toBe(true);
+    expect(await pair.primary.query("SELECT merchant_id FROM merchant_api.used_salts WHERE salt = 'replica-test-salt'")).toEqual([{ merchant_id: 'm1' }]);
+    expect(await s.recordSalt({ merchantId: 'm1', salt: 'replica-test-salt', expiresAt: NOW + 300, now: NOW })).toBe(false);
+  });
+
+  it('reads users from the replica: a user written on the primary while replication is stopped is listed only once it resumes', async () => {
+    const { storage: s } = storage({ maxLagSeconds: 3600 });
+    await vi.waitFor(async () => expect(await firstName(s)).toBe('from the replica'), { timeout: 5000, interval: 50 });
+    const listed = async () => (await s.listUsers({ merchantId: 'm2', filter: {}, limit: 100 })).map((user) => user.shared_user_id);
+    await pair.replica.query('STOP SLAVE');
+    try {
+      await importSeed(primaryDb, masterKey, { merchants: [], users: [user('m2', 'written-while-stopped')] });
+      expect(await pair.primary.query("SELECT shared_user_id FROM merchant_api.user_shares WHERE shared_user_id = 'written-while-stopped'")).toHaveLength(1);
+      // Checked several times over more than one lag reading: the replica, stopped a moment ago, is still within the bound.
+      for (let i = 0; i < 5; i++) {
+        expect(await listed()).not.toContain('written-while-stopped');
+        expect(await s.getUser('m2', 'written-while-stopped')).toBeUndefined();
+        await new Promise((resolve) => setTimeout(resolve, 60));
+      }
+    } finally {
+      await pair.replica.query('START SLAVE');
+    }
+    await vi.waitFor(async () => expect(await listed()).toContain('written-while-stopped'), { timeout: 5000, interval: 50 });
+    expect(s.readingFromReplica).toBe(true);
+  });
+
+  it('reads merchants and keys on the primary: a merchant disabled there is refused at once while the replica still has it active', async () => {
+    const { storage: s } = storage({ maxLagSeconds: 3600 });
+    await vi.waitFor(async () => expect(await firstName(s)).toBe('from the replica'), { timeout: 5000, interval: 50 });
+    await pair.replica.query('STOP SLAVE');
+    try {
+      await setMerchantStatus(primaryDb, 'm2', 'disabled');
+      expect(await pair.replica.query("SELECT status FROM merchant_api.merchants WHERE id = 'm2'")).toEqual([{ status: 'active' }]);
+      expect(s.readingFromReplica).toBe(true);
+      expect(await s.getMerchant('m2')).toMatchObject({ id: 'm2', status: 'disabled' });
+      const { apiKey } = await rotateMerchantKey(primaryDb, masterKey, 'm1', { revokeOld: true });
+      expect((await s.getMerchant('m1'))?.keys).toEqual([apiKey]);
+    } finally {
+      await setMerchantStatus(primaryDb, 'm2', 'active');
+      await pair.replica.query('START SLAVE');
+      await pair.caughtUp();
+    }
+  });
+
+  it('moves reads to the primary once stopped replication may leave the replica more than maxLagSeconds behind, and back once it runs', async () => {
+    const { storage: s, changes } = storage({ maxLagSeconds: 1 });
+    await vi.waitFor(async () => expect(await firstName(s)).toBe('from the replica'), { timeout: 5000, interval: 50 });
+    await pair.replica.query('STOP SLAVE SQL_THREAD');
+    try {
+      await vi.waitFor(async () => expect(await firstName(s)).not.toBe('from the replica'), { timeout: 5000, interval: 50 });
+      expect(changes.at(-1)).toEqual([false, 'replication is stopped on the replica']);
+    } finally {
+      await pair.replica.query('START SLAVE SQL_THREAD');
+    }
+    await vi.waitFor(async () => expect(await firstName(s)).toBe('from the replica'), { timeout: 5000, interval: 50 });
+    expect(changes.at(-1)![0]).toBe(true);
+  });
+
+  it('moves reads to the primary while the replica lags more than maxLagSeconds', async () => {
+    const strict = storage({ maxLagSeconds: 1 });
+    const lenient = storage({ maxLagSeconds: 3600 });
+    for (const { storage: s } of [strict, lenient]) await vi.waitFor(async () => expect(await firstName(s)).toBe('from the replica'), { timeout: 5000, interval: 50 });
+    await pair.replica.query('STOP SLAVE; CHANGE MASTER TO MASTER_DELAY = 30; START SLAVE');
+    try {
+      await addMerchant(primaryDb, masterKey, 'added-on-the-primary');
+      // A write the delayed replica holds back: its lag grows past one second.
+      await vi.waitFor(async () => expect(await firstName(strict.storage)).not.toBe('from the replica'), { timeout: 10_000, interval: 100 });
+      expect(strict.changes.at(-1)![1]).toMatch(/^the replica is \d+ s behind, more than 1$/);
+      expect(await firstName(lenient.storage)).toBe('from the replica');
+      // Merchants are read on the primary whatever the lag: the one the replica lacks is found.
+      expect(await pair.replica.query("SELECT id FROM merchant_api.merchants WHERE id = 'added-on-the-primary'")).toEqual([]);
+      expect(await lenient.storage.getMerchant('added-on-the-primary')).toMatchObject({ id: 'added-on-the-primary', status: 'active' });
+      expect(await lenient.storage.getMerchant('never-added')).toBeUndefined();
+    } finally {
+      await pair.replica.query('STOP SLAVE; CHANGE MASTER TO MASTER_DELAY = 0; START SLAVE');
+      await pair.caughtUp();
+    }
+  });
+
+  it('serves with DATABASE_READ_URL: users from the replica, logged; with the replica killed the users endpoints stay 200, from the primary', async () => {
+    const server = await startServer('node', CLI.node, { DATABASE_URL: pair.primary.url('merchant_api'), MASTER_KEY: masterKeyText, DATABASE_READ_URL: pair.replica.url('merchant_api'), STORAGE_TIMEOUT: '1000', ACCESS_LOG: 'false' }, ['serve']);
+    const { storage: s, changes } = storage();
+    const auth = { headers: basicAuth('m1', (await s.getMerchant('m1'))!.keys[0]!) };
+    try {
+      await vi.waitFor(async () => {
+        const answer = await send(`${server.url}/merchant/users/a-001`, auth);
+        expect(JSON.parse(answer.body).data[0].first_name).toBe('from the replica');
+      }, { timeout: 5000, interval: 50 });
+      expect(server.output()).toMatch(/"event":"replica_used","reason":"the replica is 0 s behind"/);
+      await vi.waitFor(async () => expect(await firstName(s)).toBe('from the replica'), { timeout: 5000, interval: 50 });
+      await pair.replica.kill();
+      for (const path of ['/merchant/users/a-001', '/merchant/users?limit=2', '/merchant/users']) {
+        const answer = await send(`${server.url}${path}`, auth);
+        expect(answer.status, path).toBe(200);
+        expect(answer.body).not.toContain('from the replica');
+      }
+      await vi.waitFor(() => expect(server.output()).toMatch(/"level":"warn","event":"replica_bypassed","reason":"/), { timeout: 5000, interval: 50 });
+      // The wrapper alone, too: answers from the primary, no error.
+      const name = await firstName(s);
+      expect(name).toBeDefined();
+      expect(name).not.toBe('from the replica');
+      expect((await s.listUsers({ merchantId: 'm1', filter: {}, limit: 2 })).length).toBe(2);
+      expect(changes.at(-1)![0]).toBe(false);
+      await s.ping();
+    } finally {
+      await server.stop();
+    }
+  });
+});

@@ -1,0 +1,123 @@
+/**
+ * Real redis-server processes for the Redis suites, each on a free port,
+ * without persistence, stopped after the suite: a single server
+ * (`startRedis`), a replica of one, or a three-master Redis Cluster
+ * (`startRedisCluster`). Without redis-server: in CI (CI=true) the suites
+ * fail; locally they skip loudly, saying how to install it.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export const REDIS_SERVER = process.env.REDIS_SERVER ?? '/usr/bin/redis-server';
+export const REDIS_CLI = process.env.REDIS_CLI ?? '/usr/bin/redis-cli';
+
+/** True when redis-server is installed; in CI its absence throws instead. */
+export function redisAvailable(): boolean {
+  if (existsSync(REDIS_SERVER) && existsSync(REDIS_CLI)) {
+    // The scripts declare their flags (#!lua), which Redis reads from 7.0 on.
+    const version = /v=(\d+)\./.exec(spawnSync(REDIS_SERVER, ['--version'], { encoding: 'utf8' }).stdout)?.[1];
+    if (Number(version) >= 7) return true;
+    throw new Error(`${REDIS_SERVER} is version ${version ?? 'unknown'}; the Redis suites need Redis 7 or newer.`);
+  }
+  if (process.env.CI === 'true') throw new Error(`Redis suites must run in CI, but ${REDIS_SERVER} is missing (.ci/run installs it).`);
+  console.warn(['', `!!! Redis suites SKIPPED: ${REDIS_SERVER} is missing`, '!!! Install it with: apt-get install redis-server (or set REDIS_SERVER and REDIS_CLI)', ''].join('\n'));
+  return false;
+}
+
+export interface RedisProcess {
+  port: number;
+  url: string;
+  /** Runs redis-cli against this server; resolves with its output. */
+  cli(...args: string[]): string;
+  /** SIGKILL: the data is gone, as after a crash without persistence. */
+  kill(): Promise<void>;
+  /** SIGSTOP: a hung server, its connections open and silent, until `resume()` (SIGCONT). */
+  pause(): void;
+  resume(): void;
+  /** Starts it again on the same port, empty. */
+  restart(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** Starts redis-server with `extra` arguments (e.g. `--requirepass`), on `chosenPort` or a free one. */
+export async function startRedis(extra: string[] = [], chosenPort?: number): Promise<RedisProcess> {
+  const port = chosenPort ?? (await freePort());
+  const dir = mkdtempSync(join(tmpdir(), 'merchant-api-redis-'));
+  let child: ChildProcess;
+  const launch = async () => {
+    child = spawn(REDIS_SERVER, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--maxmemory-policy', 'noeviction', ...extra], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    for (let waited = 0; !/Ready to accept connections/.test(output); waited += 20) {
+      if (child.exitCode !== null || waited > 10_000) throw new Error(`redis-server on ${port} did not start:\n${output}`);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  };
+  const halt = async (signal: NodeJS.Signals) => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill(signal);
+    await exited;
+  };
+  await launch();
+  return {
+    port,
+    url: `redis://127.0.0.1:${port}`,
+    cli: (...args) => redisCli(port, args),
+    kill: () => halt('SIGKILL'),
+    pause: () => void child.kill('SIGSTOP'),
+    resume: () => void child.kill('SIGCONT'),
+    restart: launch,
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGCONT');
+      await halt('SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export function redisCli(port: number, args: string[]): string {
+  const result = spawnSync(REDIS_CLI, ['-p', String(port), ...args], { encoding: 'utf8', timeout: 30_000 });
+  if (result.status !== 0) throw new Error(`redis-cli ${args.join(' ')} failed: ${result.stderr}${result.stdout}`);
+  return result.stdout;
+}
+
+export interface RedisCluster {
+  nodes: RedisProcess[];
+  /** The seed URLs, comma-separated, as REDIS_URL takes them. */
+  urls: string[];
+  stop(): Promise<void>;
+}
+
+/** Three masters, no replicas, every slot covered, waited for until the cluster says ok. */
+export async function startRedisCluster(): Promise<RedisCluster> {
+  const nodes: RedisProcess[] = [];
+  try {
+    for (let i = 0; i < 3; i++) nodes.push(await startRedis(['--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${i}.conf`]));
+    redisCli(nodes[0]!.port, ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '0', '--cluster-yes']);
+    for (let waited = 0; ; waited += 100) {
+      if (nodes.every((n) => /cluster_state:ok/.test(n.cli('cluster', 'info')))) break;
+      if (waited > 20_000) throw new Error('the Redis cluster did not reach cluster_state:ok');
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  } catch (error) {
+    await Promise.all(nodes.map((n) => n.stop()));
+    throw error;
+  }
+  return { nodes, urls: nodes.map((n) => n.url), stop: () => Promise.all(nodes.map((n) => n.stop())).then(() => undefined) };
+}

@@ -1,0 +1,41 @@
+/**
+ * A shared throttle store (MySQL's SQL, Redis's Lua) must count exactly as
+ * the in-process throttle does: over random failures, successes and time,
+ * the block the store's records say and the one the local throttle decides
+ * are the same, for the address and for each merchant from it.
+ */
+import fc from 'fast-check';
+import { expect } from 'vitest';
+import { FailureThrottle } from '../../src/limits/throttle.js';
+import type { ThrottleRecord, ThrottleStore } from '../../src/storage/throttle-store.js';
+
+export async function assertStoreCountsAsTheLocalThrottle(store: ThrottleStore, start: number): Promise<void> {
+  const options = { pairFailures: 3, pairBlockSeconds: 10, pairMaxBlockSeconds: 50, addressFailures: 5, addressWindowSeconds: 100, addressBlockSeconds: 30 };
+  const event = fc.record({ merchant: fc.constantFrom('m1', 'm2', undefined), ok: fc.boolean(), dt: fc.integer({ min: 0, max: 150 }) });
+  let run = 0;
+  await fc.assert(
+    fc.asyncProperty(fc.array(event, { minLength: 20, maxLength: 60 }), async (events) => {
+      const address = `198.51.100.${++run}`;
+      const local = new FailureThrottle(options);
+      const shared = new Map<string, ThrottleRecord>();
+      const keep = (records: readonly ThrottleRecord[]) => records.forEach((record) => shared.set(`${record.scope}/${record.merchantId}`, record));
+      let now = start;
+      for (const e of events) {
+        now += e.dt;
+        if (e.ok && e.merchant !== undefined) {
+          local.succeeded(address, e.merchant);
+          keep(await store.resetPair(address, e.merchant, now));
+        } else if (!e.ok) {
+          local.failed(address, e.merchant, now);
+          keep(await store.recordFailure({ address, merchantId: e.merchant, now }, local.rules));
+        }
+        for (const merchant of ['m1', 'm2']) {
+          const fromStore = [shared.get('address/undefined'), shared.get(`pair/${merchant}`)].find((record) => record !== undefined && record.blockedUntil > now);
+          const block = local.blocked(address, () => merchant, now);
+          expect(block && { scope: block.scope, retryAfter: block.retryAfter }).toEqual(fromStore && { scope: fromStore.scope, retryAfter: fromStore.blockedUntil - now });
+        }
+      }
+    }),
+    { numRuns: 8, seed: 11 },
+  );
+}
