@@ -33,7 +33,7 @@ export async function serve(api: MerchantApi, options: ServeOptions = {}): Promi
     fetch: (request, bunServer) => {
       if (request.url.startsWith('/') || request.headers.get('host')?.includes(',')) return errorResponse(BAD_HOST, { head: request.method === 'HEAD' });
       const peer = bunServer.requestIP(request);
-      return api.fetch(request, { clientAddress: peer?.address, clientPort: peer?.port });
+      return api.fetch(request, { clientAddress: peer?.address, clientPort: peer?.port, pathAsSent: true });
     },
     // api.fetch never rejects; should Bun itself fail, answer our JSON 500, not Bun's HTML page.
     error: (error) => errorResponse(error),

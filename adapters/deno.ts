@@ -61,7 +61,7 @@ export async function serve(api: MerchantApi, options: ServeOptions = {}): Promi
     },
     (request, info) => {
       const checked = normalised(request);
-      return checked ? api.fetch(checked, { clientAddress: info.remoteAddr.hostname, clientPort: info.remoteAddr.port }) : errorResponse(BAD_TARGET, { head: request.method === 'HEAD' });
+      return checked ? api.fetch(checked, { clientAddress: info.remoteAddr.hostname, clientPort: info.remoteAddr.port, pathAsSent: true }) : errorResponse(BAD_TARGET, { head: request.method === 'HEAD' });
     },
   );
   let closing: Promise<void> | undefined;

@@ -17,19 +17,29 @@ const BAD_REQUEST = new MerchantApiError('malformed_request', 'The request could
  * A `(req, res)` listener answering with the API. Requests Node can parse but
  * the Fetch API cannot represent (a bad Host) get our JSON 400.
  *
+ * The URL is taken as the client sent it (`req.originalUrl` when a
+ * framework such as Express stripped a mount prefix from `req.url`), so with
+ * `basePath` a path outside it is a 404.
+ *
  * @example
  * const listener = createRequestListener(api);
  * http.createServer((req, res) => req.url?.startsWith('/merchant-api') ? listener(req, res) : other(req, res));
+ * expressApp.use('/merchant-api', listener); // with basePath: '/merchant-api'
  */
 export function createRequestListener(api: MerchantApi): RequestListener {
   const listener = getRequestListener(
     (request, env) => {
       const incoming = (env as { incoming: IncomingMessage }).incoming;
-      return api.fetch(request, { clientAddress: incoming.socket.remoteAddress, clientPort: incoming.socket.remotePort, header: nodeHeader(incoming, request) });
+      return api.fetch(request, { clientAddress: incoming.socket.remoteAddress, clientPort: incoming.socket.remotePort, header: nodeHeader(incoming, request), pathAsSent: true });
     },
     { errorHandler: () => errorResponse(BAD_REQUEST) },
   ) as (req: IncomingMessage, res: ServerResponse) => void;
   return (req, res) => {
+    // Express (and Connect) strip the mount prefix from req.url and keep the
+    // URL as sent in req.originalUrl: the signature covers the whole path, so
+    // the request is rebuilt from that one (docs/embedding.md).
+    const { originalUrl } = req as IncomingMessage & { originalUrl?: unknown };
+    if (typeof originalUrl === 'string' && originalUrl !== req.url) req.url = originalUrl;
     const lines = duplicatedLines(req.rawHeaders);
     if (lines === TWO_HOST_LINES) return void answerTwoHosts(req, res);
     if (lines === TWO_AUTHORIZATION_LINES) twoAuthorizations.add(req);

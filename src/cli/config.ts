@@ -43,8 +43,12 @@ export interface ServerConfig {
   mysql: MysqlConfig;
   logLevel: (typeof LOG_LEVELS)[number];
   accessLog: boolean;
-  /** METRICS_PORT: serve Prometheus metrics on their own listener (same HOST). */
+  /** METRICS_PORT: serve Prometheus metrics on their own listener. */
   metricsPort?: number;
+  /** METRICS_HOST: the interface of that listener; default HOST. */
+  metricsHost: string;
+  /** SHUTDOWN_TIMEOUT: ms in-flight requests may take after SIGTERM before their connections are cut. */
+  shutdownTimeout: number;
   /** Throttling of failed authentication (AUTH_* variables), or false (THROTTLE_AUTH=false). */
   throttle: ThrottleOptions | false;
   /** MERCHANT_CONCURRENCY: listings one merchant may run at once. */
@@ -140,19 +144,21 @@ export function readServerConfig(env: Env): ServerConfig {
     logLevel: logLevel as ServerConfig['logLevel'],
     accessLog: r.bool('ACCESS_LOG', true),
     metricsPort,
+    metricsHost: r.text('METRICS_HOST') ?? hostname,
+    shutdownTimeout: r.int('SHUTDOWN_TIMEOUT', DEFAULT_SHUTDOWN_TIMEOUT_MS, 0, 3_600_000),
     throttle: r.bool('THROTTLE_AUTH', true)
       ? {
-          pairFailures: r.int('AUTH_FAILURES_PER_MERCHANT', 10, 1, 1_000_000),
-          pairBlockSeconds: r.int('AUTH_BLOCK_SECONDS', 300, 1, 86_400),
-          pairMaxBlockSeconds: r.int('AUTH_MAX_BLOCK_SECONDS', 3600, 1, 604_800),
-          addressFailures: r.int('AUTH_FAILURES_PER_ADDRESS', 100, 1, 1_000_000),
-          addressWindowSeconds: r.int('AUTH_ADDRESS_WINDOW_SECONDS', 3600, 1, 86_400),
-          addressBlockSeconds: r.int('AUTH_ADDRESS_BLOCK_SECONDS', 3600, 1, 604_800),
+          pairFailures: r.int('AUTH_FAILURES_PER_MERCHANT', DEFAULTS.throttle.pairFailures, 1, 1_000_000),
+          pairBlockSeconds: r.int('AUTH_BLOCK_SECONDS', DEFAULTS.throttle.pairBlockSeconds, 1, 86_400),
+          pairMaxBlockSeconds: r.int('AUTH_MAX_BLOCK_SECONDS', DEFAULTS.throttle.pairMaxBlockSeconds, 1, 604_800),
+          addressFailures: r.int('AUTH_FAILURES_PER_ADDRESS', DEFAULTS.throttle.addressFailures, 1, 1_000_000),
+          addressWindowSeconds: r.int('AUTH_ADDRESS_WINDOW_SECONDS', DEFAULTS.throttle.addressWindowSeconds, 1, 86_400),
+          addressBlockSeconds: r.int('AUTH_ADDRESS_BLOCK_SECONDS', DEFAULTS.throttle.addressBlockSeconds, 1, 604_800),
         }
       : false,
-    merchantConcurrency: r.int('MERCHANT_CONCURRENCY', 4, 1, 10_000),
-    fairShare: r.bool('FAIR_SHARE', true) ? { busyPercent: r.int('FAIR_SHARE_CPU', 50, 1, 1000) } : false,
-    maxSalts: r.int('MAX_SALTS', DEFAULT_MAX_SALTS, 2, MAX_MAX_SALTS),
+    merchantConcurrency: r.int('MERCHANT_CONCURRENCY', DEFAULTS.merchantConcurrency, 1, 10_000),
+    fairShare: r.bool('FAIR_SHARE', true) ? { busyPercent: r.int('FAIR_SHARE_CPU', DEFAULTS.fairShareBusyPercent, 1, 1000) } : false,
+    maxSalts: r.int('MAX_SALTS', DEFAULTS.maxSalts, 2, MAX_MAX_SALTS),
     limits: {
       headersTimeout: r.int('HEADERS_TIMEOUT', DEFAULT_LIMITS.headersTimeout, 100, 600_000),
       requestTimeout: r.int('REQUEST_TIMEOUT', DEFAULT_LIMITS.requestTimeout, 100, 3_600_000),

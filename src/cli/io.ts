@@ -11,6 +11,11 @@ export interface CliIo {
   out(line: string): void;
   /** A line about a problem. Never a key or a user field. */
   err(line: string): void;
+  /**
+   * Text for a person, kept out of the JSON log on `out`: standard error, or
+   * standard output when that is a terminal. Undefined: `err`.
+   */
+  banner?: (text: string) => void;
   /** Rewrites the current terminal line (progress); undefined when not a terminal. */
   progress?: (line: string) => void;
   /** Resolves when the process is asked to stop (SIGTERM/SIGINT). */

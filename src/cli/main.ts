@@ -1,12 +1,5 @@
 /** The `merchant-api` bin on Node. */
-import cluster from 'node:cluster';
-import process from 'node:process';
-import { serve } from '../../adapters/node.js';
-import { mysqlCommands, openMysqlStorage } from './commands/mysql.js';
-import { processIo } from './process-io.js';
-import { runCli } from './run.js';
-import { clusterWorkers } from './workers/workers.js';
+import { runGuarded } from './missing-package.js';
 
-process.exitCode = await runCli(process.argv.slice(2), processIo(), { name: 'node', serve, commands: mysqlCommands, openMysqlStorage, workers: clusterWorkers(cluster) });
-// Pools, timers and signal handlers may remain; the command has finished.
-process.exit();
+// Loaded behind the guard: an optional peer that is missing is named, not a stack trace.
+await runGuarded(() => import('./node-cli.js'));

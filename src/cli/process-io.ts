@@ -21,6 +21,8 @@ export function processIo(): CliIo {
     env: process.env,
     out: (line) => process.stdout.write(`${line}\n`),
     err: (line) => process.stderr.write(`${line}\n`),
+    // A terminal is read by a person; a pipe or file on stdout is the JSON log's.
+    banner: (text) => (process.stdout.isTTY ? process.stdout : process.stderr).write(`${text}\n`),
     progress: tty ? (line) => process.stderr.write(`\r\x1b[K${line}`) : undefined,
     stopSignal,
   };

@@ -52,9 +52,16 @@ export interface RequestInfo {
    * Reads a header (lower-case name) exactly as `request.headers.get` would,
    * from headers the runtime has parsed already. The Node adapter passes one:
    * a Fetch `Headers` built from Node's raw list only to read three of its
-   * fields cost more than the rest of the request handling in the profile.
+   * fields cost more than the rest of the request handling.
    */
   header?: (name: string) => string | null;
+  /**
+   * The request URL is the one the client sent, no mount prefix stripped
+   * from it: with `basePath`, a path outside it is then a 404 rather than
+   * taken as stripped (docs/embedding.md#the-base-path). merchant-api's own
+   * `serve` and Node listener set it.
+   */
+  pathAsSent?: boolean;
 }
 
 const VALID_REQUEST_ID = /^[\x21-\x7e]{1,128}$/;

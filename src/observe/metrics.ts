@@ -46,7 +46,9 @@ const BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.0
 export function createMetrics(options: MetricsOptions = {}): Metrics {
   const registry = options.registry ?? new Registry();
   const registers = [registry];
-  if (options.processMetrics !== false) collectDefaultMetrics({ register: registry });
+  // prom-client throws on a second registration of a name: a host that collects the defaults itself keeps its own.
+  const processMetrics = options.processMetrics ?? options.registry === undefined;
+  if (processMetrics && !registry.getSingleMetric('process_cpu_user_seconds_total')) collectDefaultMetrics({ register: registry });
   const merchantLabel = options.merchantLabel === true;
 
   const requests = new Counter({

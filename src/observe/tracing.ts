@@ -3,8 +3,13 @@
  * server span per request, continuing an incoming W3C `traceparent` through
  * the registered propagator, and a child span per storage call. Until the
  * embedding application registers an SDK every call here is the API's no-op.
+ *
+ * `@opentelemetry/api` is an optional peer dependency (docs/install.md): an
+ * application that registers an SDK has it installed. It is loaded once, as
+ * this module loads; without it, or until it has loaded (a few event-loop
+ * turns), no span is started.
  */
-import { context, propagation, ProxyTracerProvider, SpanKind, SpanStatusCode, trace, type Context, type Span, type TextMapGetter } from '@opentelemetry/api';
+import type { Context, Span, TextMapGetter, Tracer } from '@opentelemetry/api';
 import type { RequestContext } from '../http/context.js';
 import type { MerchantApiHooks } from '../http/hooks.js';
 
@@ -16,23 +21,36 @@ const headerGetter: TextMapGetter<Headers> = {
 interface Traced {
   span: Span;
   context: Context;
+  api: OpenTelemetryApi;
 }
 
-/** The provider a `ProxyTracerProvider` hands out while no SDK is registered. */
-const NO_SDK = new ProxyTracerProvider().getDelegate();
+type OpenTelemetryApi = typeof import('@opentelemetry/api');
 
-/** True while no SDK is registered: every span would be a no-op, so none is started. */
-function noSdk(): boolean {
-  const provider = trace.getTracerProvider();
-  return provider instanceof ProxyTracerProvider ? provider.getDelegate() === NO_SDK : provider === NO_SDK;
+/** The API once loaded, with the provider a `ProxyTracerProvider` hands out while no SDK is registered. */
+let otel: { api: OpenTelemetryApi; noSdk: unknown } | undefined;
+void import('@opentelemetry/api').then(
+  (api) => (otel = { api, noSdk: new api.ProxyTracerProvider().getDelegate() }),
+  () => undefined,
+);
+
+/** The API while an SDK is registered; undefined while every span would be a no-op, so that none is started. */
+function withSdk(): OpenTelemetryApi | undefined {
+  if (otel === undefined) return undefined;
+  const provider = otel.api.trace.getTracerProvider();
+  const delegate = provider instanceof otel.api.ProxyTracerProvider ? provider.getDelegate() : provider;
+  return delegate === otel.noSdk ? undefined : otel.api;
 }
 
 export function tracingHooks(): MerchantApiHooks {
-  const tracer = trace.getTracer('merchant-api');
   const spans = new WeakMap<RequestContext, Traced>();
+  // A proxy that follows whichever SDK is registered, got once the API has loaded.
+  let tracer: Tracer | undefined;
 
   const start = (ctx: RequestContext): Traced | undefined => {
-    if (noSdk()) return undefined;
+    const api = withSdk();
+    if (api === undefined) return undefined;
+    const { context, propagation, SpanKind, trace } = api;
+    tracer ??= trace.getTracer('merchant-api');
     const parent = propagation.extract(context.active(), ctx.request.headers, headerGetter);
     const span = tracer.startSpan(ctx.route === undefined ? ctx.method : `${ctx.method} ${ctx.route}`, { kind: SpanKind.SERVER, startTime: ctx.startTime }, parent);
     // Without an SDK (or when sampled out) the span records nothing: keep no
@@ -42,7 +60,7 @@ export function tracingHooks(): MerchantApiHooks {
     if (ctx.route !== undefined) span.setAttribute('http.route', ctx.route);
     if (ctx.clientAddress !== undefined) span.setAttribute('client.address', ctx.clientAddress);
     span.setAttribute('merchant_api.request_id', ctx.requestId);
-    const traced = { span, context: trace.setSpan(parent, span) };
+    const traced = { span, context: trace.setSpan(parent, span), api };
     spans.set(ctx, traced);
     return traced;
   };
@@ -52,9 +70,11 @@ export function tracingHooks(): MerchantApiHooks {
       start(ctx);
     },
     onStorageCall(ctx, operation) {
-      const parent = spans.get(ctx)?.context;
-      if (parent === undefined) return undefined;
-      const span = tracer.startSpan(`storage ${operation}`, { kind: SpanKind.CLIENT, attributes: { 'merchant_api.storage.operation': operation } }, parent);
+      const traced = spans.get(ctx);
+      if (traced === undefined) return undefined;
+      const { context: parent, api } = traced;
+      const { SpanKind, SpanStatusCode } = api;
+      const span = tracer!.startSpan(`storage ${operation}`, { kind: SpanKind.CLIENT, attributes: { 'merchant_api.storage.operation': operation } }, parent);
       return (error) => {
         if (error !== undefined) span.setStatus({ code: SpanStatusCode.ERROR, message: error instanceof Error ? error.name : 'error' });
         span.end();
@@ -65,11 +85,11 @@ export function tracingHooks(): MerchantApiHooks {
       const traced = spans.get(ctx) ?? (ctx.route === undefined || ctx.errorCode === 'method_not_allowed' ? start(ctx) : undefined);
       if (traced === undefined) return;
       spans.delete(ctx);
-      const { span } = traced;
+      const { span, api } = traced;
       span.setAttribute('http.response.status_code', summary.status);
       if (ctx.merchantId !== undefined) span.setAttribute('merchant_api.merchant_id', ctx.merchantId);
       if (ctx.errorCode !== undefined) span.setAttribute('merchant_api.error_code', ctx.errorCode);
-      if (summary.status >= 500 || summary.aborted) span.setStatus({ code: SpanStatusCode.ERROR });
+      if (summary.status >= 500 || summary.aborted) span.setStatus({ code: api.SpanStatusCode.ERROR });
       span.end();
     },
   };

@@ -75,3 +75,45 @@ async function streamAll(ctx: RequestContext, merchant: Merchant, filter: UserFi
 function positionOf(user: UserRecord): { after: string; afterJoined: string } {
   return { after: user.shared_user_id, afterJoined: user.date_joined };
 }
+
+const STREAM_NOTE =
+  'Without `limit` and `cursor`: every user, as one JSON document streamed in batches (no `Content-Length`, no `next_cursor`). ' +
+  'The status is sent before the end is read: if the storage fails part-way, the connection is cut and the body is truncated, ' +
+  'never a short list that looks complete.';
+
+/** The OpenAPI operation of `GET /merchant/users`, besides what the route table and every route share. */
+export const listUsersDoc: OperationDoc = {
+  tag: 'Users',
+  description:
+    "The merchant's users, in the order of `shared_user_id` by Unicode code point. " +
+    `${STREAM_NOTE} With \`limit\` or \`cursor\`: one page, with \`next_cursor\` (null on the last page) and, when there is a next ` +
+    'page, a `Link: <…>; rel="next"` header with its URL. Every parameter at most once. `/merchant/users/` is the same endpoint.',
+  readsQuery: true,
+  parameters: [
+    queryParameter('limit', `Page size, 1 to ${MAX_PAGE_SIZE}.`, { type: 'integer', minimum: 1, maximum: MAX_PAGE_SIZE }),
+    queryParameter('cursor', 'The `next_cursor` of the previous page, with the same filters. Without `limit` the page size stays what it was.', { type: 'string', minLength: 1 }),
+    queryParameter('active', '`true`: users with `deactivated_at` null; `false`: deactivated users.', { type: 'string', enum: ['true', 'false'] }),
+    timestampFilter('joined_after', 'later'),
+    timestampFilter('joined_before', 'earlier'),
+  ],
+  badRequest: `One error object per problem, \`param\` naming it: an unknown, repeated or invalid parameter, an invalid cursor, or ${MALFORMED_QUERY}`,
+  badRequestCodes: ['unknown_parameter', 'invalid_parameter', 'invalid_cursor', 'malformed_request'],
+  tooManyRequests: 'Also: the merchant already has as many listings running on this instance as `merchantConcurrency` allows (default 4).',
+  responses: {
+    '200': response(
+      'The users: a page (`limit` or `cursor` given) or the whole list (streamed).',
+      { oneOf: [schemaRef('UserPage'), schemaRef('UserList')] },
+      ['Link'],
+    ),
+  },
+};
+
+function timestampFilter(name: string, side: 'later' | 'earlier'): Json {
+  return queryParameter(
+    name,
+    `Keeps users whose \`date_joined\` is ${side} than this (not equal). Any RFC 3339 date-time, including a leap second (\`:60\`, read as ` +
+      '`:59.999999`), any number of fraction digits (cut to microseconds) and year 0000. Also accepted: a date alone (midnight UTC), ' +
+      'no seconds, `,` as the decimal sign, `t` or a space for `T`, an offset without `:`, no offset (UTC). Send a `+` as `%2B`.',
+    { type: 'string', format: 'date-time', examples: ['2020-01-31T10:00:00Z'] },
+  );
+}

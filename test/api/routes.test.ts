@@ -29,13 +29,21 @@ describe('routing', () => {
     }
   });
 
-  it('serves everything under basePath and nothing outside it', async () => {
+  it('serves everything under basePath and, for a path as the client sent it, nothing outside it', async () => {
     const { api } = testApi({ basePath: '/merchant-api' });
-    expect((await call(api, `${ORIGIN}/merchant-api/healthz`)).status).toBe(200);
-    expect((await call(api, `${ORIGIN}/merchant-api/merchant/users`, { headers: basic('m1', 'key-one') })).status).toBe(200);
-    expect((await call(api, `${ORIGIN}/healthz`)).status).toBe(404);
-    expect((await call(api, `${ORIGIN}/merchant-apix/healthz`)).status).toBe(404);
-    expect((await call(api, `${ORIGIN}/merchant-api`)).status).toBe(404);
+    const asSent = { pathAsSent: true };
+    expect((await call(api, `${ORIGIN}/merchant-api/healthz`, {}, asSent)).status).toBe(200);
+    expect((await call(api, `${ORIGIN}/merchant-api/merchant/users`, { headers: basic('m1', 'key-one') }, asSent)).status).toBe(200);
+    expect((await call(api, `${ORIGIN}/healthz`, {}, asSent)).status).toBe(404);
+    expect((await call(api, `${ORIGIN}/merchant-apix/healthz`, {}, asSent)).status).toBe(404);
+    expect((await call(api, `${ORIGIN}/merchant-api`, {}, asSent)).status).toBe(404);
+  });
+
+  it('takes a path outside basePath as one a host stripped the prefix from (Hono mount), unless told it is as sent', async () => {
+    const { api } = testApi({ basePath: '/merchant-api' });
+    expect((await call(api, `${ORIGIN}/healthz`)).status).toBe(200);
+    expect((await call(api, `${ORIGIN}/merchant/users`, { headers: basic('m1', 'key-one') })).status).toBe(200);
+    expect((await call(api, `${ORIGIN}/nowhere`)).status).toBe(404);
   });
 
   it('rejects a basePath that is not a path', () => {

@@ -46,6 +46,20 @@ describe('TypeScript in the docs', () => {
       // A project of its own that depends on merchant-api, as a user's would.
       mkdirSync(join(dir, 'node_modules'));
       symlinkSync(ROOT, join(dir, 'node_modules', 'merchant-api'), 'dir');
+      // The hosts docs/embedding.md embeds the API in, and prom-client, from this repository's dev dependencies.
+      mkdirSync(join(dir, 'node_modules', '@types'));
+      mkdirSync(join(dir, 'node_modules', '@hono'));
+      for (const name of ['express', '@types/express', 'fastify', 'koa', '@types/koa', 'hono', '@hono/node-server', 'prom-client']) {
+        symlinkSync(join(ROOT, 'node_modules', name), join(dir, 'node_modules', name), 'dir');
+      }
+      // Bun.serve and Deno.serve as far as the recipes use them: what @types/bun and Deno's own types declare.
+      writeFileSync(
+        join(dir, 'runtime-globals.d.ts'),
+        [
+          'declare const Bun: { serve(options: { port?: number; hostname?: string; fetch(request: Request, server: { requestIP(request: Request): { address: string; port: number } | null }): Response | Promise<Response> }): unknown };',
+          'declare const Deno: { serve(options: { port?: number; hostname?: string }, handler: (request: Request, info: { remoteAddr: { hostname: string; port: number } }) => Response | Promise<Response>): unknown };',
+        ].join('\n'),
+      );
       writeFileSync(join(dir, 'package.json'), JSON.stringify({ type: 'module', private: true }));
       const files = checked.map((block, n) => {
         const file = `block-${String(n + 1).padStart(2, '0')}.mts`;

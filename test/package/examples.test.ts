@@ -54,9 +54,12 @@ describe('the README quick start: npm start', () => {
         if (!match) return;
         clearTimeout(timer);
         npm.stdout!.off('data', check);
+        npm.stderr!.off('data', check);
         resolve(match[1]!);
       };
+      // The banner is on stderr (stdout is a pipe here, the JSON log's).
       npm.stdout!.on('data', check);
+      npm.stderr!.on('data', check);
       npm.once('exit', (code) => reject(new Error(`npm start exited with ${code}:\n${output}`)));
     });
   }, 60_000);
@@ -89,7 +92,7 @@ describe('the README quick start: npm start', () => {
     expect(quickStart.text.split('\n').map((line) => line.replace(/\s+#.*$/, ''))).toEqual(['npm install && npm start', 'npm install && npm test']);
     expect(quickStart.text).toContain('http://127.0.0.1:8787');
     const pkg = JSON.parse(readFileSync(`${ROOT}package.json`, 'utf8'));
-    expect(pkg.scripts.start).toMatch(/npm run build .*&& node dist\/cli\.js serve$/);
+    expect(pkg.scripts.start).toMatch(/^node scripts\/build\.mjs --if-stale && node dist\/cli\.js serve$/);
     expect(pkg.scripts.pretest).toMatch(/^npm run build/);
     expect(pkg.scripts.test).toBe('vitest run');
   });

@@ -75,7 +75,12 @@ beforeAll(async () => {
   );
   // @types/node at the version this repository builds against: the adapters' types use node:http.
   const typesNode = (JSON.parse(readFileSync(`${ROOT}node_modules/@types/node/package.json`, 'utf8')) as { version: string }).version;
-  const installed = await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', tarball, `@types/node@${typesNode}`], consumer);
+  // The optional peers every entry point is loaded with here, at the versions this repository tests
+  // (test/package/client-only-install.test.ts installs the tarball without them).
+  const peers = Object.keys((pkg as PackageJson & { peerDependencies: Record<string, string> }).peerDependencies).map(
+    (name) => `${name}@${(JSON.parse(readFileSync(`${ROOT}node_modules/${name}/package.json`, 'utf8')) as { version: string }).version}`,
+  );
+  const installed = await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', tarball, `@types/node@${typesNode}`, ...peers], consumer);
   installOutput = installed.stdout + installed.stderr;
   if (installed.code !== 0) throw new Error(`npm install of the tarball failed:\n${installOutput}`);
 }, 180_000);

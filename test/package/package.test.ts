@@ -68,8 +68,9 @@ describe('package metadata', () => {
     expect(changelog).toMatch(new RegExp(`^## \\[${pkg.version.replaceAll('.', '\\.')}\\] - \\d{4}-\\d{2}-\\d{2}$`, 'm'));
   });
 
-  it('builds dist/ on prepare, so an install from a git URL has it', () => {
-    expect(pkg.scripts.prepare).toMatch(/^npm run build\b/);
+  it('builds dist/ on prepare, so an install from a git URL has it, and only when it is stale', () => {
+    expect(pkg.scripts.prepare).toBe('node scripts/build.mjs --if-stale');
+    expect(pkg.scripts.start).toMatch(/^node scripts\/build\.mjs --if-stale && node dist\/cli\.js serve$/);
   });
 
   it('decides every install script of its dependencies in allowScripts (npm install prints no install-scripts warning)', async () => {

@@ -80,33 +80,31 @@ export async function serveCommand(runtime: ServeRuntime, io: CliIo, args: strin
       reusePort: worker?.reusePort,
       onConnectionsCapped: (clientAddress, limit) => logger.warn({ event: 'connections_per_address_reached', client_address: clientAddress, limit }),
     });
-    // Metrics on a listener of their own, so they are never public by accident; a worker's go to the primary, which serves them all.
+    // Metrics on a listener of their own (METRICS_HOST, by default HOST), so they are never public by accident; a worker's go to the primary, which serves them all.
     if (metrics && worker) worker.answerMetrics(() => metrics.registry.getMetricsAsJSON());
-    else if (metrics) metricsServer = await runtime.serve(metrics, { port: config.metricsPort, hostname: config.hostname });
+    else if (metrics) metricsServer = await runtime.serve(metrics, { port: config.metricsPort, hostname: config.metricsHost });
   } catch (error) {
     await served?.close();
     await storage.close();
     throw error;
   }
 
-  // One write, so whoever waits for the first line has the rest too.
-  const lines = [`merchant-api listening on ${served.url} (${runtime.name}, ${description})`];
-  if (metricsServer) lines.push(`Metrics: ${metricsServer.url}/metrics`);
-  if (!config.cursorSecret) lines.push('CURSOR_SECRET is not set: page cursors work only on this instance until it restarts.');
-  if (!config.publicUrl && !isLoopback(config.hostname)) {
-    lines.push(`Warning: PUBLIC_URL is not set and HOST ${config.hostname} is reachable from other machines: signatures are checked against the Host each request names. Set PUBLIC_URL to the URL merchants call.`);
-  }
-  if (demo) {
-    const publicBase = config.publicUrl?.[0] ?? served.url;
-    lines.push(
-      'Demo merchant: id "demo-merchant", API key "demo-secret" (demo data only).',
-      `Try: curl '${signUrl('demo-secret', `${publicBase}/validatesignature`, { cp: 'demo-merchant' })}'`,
-      `     curl -u demo-merchant:demo-secret '${publicBase}/merchant/users?limit=5'`,
-    );
-  }
-  // A worker's lines are the primary's to print, once for all workers.
-  if (worker) worker.ready(lines);
-  else io.out(lines.join('\n'));
+  const facts: StartFacts = {
+    url: served.url,
+    runtime: runtime.name,
+    description,
+    metricsUrl: metricsServer && `${metricsServer.url}/metrics`,
+    cursorSecret: Boolean(config.cursorSecret),
+    publicUrl: config.publicUrl,
+    hostname: config.hostname,
+    demo,
+  };
+  // JSON events for the log on stdout; the banner for people apart (start-lines.ts).
+  logStartEvents(logger, facts);
+  logger.flush();
+  // A worker's banner is the primary's to print, once for all workers.
+  if (worker) worker.ready(startBanner(facts));
+  else printBanner(io, startBanner(facts));
 
   // A worker stops when the primary says so, or on a signal of its own (Ctrl-C reaches every process of the terminal).
   const never = new Promise<string>(() => {});
