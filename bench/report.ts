@@ -115,6 +115,11 @@ export function targets(rows: Row[], ms: Measurement[], streams: StreamResult[])
   };
   ratioTarget('validatesignature');
   ratioTarget('user');
+  for (const c of ['validatesignature', 'user']) {
+    // Both with every default on and the same JSON access line written to a file (bench/servers/plain-node.mjs).
+    const vsPlain = pairedRatio(ms, c, 'merchant-api-node', 'node-plain');
+    out.push({ name: `${c} on the Node adapter, every default on, vs the straightforward node:http server with the same access line`, goal: '>= 1.0x', measured: vsPlain === undefined ? 'not run' : `${fmt(vsPlain, 2)}x`, met: vsPlain === undefined ? undefined : vsPlain >= 1 });
+  }
   const vsHono = pairedRatio(ms, 'validatesignature', 'merchant-api-node', 'hono-node');
   out.push({ name: 'validatesignature on the Node adapter vs the Hono app', goal: '>= 1.5x', measured: vsHono === undefined ? 'not run' : `${fmt(vsHono, 2)}x`, met: vsHono === undefined ? undefined : vsHono >= 1.5 });
   for (const c of ['validatesignature', 'user', 'page']) {

@@ -32,6 +32,9 @@ const api = createMerchantApi({
   // One merchant is the whole load here: capacity, not fairness, is measured
   // (bench/abuse-fairness.ts measures the limit), so its listings are not capped.
   merchantConcurrency: 100_000,
+  // The standalone server's default (FAIR_SHARE=true), off with the rest of
+  // the optional features in the quiet variant.
+  fairShare: observability === 'off' ? false : {},
 });
 const served = await serve(api, { port: portFromEnv(), hostname: '127.0.0.1' });
 announce(new URL(served.url).port);

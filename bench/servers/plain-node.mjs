@@ -2,11 +2,19 @@
  * (1) What a straightforward `node:http` server doing the same work as
  * merchant-api looks like: `URL` + `URLSearchParams`, HMAC-SHA224 with
  * `node:crypto`, salts in a `Map`, records through `JSON.stringify`, page
- * cursors sealed with jose like ours. Same answers for the bench cases; far
- * fewer checks than the real handler (no strict decoding, no storage timeout).
+ * cursors sealed with jose like ours, and one JSON access line per request,
+ * with the fields of merchant-api's, appended to a file through an
+ * `fs.WriteStream` (asynchronous, its writes queued while one is under way):
+ * what a team writing its own server would log. Same answers
+ * for the bench cases; far fewer checks than the real handler (no strict
+ * decoding, no storage timeout, no limits). BENCH_ACCESS_LOG=off leaves the
+ * line out.
  */
-import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, randomUUID, timingSafeEqual } from 'node:crypto';
+import { createWriteStream, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { CompactEncrypt } from 'jose';
 import { announce, CURSOR_SECRET, exitOnSignal, makeUsers, MERCHANT_ID, MERCHANT_KEY, portFromEnv, PUBLIC_URL, TIMESTAMP_TOLERANCE } from './data.mjs';
 
@@ -19,8 +27,9 @@ const cursorKey = new Uint8Array(createHash('sha256').update(CURSOR_SECRET).dige
 const pct = (s) => encodeURIComponent(s).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
 
 function send(res, status, body, extra) {
-  res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store', ...extra });
-  res.end(JSON.stringify(body));
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store', 'content-length': Buffer.byteLength(text), ...extra });
+  res.end(text);
 }
 
 function validateSignature(url, res) {
@@ -47,6 +56,7 @@ function validateSignature(url, res) {
   }
   const saltKey = `${merchant.id}:${get('salt')}`;
   if (salts.has(saltKey)) return send(res, 400, { status: 'error', message: 'This salt was already used.', is_valid: false });
+  res.merchantId = merchant.id;
   salts.set(saltKey, ts + TIMESTAMP_TOLERANCE);
   send(res, 200, { status: 'ok', is_valid: true });
 }
@@ -66,6 +76,7 @@ const UNAUTHORIZED = { 'www-authenticate': 'Basic realm="merchant", charset="UTF
 async function merchantUsers(url, req, res) {
   const merchant = authenticate(req);
   if (!merchant) return send(res, 401, { status: 'error', data: [], errors: [{ code: 'unauthorized', message: 'Unauthorized.' }] }, UNAUTHORIZED);
+  res.merchantId = merchant.id;
   const rest = url.pathname.slice('/merchant/users'.length);
   if (rest.length > 1) {
     const user = usersById.get(decodeURIComponent(rest.slice(1)));
@@ -86,8 +97,40 @@ async function merchantUsers(url, req, res) {
   send(res, 200, { status: 'ok', data: page, next_cursor: cursor, errors: [] }, extra);
 }
 
+const accessLog = globalThis.process?.env?.BENCH_ACCESS_LOG !== 'off';
+// A file of its own, as merchant-api's standard output is one (bench/servers.ts).
+const accessPath = join(tmpdir(), `merchant-api-bench-plain-${process.pid}.log`);
+const accessFile = accessLog ? createWriteStream(accessPath) : undefined;
+
+/** The access line, as a straightforward server writes it: an object, JSON.stringify, one write. */
+function logRequest(req, res, started, route, requestId) {
+  res.on('finish', () => {
+    const line = {
+      time: new Date().toISOString(),
+      level: 'info',
+      event: 'request',
+      request_id: requestId,
+      method: req.method,
+      route,
+      status: res.statusCode,
+      duration_ms: Math.round((performance.now() - started) * 1000) / 1000,
+      bytes: Number(res.getHeader('content-length') ?? 0),
+      client_address: req.socket.remoteAddress,
+    };
+    if (res.merchantId !== undefined) line.merchant_id = res.merchantId;
+    accessFile.write(`${JSON.stringify(line)}\n`);
+  });
+}
+
 const server = createServer((req, res) => {
+  const started = performance.now();
   const url = new URL(req.url, PUBLIC_URL);
+  if (accessLog) {
+    const route = url.pathname === '/validatesignature' ? '/validatesignature' : url.pathname === '/merchant/users' ? '/merchant/users' : url.pathname.startsWith('/merchant/users/') ? '/merchant/users/{shared_user_id}' : null;
+    const requestId = randomUUID();
+    res.setHeader('x-request-id', requestId);
+    logRequest(req, res, started, route, requestId);
+  }
   if (url.pathname === '/validatesignature') return validateSignature(url, res);
   if (url.pathname.startsWith('/merchant/users')) {
     return merchantUsers(url, req, res).catch(() => send(res, 500, { status: 'error', data: [], errors: [] }));
@@ -95,4 +138,7 @@ const server = createServer((req, res) => {
   send(res, 404, { status: 'error', data: [], errors: [{ code: 'not_found', message: 'No such endpoint.' }] });
 });
 server.listen(portFromEnv(), '127.0.0.1', () => announce(server.address().port));
-exitOnSignal(() => new Promise((resolve) => server.close(resolve) && server.closeAllConnections()));
+exitOnSignal(async () => {
+  await new Promise((resolve) => server.close(resolve) && server.closeAllConnections());
+  if (accessFile) await new Promise((resolve) => accessFile.end(resolve)).then(() => rmSync(accessPath, { force: true }));
+});

@@ -10,17 +10,25 @@ import { WRITE_INFO_MEMBERS, type Logger } from './logger.js';
 export function accessLogHooks(logger: Logger): MerchantApiHooks {
   const writeMembers = (logger as { [WRITE_INFO_MEMBERS]?: (members: string) => void })[WRITE_INFO_MEMBERS];
   if (writeMembers) {
-    // The built-in logger: the line is written as text, without an object in between.
-    const quotedRoutes = new Map<string | undefined, string>([[undefined, 'null']]);
-    const route = (pattern: string | undefined) => {
-      let quoted = quotedRoutes.get(pattern);
-      if (quoted === undefined) quotedRoutes.set(pattern, (quoted = JSON.stringify(pattern)));
-      return quoted;
+    // The built-in logger: the line is written as text, without an object in
+    // between, and the method and route, the same for most lines, as one
+    // member string made once per pair (methods are few: any other is one key).
+    const methodRoutes = new Map<string, Map<string | undefined, string>>();
+    const methodRoute = (method: string, pattern: string | undefined) => {
+      const key = method === 'GET' || method === 'HEAD' ? method : '';
+      let routes = methodRoutes.get(key);
+      if (routes === undefined) methodRoutes.set(key, (routes = new Map()));
+      let members = routes.get(pattern);
+      if (members === undefined) {
+        members = `,"method":${quote(method)},"route":${pattern === undefined ? 'null' : JSON.stringify(pattern)}`;
+        if (key !== '') routes.set(pattern, members);
+      }
+      return members;
     };
     return {
       onFinish(ctx, summary) {
         let members =
-          `"event":"request","request_id":${quote(ctx.requestId)},"method":${quote(ctx.method)},"route":${route(ctx.route)}` +
+          `"event":"request","request_id":${quote(ctx.requestId)}${methodRoute(ctx.method, ctx.route)}` +
           `,"status":${summary.status},"duration_ms":${Math.round(summary.durationMs * 1000) / 1000},"bytes":${summary.bytes}`;
         if (ctx.merchantId !== undefined) members += `,"merchant_id":${JSON.stringify(ctx.merchantId)}`;
         if (ctx.clientAddress !== undefined) members += `,"client_address":${quote(ctx.clientAddress)}`;

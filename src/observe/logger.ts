@@ -36,9 +36,11 @@ const RANK: Record<(typeof LOG_LEVELS)[number], number> = { debug: 10, info: 20,
 /**
  * The built-in logger: one JSON object per line,
  * `{"time":"2026-11-23T06:27:00.000Z","level":"info",...fields,"msg":message}`.
- * Lines are gathered and written once per event-loop turn: a write per line
- * was most of the cost of an access log at tens of thousands of requests
- * per second.
+ * Lines are gathered and written together, at most `FLUSH_DELAY_MS` after
+ * the first of them (or at once past `FLUSH_BYTES`): with a write per line,
+ * the writes were most of the cost of an access log under load
+ * (docs/benchmarks.md#figures-behind-choices-in-the-code). What is still
+ * gathered when the process exits is written then.
  *
  * @example
  * const logger = createJsonLogger({ level: 'warn' });
@@ -94,28 +96,48 @@ interface Sink {
   flush(): void;
 }
 
+/** The longest a line waits to be written, ms: a few per second of writes instead of one per turn of a busy loop. */
+const FLUSH_DELAY_MS = 5;
+/** What may wait in memory under a burst, in UTF-16 units: past it the lines are written at once. */
+const FLUSH_BYTES = 65_536;
+
+/** Sinks with lines waiting, written when the process exits (a timer does not run then). */
+const waiting = new Set<Sink>();
+let exitHooked = false;
+
 function bufferedWriter(write: (lines: string) => void): Sink {
   let pending = '';
-  let scheduled = false;
-  const flush = () => {
-    scheduled = false;
-    if (pending === '') return;
-    const lines = pending;
-    pending = '';
-    write(lines);
-  };
-  return {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const sink: Sink = {
     push(line) {
       pending += line;
-      // Bound what waits in memory under a burst.
-      if (pending.length > 65_536) flush();
-      else if (!scheduled) {
-        scheduled = true;
-        setTimeout(flush, 0);
+      if (pending.length > FLUSH_BYTES) sink.flush();
+      else if (timer === undefined) {
+        timer = setTimeout(sink.flush, FLUSH_DELAY_MS);
+        waiting.add(sink);
+        onExit();
       }
     },
-    flush,
+    flush() {
+      if (timer !== undefined) clearTimeout(timer);
+      timer = undefined;
+      waiting.delete(sink);
+      if (pending === '') return;
+      const lines = pending;
+      pending = '';
+      write(lines);
+    },
   };
+  return sink;
+}
+
+/** One exit listener for every logger of the process. */
+function onExit(): void {
+  if (exitHooked) return;
+  exitHooked = true;
+  (globalThis as { process?: { on?(event: 'exit', listener: () => void): void } }).process?.on?.('exit', () => {
+    for (const sink of waiting) sink.flush();
+  });
 }
 
 function stdoutWriter(): Sink {

@@ -1,0 +1,93 @@
+/**
+ * `npm run bench:features`: what each default feature of the request path
+ * costs on the success path, in CPU microseconds per request, measured in
+ * process through `api.fetch` (no HTTP, so the feature is not lost in the
+ * noise of the socket work), each feature on against everything off, in the
+ * same run. Handlers are interleaved round by round, and the table gives the
+ * median of the rounds; "everything off, again" shows the noise of the run.
+ *
+ *   npm run bench:features [-- --rounds=N --requests=N --case=user|validatesignature]
+ */
+import { closeSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { createJsonLogger, createMerchantApi, type MerchantApi, type MerchantApiOptions } from '../src/index.js';
+import { signUrl } from '../src/signing/index.js';
+import { createMemoryStorage } from '../src/storage/memory/index.js';
+import { makeUsers, MERCHANT_ID, MERCHANT_KEY, PUBLIC_URL, SINGLE_USER_ID, TIMESTAMP_TOLERANCE } from './servers/data.mjs';
+
+const { values } = parseArgs({
+  options: { rounds: { type: 'string', default: '15' }, requests: { type: 'string', default: '4000' }, case: { type: 'string', default: 'user' } },
+});
+const rounds = Number(values.rounds);
+const requests = Number(values.requests);
+const caseId = values.case === 'validatesignature' ? 'validatesignature' : 'user';
+
+const dir = mkdtempSync(join(tmpdir(), 'merchant-api-features-'));
+const fd = openSync(join(dir, 'access.log'), 'w');
+const storage = createMemoryStorage({
+  seed: { merchants: [{ id: MERCHANT_ID, status: 'active', keys: [MERCHANT_KEY] }], users: makeUsers(2000).map((user) => ({ merchant_id: MERCHANT_ID, ...user })) },
+});
+const OFF: Partial<MerchantApiOptions> = { accessLog: false, tracing: false, throttle: false, tarpit: false, fairShare: false };
+const CONFIGS: [string, Partial<MerchantApiOptions>][] = [
+  ['everything off', OFF],
+  ['everything off, again', OFF],
+  ['throttle', { ...OFF, throttle: undefined }],
+  ['late refusals (tarpit)', { ...OFF, tarpit: undefined }],
+  ['fair sharing', { ...OFF, fairShare: {} }],
+  ['tracing, no SDK', { ...OFF, tracing: true }],
+  ['access log, to a file', { ...OFF, accessLog: true }],
+  ['every default, fair sharing on', { fairShare: {} }],
+];
+const logger = createJsonLogger({ write: (lines) => void writeSync(fd, lines) });
+const apis: [string, MerchantApi][] = CONFIGS.map(([name, options]) => [
+  name,
+  createMerchantApi({ storage, publicUrl: PUBLIC_URL, timestampTolerance: TIMESTAMP_TOLERANCE, logger, merchantConcurrency: 1_000_000, ...options }),
+]);
+const authorization = `Basic ${Buffer.from(`${MERCHANT_ID}:${MERCHANT_KEY}`).toString('base64')}`;
+const info = { clientAddress: '127.0.0.1', clientPort: 40_000 };
+
+/** The requests of one batch, made before it is timed: a Request costs more than most features. */
+function batch(): Request[] {
+  return Array.from({ length: requests }, () =>
+    caseId === 'user'
+      ? new Request(`${PUBLIC_URL}/merchant/users/${SINGLE_USER_ID}`, { headers: { authorization } })
+      : new Request(signUrl(MERCHANT_KEY, `${PUBLIC_URL}/validatesignature`, { cp: MERCHANT_ID })),
+  );
+}
+
+async function measure(api: MerchantApi, list: Request[]): Promise<number> {
+  const before = process.cpuUsage();
+  for (const request of list) {
+    const response = await api.fetch(request, info);
+    if (response.status !== 200) throw new Error(`status ${response.status}`);
+    await response.arrayBuffer();
+  }
+  const used = process.cpuUsage(before);
+  // Let the timers (log flushes, samplers) run between batches, as they would between requests.
+  await new Promise((resolve) => setTimeout(resolve, 10));
+  return (used.user + used.system) / list.length;
+}
+
+const samples = new Map<string, number[]>(apis.map(([name]) => [name, []]));
+for (let round = 0; round < rounds + 2; round++) {
+  // Two warm-up rounds; then each round in another order, so no handler always runs first.
+  const order = apis.map((_, i) => apis[(i + round) % apis.length]!);
+  for (const [name, api] of order) {
+    const micros = await measure(api, batch());
+    if (round >= 2) samples.get(name)!.push(micros);
+  }
+}
+closeSync(fd);
+rmSync(dir, { recursive: true, force: true });
+
+const median = (list: number[]) => [...list].sort((a, b) => a - b)[Math.floor(list.length / 2)]!;
+const base = median(samples.get('everything off')!);
+console.log(`\n${caseId} through api.fetch, ${rounds} rounds of ${requests} requests, CPU µs per request (median), Node ${process.version}\n`);
+console.log('| configuration | µs/request | vs everything off |');
+console.log('|---|--:|--:|');
+for (const [name] of apis) {
+  const value = median(samples.get(name)!);
+  console.log(`| ${name} | ${value.toFixed(2)} | ${name === 'everything off' ? '-' : `${value - base >= 0 ? '+' : ''}${(value - base).toFixed(2)}`} |`);
+}
