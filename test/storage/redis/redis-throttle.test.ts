@@ -136,6 +136,10 @@ describe.skipIf(!available)('the throttle shared on Redis', () => {
       await proxy.start();
       // Subscribed again, b reads the blocks in force.
       await vi.waitFor(async () => expect((await b.call('/merchant/users', basic('m1', 'key-one'), address)).status).toBe(429), { timeout: 5000, interval: 20 });
+      // b may learn the outage only from a command that fails, and the recovery from one that answers:
+      // another merchant's failure from the address is one (the address itself is far from its limit).
+      await vi.waitFor(() => expect(lines.map((line) => line.event)).toContain('throttle_store_unavailable'), { timeout: 5000 });
+      expect((await b.call('/merchant/users', basic('m2', 'wrong'), address)).status).toBe(401);
       await vi.waitFor(() => expect(lines.map((line) => line.event), JSON.stringify(lines)).toEqual(['throttle_store_unavailable', 'throttle_store_recovered']), { timeout: 5000 });
     } finally {
       await proxy.stop();
