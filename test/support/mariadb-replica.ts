@@ -34,13 +34,16 @@ export interface MariadbServer {
 
 async function startServer(dir: string, serverId: number, extra: string[]): Promise<{ server: MariadbServer; child: ChildProcess }> {
   const data = join(dir, 'data');
-  const installed = spawnSync(INSTALL_DB, ['--no-defaults', `--datadir=${data}`, '--auth-root-authentication-method=normal', '--skip-test-db', `--user=${userInfo().username}`], { encoding: 'utf8' });
+  const installed = spawnSync(INSTALL_DB, ['--no-defaults', `--datadir=${data}`, `--tmpdir=${dir}`, '--auth-root-authentication-method=normal', '--skip-test-db', `--user=${userInfo().username}`], { encoding: 'utf8' });
   if (installed.status !== 0) throw new Error(`mariadb-install-db failed: ${installed.stderr}`);
   const port = await freePort();
   const child = spawn(
     MARIADBD,
     [
       '--no-defaults', `--user=${userInfo().username}`, `--datadir=${data}`, `--port=${port}`, '--bind-address=127.0.0.1', `--socket=${join(dir, 's.sock')}`,
+      // A tmpdir of its own: at start mariadbd deletes every #sql file in its tmpdir, which in /tmp
+      // would include the temporary tables of the machine's own MariaDB, serving the other suites.
+      `--tmpdir=${dir}`,
       `--pid-file=${join(dir, 'p.pid')}`, `--server-id=${serverId}`, '--skip-name-resolve', '--innodb-buffer-pool-size=16M', '--innodb-log-file-size=8M',
       '--character-set-server=utf8mb4', '--collation-server=utf8mb4_unicode_ci', ...extra,
     ],
