@@ -25,13 +25,15 @@ export function accessLogHooks(logger: Logger): MerchantApiHooks {
       }
       return members;
     };
+    const merchantId = cachedQuote(QUOTED_KEPT);
+    const clientAddress = cachedQuote(QUOTED_KEPT);
     return {
       onFinish(ctx, summary) {
         let members =
-          `"event":"request","request_id":${quote(ctx.requestId)}${methodRoute(ctx.method, ctx.route)}` +
+          `"event":"request","request_id":${quoteRequestId(ctx.requestId)}${methodRoute(ctx.method, ctx.route)}` +
           `,"status":${summary.status},"duration_ms":${Math.round(summary.durationMs * 1000) / 1000},"bytes":${summary.bytes}`;
-        if (ctx.merchantId !== undefined) members += `,"merchant_id":${JSON.stringify(ctx.merchantId)}`;
-        if (ctx.clientAddress !== undefined) members += `,"client_address":${quote(ctx.clientAddress)}`;
+        if (ctx.merchantId !== undefined) members += `,"merchant_id":${merchantId(ctx.merchantId)}`;
+        if (ctx.clientAddress !== undefined) members += `,"client_address":${clientAddress(ctx.clientAddress)}`;
         if (ctx.errorCode !== undefined) members += `,"code":${quote(ctx.errorCode)}`;
         if (summary.aborted) members += ',"aborted":true';
         writeMembers(members);
@@ -64,4 +66,25 @@ const PLAIN = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
 /** Request ids, methods, addresses and codes are nearly always plain: quoted without JSON.stringify. */
 function quote(text: string): string {
   return PLAIN.test(text) ? `"${text}"` : JSON.stringify(text);
+}
+
+/** A request id is visible ASCII (the context keeps no other): only `"` and `\` need escaping. */
+function quoteRequestId(id: string): string {
+  return id.includes('"') || id.includes('\\') ? JSON.stringify(id) : `"${id}"`;
+}
+
+/** Quoted forms kept per kind of value: enough for the merchants and addresses of a busy instance. */
+const QUOTED_KEPT = 4096;
+
+/** The quoted form of values that repeat from line to line (merchant ids, client addresses), kept up to `max`, then started afresh. */
+function cachedQuote(max: number): (text: string) => string {
+  const quoted = new Map<string, string>();
+  return (text) => {
+    let result = quoted.get(text);
+    if (result === undefined) {
+      if (quoted.size >= max) quoted.clear();
+      quoted.set(text, (result = quote(text)));
+    }
+    return result;
+  };
 }
