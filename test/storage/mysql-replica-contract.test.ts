@@ -6,12 +6,12 @@
  * primary and read, once the replica has caught up, from the replica.
  */
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { afterAll, beforeAll, describe } from 'vitest';
 import { createMysqlKysely, generateMasterKey, importSeed, migrateToLatest, MysqlStorage, parseMasterKey, withReplicaReads } from '../../src/storage/mysql/index.js';
 import { storageContract } from '../suites/storage-contract.js';
 import { replicaAvailable, startPrimaryAndReplica, type ReplicatedPair } from '../support/mariadb-replica.js';
 
-if (replicaAvailable()) {
+describe.skipIf(!replicaAvailable())('the MySQL storage reading from a replica', () => {
   let pair: ReplicatedPair;
   beforeAll(async () => {
     pair = await startPrimaryAndReplica();
@@ -47,6 +47,4 @@ if (replicaAvailable()) {
       },
     };
   });
-} else {
-  describe.skip('storage contract: mysql reading from a replica (mariadbd missing)', () => it('skipped', () => undefined));
-}
+});

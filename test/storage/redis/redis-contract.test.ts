@@ -4,13 +4,13 @@
  * Redis state keeps every answer the handler relies on. Salts expire by
  * Redis's clock (a key's expiry), which the contract checks in real time.
  */
-import { describe, it } from 'vitest';
+import { describe } from 'vitest';
 import { MemoryStorage } from '../../../src/storage/memory/index.js';
 import { createRedisConnection, withRedisState } from '../../../src/storage/redis/index.js';
 import { storageContract } from '../../suites/storage-contract.js';
 import { redisAvailable, startRedis } from '../../support/redis.js';
 
-if (redisAvailable()) {
+describe.skipIf(!redisAvailable())('the Redis state over the memory storage', () => {
   storageContract('memory with salts and throttle on Redis', async (seed) => {
     const redis = await startRedis();
     const memory = new MemoryStorage(seed);
@@ -26,6 +26,4 @@ if (redisAvailable()) {
       },
     };
   });
-} else {
-  describe.skip('storage contract: memory with salts and throttle on Redis (redis-server missing)', () => it('skipped', () => undefined));
-}
+});
