@@ -4,7 +4,6 @@
  * hands them to the pipeline (`src/http/pipeline.ts`), which answers every
  * request; docs/architecture.md shows how a request flows through them.
  */
-import { DEFAULTS } from './defaults.js';
 import type { RequestContext, RequestInfo } from './http/context.js';
 import { composeHooks, HookAnswer, type MerchantApiHooks } from './http/hooks.js';
 import { createPipeline } from './http/pipeline.js';
@@ -99,7 +98,7 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
     basePath: resolved.basePath,
     trustProxy: resolved.trustProxy,
     throttle,
-    tarpit: options.tarpit === false ? undefined : new Tarpit(options.tarpit ?? DEFAULTS.tarpit),
+    tarpit: options.tarpit === false ? undefined : new Tarpit(options.tarpit),
     listings: new ListingSlots(resolved.merchantConcurrency, logger),
   });
   return { fetch };

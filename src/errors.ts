@@ -1,7 +1,7 @@
 /**
  * The one error type of merchant-api. Every failure the handler answers is a
- * `MerchantApiError`; `src/http/responses.ts` turns it into the documented JSON shape
- * of the endpoint that raised it, in one place.
+ * `MerchantApiError`; `src/http/error-reply.ts` turns it into the documented JSON shape
+ * of the endpoint that raised it, and its headers, in one place.
  */
 
 /** Every error code the handler can answer with (docs/protocol.md#errors). */

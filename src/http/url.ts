@@ -46,7 +46,7 @@ export function matchPath<T>(match: (path: string) => T | undefined, path: strin
 }
 
 /** The path below the base path, or '' when the request is not under it. */
-export function stripBasePath(path: string, basePath: string): string {
+function stripBasePath(path: string, basePath: string): string {
   if (!basePath) return path;
   if (!path.startsWith(basePath) || (path.length > basePath.length && path[basePath.length] !== '/')) return '';
   return path.slice(basePath.length) || '/';

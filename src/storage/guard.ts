@@ -8,8 +8,6 @@
 import { MerchantApiError, StorageUnavailableError } from '../errors.js';
 import type { Merchant, SaltRecord, Storage, StorageOperation, UserPageQuery, UserRecord, UserRecordPage } from './contract.js';
 
-export type { StorageOperation };
-
 /**
  * Watches one storage call: called as it starts, it returns what to call when
  * it ends (with the error, if it failed). Metrics and traces hang here.

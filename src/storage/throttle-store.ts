@@ -77,3 +77,37 @@ export interface ThrottleStore {
    */
   subscribe(listener: ThrottleStoreListener): () => void;
 }
+
+/**
+ * The listeners of a store, held weakly as `subscribe` promises: a throttle
+ * nobody uses any more stops being told, and can be collected.
+ */
+export class WeakListeners {
+  readonly #refs = new Set<WeakRef<ThrottleStoreListener>>();
+
+  get size(): number {
+    return this.#refs.size;
+  }
+
+  /** Adds `listener`; the function returned removes it. */
+  add(listener: ThrottleStoreListener): () => void {
+    const ref = new WeakRef(listener);
+    this.#refs.add(ref);
+    return () => void this.#refs.delete(ref);
+  }
+
+  clear(): void {
+    this.#refs.clear();
+  }
+
+  /** The listeners still held by someone; the others are forgotten. */
+  live(): ThrottleStoreListener[] {
+    const live: ThrottleStoreListener[] = [];
+    for (const ref of this.#refs) {
+      const listener = ref.deref();
+      if (listener === undefined) this.#refs.delete(ref);
+      else live.push(listener);
+    }
+    return live;
+  }
+}

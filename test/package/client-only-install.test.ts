@@ -8,7 +8,6 @@
  *
  * Packing uses --ignore-scripts: dist/ is built (run under the shared lock).
  */
-import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,14 +16,13 @@ import { serve, type Served } from '../../adapters/node.js';
 import { createMerchantApi } from '../../src/api.js';
 import { silentLogger } from '../../src/observe/logger.js';
 import { createMemoryStorage } from '../../src/storage/memory/index.js';
-import { ROOT } from '../support/processes.js';
+import { ROOT, runInDirectory } from '../support/processes.js';
 
 const RUNTIMES = {
   node: [process.execPath],
   bun: [`${ROOT}node_modules/.bin/bun`],
   deno: [`${ROOT}node_modules/.bin/deno`, 'run', '--allow-read', '--allow-env', '--allow-net'],
 } as const;
-const ENV = { DATABASE_URL: '', NO_COLOR: '1', DENO_NO_UPDATE_CHECK: '1', DENO_NO_PROMPT: '1' };
 const PEERS = Object.keys((JSON.parse(readFileSync(`${ROOT}package.json`, 'utf8')) as { peerDependencies: Record<string, string> }).peerDependencies);
 
 /** What the merchant's program does: sign a call, read every user page by page (8 in the demo seed). */
@@ -43,7 +41,7 @@ let server: Served | undefined;
 
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), 'merchant-api-client-only-'));
-  const packed = await run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', work], ROOT);
+  const packed = await runInDirectory('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', work], ROOT);
   if (packed.code !== 0) throw new Error(`npm pack failed:\n${packed.stdout}\n${packed.stderr}`);
   const [info] = JSON.parse(packed.stdout.slice(packed.stdout.indexOf('['))) as { filename: string }[];
   const tarball = join(work, info!.filename);
@@ -51,7 +49,7 @@ beforeAll(async () => {
   mkdirSync(consumer);
   writeFileSync(join(consumer, 'package.json'), JSON.stringify({ name: 'merchant-shop', private: true, type: 'module', allowScripts: { [`file:${tarball}`]: false } }));
   writeFileSync(join(consumer, 'client.mjs'), CLIENT_PROGRAM);
-  const installed = await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', tarball], consumer);
+  const installed = await runInDirectory('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', tarball], consumer);
   if (installed.code !== 0) throw new Error(`npm install of the tarball failed:\n${installed.stdout}${installed.stderr}`);
 
   const seed = JSON.parse(readFileSync(`${ROOT}examples/seed.json`, 'utf8'));
@@ -73,7 +71,7 @@ describe('a client-only install of the tarball', () => {
   for (const runtime of ['node', 'bun', 'deno'] as const) {
     it(`on ${runtime}: merchant-api/client signs a call and reads every user`, async () => {
       const [command, ...args] = RUNTIMES[runtime];
-      const { code, stdout, stderr } = await run(command, [...args, 'client.mjs'], consumer, { BASE_URL: server!.url });
+      const { code, stdout, stderr } = await runInDirectory(command, [...args, 'client.mjs'], consumer, { BASE_URL: server!.url });
       expect(code, stderr).toBe(0);
       expect(JSON.parse(stdout)).toEqual({ validated: { status: 'ok', is_valid: true }, users: 8 });
     });
@@ -89,7 +87,7 @@ describe('a client-only install of the tarball', () => {
       'console.log(response.status, await response.text());',
       'await served.close();',
     ].join('\n');
-    const { code, stdout, stderr } = await run(process.execPath, ['--input-type=module', '-e', program], consumer);
+    const { code, stdout, stderr } = await runInDirectory(process.execPath, ['--input-type=module', '-e', program], consumer);
     expect(code, stderr).toBe(0);
     expect(stdout.trim()).toBe('200 {"status":"ok"}');
   });
@@ -98,7 +96,7 @@ describe('a client-only install of the tarball', () => {
   for (const runtime of ['node', 'bun', 'deno'] as const) {
     it(`on ${runtime}: the command line names the package to install`, async () => {
       const [command, ...args] = RUNTIMES[runtime];
-      const { code, stdout, stderr } = await run(command, [...args, join('node_modules', 'merchant-api', 'dist', CLI[runtime]), 'serve'], consumer, { PORT: '0' });
+      const { code, stdout, stderr } = await runInDirectory(command, [...args, join('node_modules', 'merchant-api', 'dist', CLI[runtime]), 'serve'], consumer, { PORT: '0' });
       expect(stdout).toBe('');
       expect(stderr).toMatch(/^merchant-api: the package (kysely|mysql2|ioredis|prom-client) is not installed\. .*npm install kysely mysql2 ioredis prom-client \(docs\/install\.md\)\.\n$/);
       expect(code).toBe(1);
@@ -106,26 +104,15 @@ describe('a client-only install of the tarball', () => {
   }
 
   it('the bin in node_modules/.bin says the same', async () => {
-    const { code, stderr } = await run(join(consumer, 'node_modules', '.bin', 'merchant-api'), ['serve'], consumer, { PORT: '0' });
+    const { code, stderr } = await runInDirectory(join(consumer, 'node_modules', '.bin', 'merchant-api'), ['serve'], consumer, { PORT: '0' });
     expect(stderr).toMatch(/^merchant-api: the package \S+ is not installed\./);
     expect(code).toBe(1);
   });
 
   it('merchant-api/metrics names prom-client', async () => {
-    const { code, stderr } = await run(process.execPath, ['--input-type=module', '-e', "await import('merchant-api/metrics')"], consumer);
+    const { code, stderr } = await runInDirectory(process.execPath, ['--input-type=module', '-e', "await import('merchant-api/metrics')"], consumer);
     expect(stderr).toMatch(/Cannot find package 'prom-client'/);
     expect(code).not.toBe(0);
   });
 });
 
-function run(command: string, args: readonly string[], cwd: string, env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(command, args, { cwd, env: { ...process.env, ...ENV, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  return new Promise((resolve, reject) => {
-    child.once('error', reject);
-    child.once('exit', (code) => resolve({ code, stdout, stderr }));
-  });
-}

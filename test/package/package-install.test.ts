@@ -14,7 +14,7 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ROOT } from '../support/processes.js';
+import { CONSUMER_ENV, ROOT, runInDirectory } from '../support/processes.js';
 
 const FIXTURE = `${ROOT}test/fixtures/package-consumer/`;
 const TSC = `${ROOT}node_modules/typescript/bin/tsc`;
@@ -25,7 +25,6 @@ const RUNTIME_COMMANDS = {
   deno: [`${ROOT}node_modules/.bin/deno`, 'run', '--allow-read', '--allow-env', '--allow-net'],
 } as const;
 /** What the child processes must not inherit: a CI job's database, colours, Deno's update check. */
-const ENV = { DATABASE_URL: '', NO_COLOR: '1', DENO_NO_UPDATE_CHECK: '1', DENO_NO_PROMPT: '1' };
 
 interface PackageJson {
   name: string;
@@ -51,7 +50,7 @@ beforeAll(async () => {
   }
   work = mkdtempSync(join(tmpdir(), 'merchant-api-package-'));
 
-  const packed = await run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', work], ROOT);
+  const packed = await runInDirectory('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', work], ROOT);
   if (packed.code !== 0) throw new Error(`npm pack failed:\n${packed.stdout}\n${packed.stderr}`);
   const [info] = JSON.parse(packed.stdout.slice(packed.stdout.indexOf('['))) as { filename: string; files: { path: string }[] }[];
   tarball = join(work, info!.filename);
@@ -80,7 +79,7 @@ beforeAll(async () => {
   const peers = Object.keys((pkg as PackageJson & { peerDependencies: Record<string, string> }).peerDependencies).map(
     (name) => `${name}@${(JSON.parse(readFileSync(`${ROOT}node_modules/${name}/package.json`, 'utf8')) as { version: string }).version}`,
   );
-  const installed = await run('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', tarball, `@types/node@${typesNode}`, ...peers], consumer);
+  const installed = await runInDirectory('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', tarball, `@types/node@${typesNode}`, ...peers], consumer);
   installOutput = installed.stdout + installed.stderr;
   if (installed.code !== 0) throw new Error(`npm install of the tarball failed:\n${installOutput}`);
 }, 180_000);
@@ -119,7 +118,7 @@ describe('the packed tarball', () => {
   });
 
   it('has no problems for arethetypeswrong: every entry point resolves to types of its own format, in every resolution mode', async () => {
-    const { code, stdout, stderr } = await run(`${ROOT}node_modules/.bin/attw`, [tarball, '--format', 'json'], ROOT);
+    const { code, stdout, stderr } = await runInDirectory(`${ROOT}node_modules/.bin/attw`, [tarball, '--format', 'json'], ROOT);
     const report = JSON.parse(stdout) as { analysis: { problems: unknown[]; entrypoints: Record<string, unknown> } };
     expect(report.analysis.problems, stderr).toEqual([]);
     expect(Object.keys(report.analysis.entrypoints).sort()).toEqual(Object.keys(pkg.exports).sort());
@@ -139,7 +138,7 @@ describe('a project that installed the tarball', () => {
       // skipLibCheck off: our declaration files are checked too.
       const compilerOptions = { ...options, target: 'es2022', strict: true, noEmit: true, skipLibCheck: false, types: ['node'] };
       writeFileSync(config, JSON.stringify({ compilerOptions, files }));
-      const { code, stdout, stderr } = await run(process.execPath, [TSC, '-p', config], consumer);
+      const { code, stdout, stderr } = await runInDirectory(process.execPath, [TSC, '-p', config], consumer);
       expect(stdout + stderr).toBe('');
       expect(code).toBe(0);
     }, 120_000);
@@ -154,7 +153,7 @@ describe('a project that installed the tarball', () => {
   for (const runtime of ['node', 'bun', 'deno'] as const) {
     it(`on ${runtime}: imports every entry point, answers /healthz and a signed request, serves with its adapter`, async () => {
       const [command, ...args] = RUNTIME_COMMANDS[runtime];
-      const { code, stdout, stderr } = await run(command, [...args, 'run.mjs'], consumer);
+      const { code, stdout, stderr } = await runInDirectory(command, [...args, 'run.mjs'], consumer);
       expect(code, stderr).toBe(0);
       const result = JSON.parse(stdout) as Record<string, unknown>;
       expect(result).toEqual({
@@ -168,14 +167,14 @@ describe('a project that installed the tarball', () => {
 
     it(`on ${runtime}: requires every entry point from CommonJS and answers /healthz`, async () => {
       const [command, ...args] = RUNTIME_COMMANDS[runtime];
-      const { code, stdout, stderr } = await run(command, [...args, 'run.cjs'], consumer);
+      const { code, stdout, stderr } = await runInDirectory(command, [...args, 'run.cjs'], consumer);
       expect(code, stderr).toBe(0);
       expect(JSON.parse(stdout)).toEqual({ exports: expectedExports(), healthz: [200, '{"status":"ok"}'] });
     });
   }
 
   it('runs the merchant-api bin from node_modules/.bin', async () => {
-    const { code, stdout } = await run(join(consumer, 'node_modules', '.bin', 'merchant-api'), ['help'], consumer);
+    const { code, stdout } = await runInDirectory(join(consumer, 'node_modules', '.bin', 'merchant-api'), ['help'], consumer);
     expect(stdout).toMatch(/^Usage: merchant-api <command>/);
     expect(code).toBe(0);
   });
@@ -183,7 +182,7 @@ describe('a project that installed the tarball', () => {
   it('serves the bundled demo seed with `merchant-api serve`', async () => {
     const child = spawn(join(consumer, 'node_modules', '.bin', 'merchant-api'), ['serve'], {
       cwd: consumer,
-      env: { ...process.env, ...ENV, PORT: '0', HOST: '127.0.0.1', SEED_FILE: '', PUBLIC_URL: '', TLS_CERT_FILE: '', TLS_KEY_FILE: '' },
+      env: { ...process.env, ...CONSUMER_ENV, PORT: '0', HOST: '127.0.0.1', SEED_FILE: '', PUBLIC_URL: '', TLS_CERT_FILE: '', TLS_KEY_FILE: '' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let output = '';
@@ -214,15 +213,3 @@ describe('a project that installed the tarball', () => {
   });
 });
 
-/** Runs a command to completion in `cwd`; stdout and stderr apart. */
-function run(command: string, args: readonly string[], cwd: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(command, args, { cwd, env: { ...process.env, ...ENV }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  return new Promise((resolve, reject) => {
-    child.once('error', reject);
-    child.once('exit', (code) => resolve({ code, stdout, stderr }));
-  });
-}

@@ -9,6 +9,7 @@
  */
 import { MAX_ID_LENGTH } from '../contract.js';
 import type { ThrottleFailure, ThrottleRecord, ThrottleRules, ThrottleStore, ThrottleStoreListener } from '../throttle-store.js';
+import { WeakListeners } from '../throttle-store.js';
 import type { RedisConnection } from './connection.js';
 import type { RedisKeys } from './keys.js';
 import { INDEX_BLOCKS, READ_BLOCKS, RECORD_FAILURE, RESET_PAIR } from './throttle-scripts.js';
@@ -29,7 +30,7 @@ export class RedisThrottleStore implements ThrottleStore {
   /** Tells this instance's messages from the others', which its throttles already have. */
   readonly #origin = crypto.randomUUID();
   /** Weak: a handler nobody holds any more stops being told, and its throttle can be collected. */
-  readonly #listeners = new Set<WeakRef<ThrottleStoreListener>>();
+  readonly #listeners = new WeakListeners();
   #unsubscribe: (() => void) | undefined;
   #subscribedOnce = false;
   #closed = false;
@@ -52,7 +53,7 @@ export class RedisThrottleStore implements ThrottleStore {
       const members = blocks.flatMap((record) => [record.blockedUntil, JSON.stringify(record)]);
       // The count is in, and published: a failed index write costs only instances that start later, so it is reported, not thrown.
       await this.#connection.run(INDEX_BLOCKS, [this.#keys.blocks], [now, MAX_INDEXED_BLOCKS, ...members]).catch((error: unknown) => {
-        for (const listener of this.#liveListeners()) listener.failed(error);
+        for (const listener of this.#listeners.live()) listener.failed(error);
       });
     }
     return records;
@@ -75,17 +76,16 @@ export class RedisThrottleStore implements ThrottleStore {
 
   subscribe(listener: ThrottleStoreListener): () => void {
     if (this.#closed) return () => undefined;
-    const ref = new WeakRef(listener);
-    this.#listeners.add(ref);
+    const remove = this.#listeners.add(listener);
     this.#unsubscribe ??= this.#connection.subscribe(this.#keys.throttleChannel, {
       message: (text) => this.#received(text),
       ready: () => this.#subscriptionReady(),
       failed: (error) => {
-        for (const live of this.#liveListeners()) live.failed(error);
+        for (const live of this.#listeners.live()) live.failed(error);
       },
     });
     return () => {
-      this.#listeners.delete(ref);
+      remove();
       if (this.#listeners.size === 0) this.#stopListening();
     };
   }
@@ -107,7 +107,7 @@ export class RedisThrottleStore implements ThrottleStore {
     if (text.length > MAX_MESSAGE_BYTES) return;
     const message = parseMessage(text);
     if (message === undefined || message.origin === this.#origin) return;
-    const listeners = this.#liveListeners();
+    const listeners = this.#listeners.live();
     if (listeners.length === 0) return this.#stopListening();
     for (const listener of listeners) listener.learn(message.records);
   }
@@ -121,22 +121,12 @@ export class RedisThrottleStore implements ThrottleStore {
     }
     this.activeBlocks(Math.floor(Date.now() / 1000)).then(
       (records) => {
-        for (const listener of this.#liveListeners()) listener.learn(records);
+        for (const listener of this.#listeners.live()) listener.learn(records);
       },
       (error: unknown) => {
-        for (const listener of this.#liveListeners()) listener.failed(error);
+        for (const listener of this.#listeners.live()) listener.failed(error);
       },
     );
-  }
-
-  #liveListeners(): ThrottleStoreListener[] {
-    const live: ThrottleStoreListener[] = [];
-    for (const ref of this.#listeners) {
-      const listener = ref.deref();
-      if (listener === undefined) this.#listeners.delete(ref);
-      else live.push(listener);
-    }
-    return live;
   }
 }
 

@@ -127,22 +127,22 @@ describe.skipIf(!available)('the throttle shared on Redis', () => {
       const b = await instance({ api: { logger }, url: `redis://127.0.0.1:${proxy.port}` });
       const address = '203.0.113.9';
       await b.call('/merchant/users', basic('m1', 'first'), address);
-      await vi.waitFor(() => expect(record(address, 'm1')).toMatch(/^failures\n1$/m), { timeout: 5000, interval: 10 });
+      await vi.waitFor(() => expect(record(address, 'm1')).toMatch(/^failures\n1$/m), { timeout: 15_000, interval: 10 });
       // b loses Redis (its subscription too); meanwhile a blocks the pair; no message can reach b.
       await proxy.stop();
       for (let i = 0; i < 10; i++) await a.call('/merchant/users', basic('m1', `wrong-${i}`), address);
-      await vi.waitFor(() => expect(record(address, 'm1')).toMatch(/^blockedUntil\n1700000300$/m), { timeout: 5000, interval: 10 });
+      await vi.waitFor(() => expect(record(address, 'm1')).toMatch(/^blockedUntil\n1700000300$/m), { timeout: 15_000, interval: 10 });
       expect((await b.call('/merchant/users', basic('m1', 'key-one'), address)).status).toBe(200);
       await proxy.start();
       // Subscribed again, b reads the blocks in force.
-      await vi.waitFor(async () => expect((await b.call('/merchant/users', basic('m1', 'key-one'), address)).status).toBe(429), { timeout: 5000, interval: 20 });
+      await vi.waitFor(async () => expect((await b.call('/merchant/users', basic('m1', 'key-one'), address)).status).toBe(429), { timeout: 15_000, interval: 20 });
       // b may learn the outage only from a command that fails, and the recovery from one that answers:
       // another merchant's failure from the address is one (the address itself is far from its limit).
-      await vi.waitFor(() => expect(lines.map((line) => line.event)).toContain('throttle_store_unavailable'), { timeout: 5000 });
+      await vi.waitFor(() => expect(lines.map((line) => line.event)).toContain('throttle_store_unavailable'), { timeout: 15_000 });
       expect((await b.call('/merchant/users', basic('m2', 'wrong'), address)).status).toBe(401);
-      await vi.waitFor(() => expect(lines.map((line) => line.event), JSON.stringify(lines)).toEqual(['throttle_store_unavailable', 'throttle_store_recovered']), { timeout: 5000 });
+      await vi.waitFor(() => expect(lines.map((line) => line.event), JSON.stringify(lines)).toEqual(['throttle_store_unavailable', 'throttle_store_recovered']), { timeout: 15_000 });
     } finally {
       await proxy.stop();
     }
-  });
+  }, 60_000);
 });

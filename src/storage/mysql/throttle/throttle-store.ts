@@ -10,6 +10,7 @@
 import type { Kysely } from 'kysely';
 import { StorageUnavailableError } from '../../../errors.js';
 import type { ThrottleFailure, ThrottleRecord, ThrottleRules, ThrottleStore, ThrottleStoreListener } from '../../throttle-store.js';
+import { WeakListeners } from '../../throttle-store.js';
 import { storageError } from '../sql-values.js';
 import { pruneAuthFailures, recordFailure, resetPair, selectActiveBlocks, selectChanges } from './throttle-queries.js';
 
@@ -42,7 +43,7 @@ export class MysqlThrottleStore implements ThrottleStore {
   readonly #maxBatches: number;
   readonly #pruneInterval: number;
   /** Weak: a handler nobody holds any more stops being told, and its throttle can be collected. */
-  readonly #listeners = new Set<WeakRef<ThrottleStoreListener>>();
+  readonly #listeners = new WeakListeners();
   /** The newest `updated_at` read so far (undefined: none yet). */
   #cursor: string | undefined;
   #lastPrune = -Infinity;
@@ -75,10 +76,9 @@ export class MysqlThrottleStore implements ThrottleStore {
 
   subscribe(listener: ThrottleStoreListener): () => void {
     if (this.#closed) return () => undefined;
-    const ref = new WeakRef(listener);
-    this.#listeners.add(ref);
+    const remove = this.#listeners.add(listener);
     this.#schedule();
-    return () => void this.#listeners.delete(ref);
+    return remove;
   }
 
   /** Deletes expired rows now, in bounded batches; resolves to how many went. */
@@ -118,7 +118,7 @@ export class MysqlThrottleStore implements ThrottleStore {
 
   /** One interval's work; failures go to the listeners, and the next interval tries again. */
   async #readAndPrune(): Promise<void> {
-    const listeners = this.#liveListeners();
+    const listeners = this.#listeners.live();
     if (listeners.length === 0) return;
     try {
       const records = await this.#readChanges();
@@ -149,15 +149,5 @@ export class MysqlThrottleStore implements ThrottleStore {
       overlap = 0;
     }
     return records;
-  }
-
-  #liveListeners(): ThrottleStoreListener[] {
-    const live: ThrottleStoreListener[] = [];
-    for (const ref of this.#listeners) {
-      const listener = ref.deref();
-      if (listener === undefined) this.#listeners.delete(ref);
-      else live.push(listener);
-    }
-    return live;
   }
 }
