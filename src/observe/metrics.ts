@@ -29,6 +29,8 @@ export interface MetricsOptions {
   merchantLabel?: boolean;
   /** How many salts the storage holds, for `merchant_api_salts_stored` (the memory storage's `saltCount`). */
   saltCount?: () => number | Promise<number>;
+  /** The most salts the storage may hold, for `merchant_api_salts_capacity` (the memory storage's `maxSalts`): with `saltCount`, how full it is. */
+  saltCapacity?: number;
 }
 
 export interface Metrics {
@@ -74,6 +76,8 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     registers,
   });
   const storageErrors = new Counter({ name: 'merchant_api_storage_errors_total', help: 'Storage calls that failed or timed out, by operation.', labelNames: ['operation'], registers });
+  // Only ever an error code of MerchantApiErrorCode: a short fixed list, so a label an outsider cannot grow.
+  const errors = new Counter({ name: 'merchant_api_errors_total', help: 'Error answers, by error code (docs/protocol.md#errors).', labelNames: ['code'], registers });
   const saltCount = options.saltCount;
   new Gauge({
     name: 'merchant_api_salts_stored',
@@ -85,6 +89,8 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       },
     }),
   });
+  const saltCapacity = new Gauge({ name: 'merchant_api_salts_capacity', help: 'The most salts the storage may hold (where it has a bound: MAX_SALTS of the memory storage), else 0.', registers });
+  if (options.saltCapacity !== undefined) saltCapacity.set(options.saltCapacity);
 
   // Label children cached by key: prom-client hashes the label object on every call otherwise.
   const requestChildren = new Map<string, Counter.Internal>();
@@ -107,6 +113,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       let timer = durationChildren.get(route);
       if (!timer) durationChildren.set(route, (timer = duration.labels({ route })));
       timer.observe(summary.durationMs / 1000);
+      if (ctx.errorCode !== undefined) errors.inc({ code: ctx.errorCode });
       if (ctx.authFailure !== undefined) authFailures.inc({ reason: ctx.authFailure });
       if (ctx.throttled !== undefined) throttled.inc({ reason: ctx.throttled });
     },

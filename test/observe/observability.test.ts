@@ -277,7 +277,7 @@ describe('metrics', () => {
 
   it('counts requests, durations, auth failures and storage calls, with labels an outsider cannot choose', async () => {
     const storage = new MemoryStorage(contractSeed());
-    const metrics = createMetrics({ saltCount: () => storage.saltCount });
+    const metrics = createMetrics({ saltCount: () => storage.saltCount, saltCapacity: storage.maxSalts });
     const api = createMerchantApi({ storage, now: () => NOW_MS, accessLog: false, logger: recordingLogger().logger, hooks: metrics.hooks, tracing: false });
     for (let i = 0; i < 3; i++) await get(api, '/healthz');
     await get(api, '/merchant/users/a-001', M1);
@@ -301,7 +301,12 @@ describe('metrics', () => {
     expect(value('merchant_api_auth_failures_total', { reason: 'wrong_key' })).toBe(1);
     expect(await histogram('merchant_api_storage_operation_duration_seconds', { operation: 'recordSalt' })).toBe(2);
     expect(await histogram('merchant_api_storage_operation_duration_seconds', { operation: 'getMerchant' })).toBe(4);
+    expect(value('merchant_api_errors_total', { code: 'unauthorized' })).toBe(1);
+    expect(value('merchant_api_errors_total', { code: 'method_not_allowed' })).toBe(1);
+    expect(value('merchant_api_errors_total', { code: 'not_found' })).toBe(1);
+    expect(value('merchant_api_errors_total')).toBe(3);
     expect(value('merchant_api_salts_stored')).toBe(2);
+    expect(value('merchant_api_salts_capacity')).toBe(1_000_000);
     expect(value('merchant_api_storage_errors_total')).toBe(0);
     expect(value('process_cpu_user_seconds_total')).toBeGreaterThan(0);
     const text = await (await metrics.fetch(new Request('http://metrics/metrics'))).text();
@@ -315,6 +320,8 @@ describe('metrics', () => {
     const value = await parse(metrics);
     expect(value('merchant_api_requests_total', { merchant: 'm1' })).toBe(1);
     expect(value('process_cpu_user_seconds_total')).toBe(0);
+    // Without saltCapacity (a storage with no bound) the capacity is 0, which the salt store alert leaves out.
+    expect(value('merchant_api_salts_capacity')).toBe(0);
   });
 
   it('answers 404 away from /metrics', async () => {

@@ -55,7 +55,8 @@ export async function serveCommand(runtime: ServeRuntime, io: CliIo, args: strin
   let served: Served | undefined;
   let metricsServer: Served | undefined;
   try {
-    const metrics = config.metricsPort === undefined ? undefined : createMetrics({ saltCount: storage instanceof MemoryStorage ? () => storage.saltCount : undefined });
+    const memory = storage instanceof MemoryStorage ? storage : undefined;
+    const metrics = config.metricsPort === undefined ? undefined : createMetrics({ saltCount: memory && (() => memory.saltCount), saltCapacity: memory?.maxSalts });
     const api = createMerchantApi({
       storage,
       publicUrl: config.publicUrl,

@@ -86,6 +86,11 @@ export class MemoryStorage implements Storage {
     return this.#salts.size;
   }
 
+  /** The most salts held at once (`maxSalts`), for monitoring how full the replay store is. */
+  get maxSalts(): number {
+    return this.#salts.maxSalts;
+  }
+
   #assertOpen(): void {
     if (this.#closed) throw new StorageUnavailableError('The memory storage is closed.');
   }
