@@ -6,7 +6,7 @@ import { getRequestListener } from '@hono/node-server';
 import { createServer, STATUS_CODES, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
-import { errorResponse, MerchantApiError, type MerchantApi } from '../src/index.js';
+import { addressKey, errorResponse, MerchantApiError, type MerchantApi } from '../src/index.js';
 import { closeWithin, listenUrl, resolveServeOptions, type Served, type ServeOptions } from './serve-options.js';
 
 export type { Served, ServeOptions } from './serve-options.js';
@@ -109,16 +109,17 @@ async function answerTwoHosts(req: IncomingMessage, res: ServerResponse): Promis
  * holds `perAddress`: one client opening (or reopening as fast as they are
  * closed) thousands of idle connections then holds a few of the server's,
  * not all of them. Closing costs far less than the request a connection
- * would carry.
+ * would carry. An IPv6 client counts by its network (`addressKey`): its
+ * other addresses are free to it.
  */
-function limitConnectionsPerAddress(server: Server, perAddress: number, onCapped?: (address: string, limit: number) => void): void {
+function limitConnectionsPerAddress(server: Server, perAddress: number, ipv6Prefix: number, onCapped?: (address: string, limit: number) => void): void {
   if (perAddress >= server.maxConnections) return;
   const open = new Map<string, number>();
   // Addresses told about since they reached the cap.
   const capped = new Set<string>();
   server.on('connection', (socket: Socket) => {
-    const address = socket.remoteAddress;
-    if (address === undefined) return;
+    if (socket.remoteAddress === undefined) return;
+    const address = addressKey(socket.remoteAddress, ipv6Prefix);
     const held = open.get(address) ?? 0;
     if (held >= perAddress) {
       socket.destroy();
@@ -173,7 +174,7 @@ export function answerClientErrors(server: Server): void {
  * process.on('SIGTERM', () => server.close());
  */
 export async function serve(api: MerchantApi, options: ServeOptions = {}): Promise<Served> {
-  const { port, hostname, shutdownTimeout, tls, limits } = resolveServeOptions(options);
+  const { port, hostname, shutdownTimeout, tls, limits, ipv6Prefix } = resolveServeOptions(options);
   const listener = createRequestListener(api);
   const serverOptions = {
     // Node would answer a missing Host with a bare 400 itself; the listener answers it in JSON.
@@ -187,7 +188,7 @@ export async function serve(api: MerchantApi, options: ServeOptions = {}): Promi
   };
   const server: Server = tls ? createHttpsServer({ ...serverOptions, cert: tls.cert, key: tls.key }, listener) : createServer(serverOptions, listener);
   server.maxConnections = limits.maxConnections;
-  limitConnectionsPerAddress(server, limits.maxConnectionsPerAddress, options.onConnectionsCapped);
+  limitConnectionsPerAddress(server, limits.maxConnectionsPerAddress, ipv6Prefix, options.onConnectionsCapped);
   answerClientErrors(server);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

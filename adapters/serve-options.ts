@@ -3,6 +3,7 @@
  * that Node, Bun and Deno deploys are configured the same way.
  */
 import { DEFAULTS } from '../src/defaults.js';
+import { checkIpv6Prefix } from '../src/limits/address-key.js';
 
 export interface ServeOptions {
   /** TCP port; 0 picks a free one (see `url`). Default 8787. */
@@ -27,11 +28,17 @@ export interface ServeOptions {
    */
   reusePort?: boolean;
   /**
-   * Told when an address reaches `limits.maxConnectionsPerAddress` and its
+   * Told when an address (an IPv6 one: its network) reaches `limits.maxConnectionsPerAddress` and its
    * next connection is closed unread; once until the address holds fewer
    * again, so a flood of connections is one call, not thousands. Node only.
    */
   onConnectionsCapped?: (clientAddress: string, limit: number) => void;
+  /**
+   * `limits.maxConnectionsPerAddress` counts IPv6 clients per network of this
+   * prefix length (docs/security.md#ipv6-clients): a client holds a whole /64,
+   * so a full address is no limit. 32 to 128; default 64 (as `createMerchantApi`'s `ipv6Prefix`).
+   */
+  ipv6Prefix?: number;
 }
 
 export interface ConnectionLimits {
@@ -44,7 +51,7 @@ export interface ConnectionLimits {
   /** Most connections at once; further ones are closed as they arrive. Default 10,000. */
   maxConnections?: number;
   /**
-   * Most connections at once from one address (the socket's peer), so that
+   * Most connections at once from one address (the socket's peer; an IPv6 one by its `ipv6Prefix` network), so that
    * one client cannot hold all of `maxConnections`; further ones are closed
    * as they arrive. Behind a proxy every connection comes from the proxy:
    * set it to `maxConnections` there. Default 256.
@@ -79,11 +86,14 @@ export function resolveServeOptions(options: ServeOptions): {
   tls: ServeOptions['tls'];
   limits: Required<ConnectionLimits>;
   reusePort: boolean;
+  ipv6Prefix: number;
 } {
   const limits = { ...DEFAULT_LIMITS, ...options.limits };
   for (const [name, value] of Object.entries(limits)) {
     if (!Number.isInteger(value) || value < 1) throw new TypeError(`limits.${name} must be a whole number, at least 1.`);
   }
+  const ipv6Prefix = options.ipv6Prefix ?? DEFAULTS.ipv6Prefix;
+  checkIpv6Prefix(ipv6Prefix, 'ipv6Prefix');
   return {
     port: options.port ?? DEFAULT_PORT,
     hostname: options.hostname ?? DEFAULT_HOSTNAME,
@@ -91,6 +101,7 @@ export function resolveServeOptions(options: ServeOptions): {
     tls: options.tls,
     limits,
     reusePort: options.reusePort ?? false,
+    ipv6Prefix,
   };
 }
 

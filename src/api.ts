@@ -88,7 +88,7 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
   const throttle =
     options.throttle === false
       ? undefined
-      : new ThrottleGate(shareThrottle(new FailureThrottle(options.throttle), { store: storage.throttleStore?.(), now: resolved.now, logger }), logger, resolved.now);
+      : new ThrottleGate(shareThrottle(new FailureThrottle(options.throttle), { store: storage.throttleStore?.(), now: resolved.now, logger }), logger, resolved.now, resolved.ipv6Prefix);
 
   const fetch = createPipeline({
     routes: ROUTES,
@@ -97,6 +97,7 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
     logger,
     basePath: resolved.basePath,
     trustProxy: resolved.trustProxy,
+    ipv6Prefix: resolved.ipv6Prefix,
     throttle,
     tarpit: options.tarpit === false ? undefined : new Tarpit(options.tarpit),
     listings: new ListingSlots(resolved.merchantConcurrency, logger),

@@ -23,6 +23,8 @@ export const DEFAULTS = {
     addressBlockSeconds: 3600,
     maxEntries: 100_000,
   },
+  /** IPv6 clients count as one per network of this prefix length in every per-address limit (docs/security.md#ipv6-clients). */
+  ipv6Prefix: 64,
   /** Late refusals of connections that ignore Retry-After. */
   tarpit: { maxDelayMs: 5000, maxEntries: 100_000 },
   /** Fair sharing: the process CPU, in percent of a core, from which the instance counts as busy. */

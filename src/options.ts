@@ -6,6 +6,7 @@
 import { DEFAULTS } from './defaults.js';
 import type { MerchantApiHooks } from './http/hooks.js';
 import { normaliseBasePath } from './http/url.js';
+import { checkIpv6Prefix } from './limits/address-key.js';
 import type { FairShareOptions } from './limits/fair-share.js';
 import type { TarpitOptions } from './limits/tarpit.js';
 import type { ThrottleOptions } from './limits/throttle.js';
@@ -16,6 +17,7 @@ import type { Storage } from './storage/contract.js';
 export { DEFAULTS } from './defaults.js';
 export { normalisePublicUrl } from './http/public-url.js';
 export { LOG_LEVELS } from './observe/logger.js';
+export { MAX_IPV6_PREFIX, MIN_IPV6_PREFIX } from './limits/address-key.js';
 export type { ThrottleOptions } from './limits/throttle.js';
 
 export interface MerchantApiOptions {
@@ -28,8 +30,17 @@ export interface MerchantApiOptions {
    * signature covers it. The only trusted source in production.
    */
   publicUrl?: string | readonly string[];
-  /** Take the public origin from `X-Forwarded-Proto`/`-Host` (only behind a proxy that sets them). */
+  /**
+   * Behind a proxy: take the public origin from `X-Forwarded-Proto`/`-Host`, and the client
+   * address from the last `X-Forwarded-For` entry when it is an IP address (only behind a proxy that sets them).
+   */
   trustProxy?: boolean;
+  /**
+   * IPv6 clients are counted per network of this prefix length by the failed-authentication
+   * throttle and late refusals (docs/security.md#ipv6-clients); IPv4 clients per address.
+   * A whole number from 32 to 128 (128: per address). Default 64.
+   */
+  ipv6Prefix?: number;
   /** Accepted distance of `ts` from now, in seconds, either way. Default 300. */
   timestampTolerance?: number;
   /** Deadline of every storage call in milliseconds; later is a 503. Default 5000. */
@@ -82,6 +93,7 @@ export interface ResolvedOptions {
   streamBatchSize: number;
   merchantConcurrency: number;
   trustProxy: boolean;
+  ipv6Prefix: number;
   now: () => number;
 }
 
@@ -94,6 +106,7 @@ export function resolveOptions(options: MerchantApiOptions): ResolvedOptions {
     streamBatchSize: options.streamBatchSize ?? DEFAULTS.streamBatchSize,
     merchantConcurrency: options.merchantConcurrency ?? DEFAULTS.merchantConcurrency,
     trustProxy: options.trustProxy === true,
+    ipv6Prefix: options.ipv6Prefix ?? DEFAULTS.ipv6Prefix,
     now: options.now ?? Date.now,
   };
   const wholeAtLeastOne = (name: 'timestampTolerance' | 'merchantConcurrency' | 'streamBatchSize', unit: string) => {
@@ -102,6 +115,7 @@ export function resolveOptions(options: MerchantApiOptions): ResolvedOptions {
   wholeAtLeastOne('timestampTolerance', ' of seconds');
   wholeAtLeastOne('merchantConcurrency', '');
   wholeAtLeastOne('streamBatchSize', '');
+  checkIpv6Prefix(resolved.ipv6Prefix, 'ipv6Prefix');
   if (!(resolved.storageTimeout > 0)) throw new TypeError('storageTimeout must be a positive number of milliseconds.');
   return resolved;
 }

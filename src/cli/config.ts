@@ -4,7 +4,7 @@
  * down. Every bad value is named in one error.
  */
 import { availableParallelism } from 'node:os';
-import { DEFAULTS, LOG_LEVELS, normalisePublicUrl, type ThrottleOptions } from '../options.js';
+import { DEFAULTS, LOG_LEVELS, MAX_IPV6_PREFIX, MIN_IPV6_PREFIX, normalisePublicUrl, type ThrottleOptions } from '../options.js';
 import { DEFAULT_LIMITS, DEFAULT_SHUTDOWN_TIMEOUT_MS, type ConnectionLimits } from '../../adapters/serve-options.js';
 import { MasterKeyError, parseMasterKey, type MasterKey } from '../storage/mysql/index.js';
 import { MAX_MAX_SALTS } from '../storage/memory/index.js';
@@ -35,6 +35,8 @@ export interface ServerConfig {
   seedFile?: string;
   publicUrl?: string[];
   trustProxy: boolean;
+  /** IPV6_PREFIX: IPv6 clients count per network of this prefix length in every per-address limit. */
+  ipv6Prefix: number;
   timestampTolerance: number;
   storageTimeout: number;
   cursorSecret?: string;
@@ -57,7 +59,7 @@ export interface ServerConfig {
   fairShare: { busyPercent: number } | false;
   /** MAX_SALTS: salts the memory storage holds at most (one merchant: half). */
   maxSalts: number;
-  /** HEADERS_TIMEOUT, REQUEST_TIMEOUT, KEEP_ALIVE_TIMEOUT (ms), MAX_CONNECTIONS and MAX_CONNECTIONS_PER_ADDRESS. */
+  /** HEADERS_TIMEOUT, REQUEST_TIMEOUT, KEEP_ALIVE_TIMEOUT (ms), MAX_CONNECTIONS and MAX_CONNECTIONS_PER_ADDRESS (IPv6: per IPV6_PREFIX network). */
   limits: Required<ConnectionLimits>;
   /** WORKERS: processes serving the same port (`auto`: one per core); above 1 only with MySQL; with METRICS_PORT the primary serves every worker's metrics. */
   workers: number;
@@ -135,6 +137,7 @@ export function readServerConfig(env: Env): ServerConfig {
     seedFile: r.text('SEED_FILE'),
     publicUrl: publicUrls(r),
     trustProxy,
+    ipv6Prefix: r.int('IPV6_PREFIX', DEFAULTS.ipv6Prefix, MIN_IPV6_PREFIX, MAX_IPV6_PREFIX),
     timestampTolerance: r.int('TIMESTAMP_TOLERANCE', DEFAULTS.timestampTolerance, 1, 86_400),
     storageTimeout: mysql.storageTimeout,
     cursorSecret,

@@ -3,6 +3,7 @@
  * and what hooks see (docs/observability.md#hooks).
  */
 
+import { isIP } from 'node:net';
 import type { AuthFailureReason } from '../auth/basic-auth.js';
 
 export type { AuthFailureReason };
@@ -67,15 +68,24 @@ export interface RequestInfo {
 const VALID_REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
 
 /**
+ * The longest client address kept: an IPv6 address with a zone fits. A
+ * host's longer value is cut, so that no log line, trace or map key grows
+ * with what it passes.
+ */
+const MAX_CLIENT_ADDRESS_LENGTH = 64;
+
+/**
  * The context of a request. With `trustProxy`, the client address is the one
  * the nearest proxy appended to `X-Forwarded-For` (its last entry): the
- * entries before it are whatever the client chose to send.
+ * entries before it are whatever the client chose to send. An entry that is
+ * not an IP address is not an address a proxy wrote: the socket's is used.
  */
 export function createContext(request: Request, info: RequestInfo | undefined, trustProxy: boolean): RequestContext {
   const header = info?.header ?? ((name: string) => request.headers.get(name));
   const given = header('x-request-id');
   let clientAddress = info?.clientAddress;
-  if (trustProxy) clientAddress = lastListValue(header('x-forwarded-for')) ?? clientAddress;
+  if (trustProxy) clientAddress = forwardedAddress(header('x-forwarded-for')) ?? clientAddress;
+  if (clientAddress !== undefined && clientAddress.length > MAX_CLIENT_ADDRESS_LENGTH) clientAddress = clientAddress.slice(0, MAX_CLIENT_ADDRESS_LENGTH);
   return {
     request,
     header,
@@ -91,6 +101,12 @@ export function createContext(request: Request, info: RequestInfo | undefined, t
     errorCode: undefined,
     authFailure: undefined,
   };
+}
+
+/** The last entry of `X-Forwarded-For` when it is an IPv4 or IPv6 address (`node:net` isIP), else undefined. */
+function forwardedAddress(header: string | null): string | undefined {
+  const value = lastListValue(header);
+  return value !== undefined && isIP(value) !== 0 ? value : undefined;
 }
 
 /** The last entry of a comma-separated header: what the nearest proxy added. */

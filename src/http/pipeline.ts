@@ -26,6 +26,8 @@ export interface PipelineParts {
   logger: Logger;
   basePath: string;
   trustProxy: boolean;
+  /** IPv6 clients count per network of this prefix length in late refusals (src/limits/address-key.ts). */
+  ipv6Prefix: number;
   /** The failed-authentication throttle; undefined when off. */
   throttle: ThrottleGate | undefined;
   /** Late refusals; undefined when off. */
@@ -38,7 +40,7 @@ export interface PipelineParts {
 type Answer = Reply & { release?: () => void };
 
 export function createPipeline(parts: PipelineParts): (request: Request, info?: RequestInfo) => Promise<Response> {
-  const { deps, hooks, logger, basePath, trustProxy, throttle, tarpit, listings } = parts;
+  const { deps, hooks, logger, basePath, trustProxy, ipv6Prefix, throttle, tarpit, listings } = parts;
   const match = createMatcher(parts.routes);
   const { onRequest, onError, onFinish, onResponse } = hooks;
 
@@ -140,7 +142,7 @@ export function createPipeline(parts: PipelineParts): (request: Request, info?: 
       answer = await run(ctx, route, path, search, origin, params);
     } catch (error) {
       answer = failed(ctx, error, shape);
-      const wait = tarpit && refusalDelay(tarpit, ctx, error);
+      const wait = tarpit && refusalDelay(tarpit, ctx, error, ipv6Prefix);
       if (wait) await heldBack(wait);
     }
     // A failure shared through a store is answered once the store has it (bounded).

@@ -4,7 +4,8 @@
  *
  * A 429 costs the core the HTTP work of a request, so a client that ignores
  * `Retry-After` and resends at once keeps a core busy with refusals, and
- * every other merchant waits behind them (docs/benchmarks.md). A connection (client address and port) that was refused with
+ * every other merchant waits behind them (docs/benchmarks.md). A connection (client address, an IPv6
+ * one by its prefix as src/limits/address-key.ts keys it, and port) that was refused with
  * `Retry-After` and sends again before that time has passed gets its next
  * refusal only when the time is up, at most `maxDelayMs` later: it then
  * costs a timer, not a core, and each of its connections gets about one
@@ -13,6 +14,7 @@
 import type { RequestContext } from '../http/context.js';
 import { MerchantApiError } from '../errors.js';
 import { DEFAULTS } from '../defaults.js';
+import { addressKey } from './address-key.js';
 
 export interface TarpitOptions {
   /** The longest a refusal is held back, ms. Default 5000 (well inside the servers' request timeouts and the 8 s shutdown). */
@@ -62,11 +64,11 @@ export class Tarpit {
  * How long to hold back the answer to `error`: only a 429 with Retry-After,
  * to a connection the adapter told us (address and port), is ever held.
  */
-export function refusalDelay(tarpit: Tarpit, ctx: RequestContext, error: unknown): number {
+export function refusalDelay(tarpit: Tarpit, ctx: RequestContext, error: unknown, ipv6Prefix: number): number {
   if (!(error instanceof MerchantApiError) || error.status !== 429 || ctx.clientPort === undefined) return 0;
   const retryAfter = error.retryAfter;
   if (retryAfter === undefined || !(retryAfter > 0)) return 0;
-  return tarpit.delay(`${ctx.clientAddress ?? ''} ${ctx.clientPort}`, retryAfter);
+  return tarpit.delay(`${addressKey(ctx.clientAddress ?? '', ipv6Prefix)} ${ctx.clientPort}`, retryAfter);
 }
 
 /** Resolves after `ms`: a timer, which Node, Bun and Deno all have. */

@@ -10,6 +10,7 @@ import type { RequestContext } from '../http/context.js';
 import { parseQuery } from '../http/query.js';
 import type { Logger } from '../observe/logger.js';
 import type { RouteAuth } from '../routes/route.js';
+import { addressKey } from './address-key.js';
 import { noteRefusal } from './refusal.js';
 import type { Block } from './throttle.js';
 import type { AuthThrottle } from './throttle-sharing.js';
@@ -18,18 +19,21 @@ export class ThrottleGate {
   readonly #throttle: AuthThrottle;
   readonly #logger: Logger;
   readonly #now: () => number;
+  readonly #ipv6Prefix: number;
 
-  constructor(throttle: AuthThrottle, logger: Logger, now: () => number) {
+  /** `ipv6Prefix`: IPv6 clients are counted per network of this prefix length (src/limits/address-key.ts). */
+  constructor(throttle: AuthThrottle, logger: Logger, now: () => number, ipv6Prefix: number) {
     this.#throttle = throttle;
     this.#logger = logger;
     this.#now = now;
+    this.#ipv6Prefix = ipv6Prefix;
   }
 
   /** Throws the 429 when the client is blocked. Needs the client address, which the adapters give. */
   check(ctx: RequestContext, auth: RouteAuth, search: string): void {
     if (auth === 'none') return;
     if (ctx.clientAddress === undefined) return warnNoAddress(this.#logger, ctx);
-    const block = this.#throttle.blocked(ctx.clientAddress, () => claimedMerchant(ctx, auth, search), Math.floor(this.#now() / 1000));
+    const block = this.#throttle.blocked(addressKey(ctx.clientAddress, this.#ipv6Prefix), () => claimedMerchant(ctx, auth, search), Math.floor(this.#now() / 1000));
     if (!block) return;
     noteRefusal(this.#logger, ctx, block.scope === 'address' ? 'auth_address' : 'auth_pair');
     throw tooManyFailures(block);
@@ -42,8 +46,8 @@ export class ThrottleGate {
    */
   count(ctx: RequestContext): void | Promise<void> {
     if (ctx.clientAddress === undefined) return;
-    if (ctx.authFailure !== undefined) return this.#throttle.failed(ctx.clientAddress, ctx.claimedMerchantId, Math.floor(this.#now() / 1000));
-    else if (ctx.merchantId !== undefined) this.#throttle.succeeded(ctx.clientAddress, ctx.merchantId);
+    if (ctx.authFailure !== undefined) return this.#throttle.failed(addressKey(ctx.clientAddress, this.#ipv6Prefix), ctx.claimedMerchantId, Math.floor(this.#now() / 1000));
+    else if (ctx.merchantId !== undefined) this.#throttle.succeeded(addressKey(ctx.clientAddress, this.#ipv6Prefix), ctx.merchantId);
   }
 }
 

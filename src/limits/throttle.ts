@@ -4,12 +4,16 @@
  * Counted per client address, and per (existing merchant, address); a
  * blocked request is refused before any key is compared or any storage read.
  * Memory is bounded whatever an attacker sends: ids of merchants that do not
- * exist never get an entry of their own, and every map has a size cap.
+ * exist never get an entry of their own, and every map has a size cap that
+ * forgets plain counters before blocks (src/limits/bounded-states.ts). The
+ * address given is already a key (src/limits/address-key.ts: an IPv6 client
+ * is counted per prefix).
  * Shared between instances, it also learns what a store tells it
  * (`learn`, used by src/limits/throttle-sharing.ts); it still decides alone.
  */
 import type { ThrottleRecord, ThrottleRules } from '../storage/throttle-store.js';
 import { DEFAULTS } from '../defaults.js';
+import { BoundedStates } from './bounded-states.js';
 
 export interface ThrottleOptions {
   /** Consecutive failures for one merchant from one address before that pair is blocked. Default 10. */
@@ -24,7 +28,7 @@ export interface ThrottleOptions {
   addressWindowSeconds?: number;
   /** How long a blocked address stays blocked, in seconds. Default 3600. */
   addressBlockSeconds?: number;
-  /** Most addresses and most pairs tracked (each); the oldest are forgotten first. Default 100,000. */
+  /** Most addresses and most pairs tracked (each); plain counters are forgotten first (the oldest first), blocks in force last. Default 100,000. */
   maxEntries?: number;
 }
 
@@ -56,10 +60,12 @@ interface PairState {
 
 export class FailureThrottle {
   readonly #o: Required<ThrottleOptions>;
-  readonly #addresses = new Map<string, AddressState>();
-  readonly #pairs = new Map<string, PairState>();
+  readonly #addresses: BoundedStates<AddressState>;
+  readonly #pairs: BoundedStates<PairState>;
   /** Blocked pairs by address, so the common check (nothing blocked here) parses no credentials. */
-  readonly #blockedPairs = new Map<string, Map<string, number>>();
+  readonly #blockedPairs: BoundedStates<Map<string, number>>;
+  /** The latest time a request told (seconds): what `learn`, which has no clock, decides a block's end against. */
+  #lastNow = 0;
 
   /** The limits in force, every option set. */
   get rules(): ThrottleRules {
@@ -71,10 +77,14 @@ export class FailureThrottle {
     for (const [name, value] of Object.entries(this.#o)) {
       if (!Number.isInteger(value) || value < 1) throw new TypeError(`throttle.${name} must be a whole number, at least 1.`);
     }
+    this.#addresses = new BoundedStates(this.#o.maxEntries, (state) => state.blockedUntil);
+    this.#pairs = new BoundedStates(this.#o.maxEntries, (pair) => pair.blockedUntil);
+    this.#blockedPairs = new BoundedStates(this.#o.maxEntries, (pairs) => Math.max(0, ...pairs.values()));
   }
 
   /** The block that applies to a request, if any. `claimedMerchant` is asked only when a pair of this address is blocked. */
   blocked(address: string, claimedMerchant: () => string | undefined, nowSeconds: number): Block | undefined {
+    this.#lastNow = Math.max(this.#lastNow, nowSeconds);
     const state = this.#addresses.get(address);
     if (state !== undefined && state.blockedUntil > nowSeconds) {
       return { scope: 'address', retryAfter: state.blockedUntil - nowSeconds, limit: this.#o.addressFailures, window: this.#o.addressWindowSeconds };
@@ -94,6 +104,7 @@ export class FailureThrottle {
 
   /** Counts a failure; `merchantId` only when that merchant exists. */
   failed(address: string, merchantId: string | undefined, nowSeconds: number): void {
+    this.#lastNow = Math.max(this.#lastNow, nowSeconds);
     let state = this.#addresses.get(address);
     if (state === undefined || nowSeconds - state.windowStart >= this.#o.addressWindowSeconds) {
       state = { failures: 0, windowStart: nowSeconds, blockedUntil: state?.blockedUntil ?? 0, version: state?.version ?? '' };
@@ -104,7 +115,7 @@ export class FailureThrottle {
       state.failures = 0;
       state.windowStart = nowSeconds;
     }
-    touch(this.#addresses, address, state, this.#o.maxEntries);
+    this.#addresses.set(address, state, nowSeconds);
     if (merchantId === undefined) return;
 
     const key = pairKey(merchantId, address);
@@ -117,7 +128,7 @@ export class FailureThrottle {
       pair.blockedUntil = nowSeconds + seconds;
       this.#setPairBlock(address, merchantId, pair.blockedUntil);
     }
-    touch(this.#pairs, key, pair, this.#o.maxEntries);
+    this.#pairs.set(key, pair, nowSeconds);
   }
 
   /**
@@ -143,7 +154,7 @@ export class FailureThrottle {
       const state = this.#addresses.get(record.address);
       if (state !== undefined && state.version >= record.version) return;
       const blockedUntil = authoritative || state === undefined ? record.blockedUntil : Math.max(state.blockedUntil, record.blockedUntil);
-      touch(this.#addresses, record.address, { failures: record.failures, windowStart: record.windowStart, blockedUntil, version: record.version }, this.#o.maxEntries);
+      this.#addresses.set(record.address, { failures: record.failures, windowStart: record.windowStart, blockedUntil, version: record.version }, this.#lastNow);
       return;
     }
     const merchantId = record.merchantId;
@@ -153,15 +164,15 @@ export class FailureThrottle {
     if (pair !== undefined && pair.version >= record.version) return;
     const current = this.#blockedPairs.get(record.address)?.get(merchantId) ?? 0;
     const blockedUntil = authoritative ? record.blockedUntil : Math.max(current, record.blockedUntil);
-    touch(this.#pairs, key, { consecutive: record.failures, blocks: record.blocks, blockedUntil, version: record.version }, this.#o.maxEntries);
+    this.#pairs.set(key, { consecutive: record.failures, blocks: record.blocks, blockedUntil, version: record.version }, this.#lastNow);
     if (blockedUntil > 0) this.#setPairBlock(record.address, merchantId, blockedUntil);
     else if (current > 0) this.#liftPairBlock(record.address, merchantId);
   }
 
   #setPairBlock(address: string, merchantId: string, until: number): void {
-    let blocked = this.#blockedPairs.get(address);
-    if (blocked === undefined) touch(this.#blockedPairs, address, (blocked = new Map()), this.#o.maxEntries);
+    const blocked = this.#blockedPairs.get(address) ?? new Map<string, number>();
     blocked.set(merchantId, until);
+    this.#blockedPairs.set(address, blocked, this.#lastNow);
   }
 
   #liftPairBlock(address: string, merchantId: string): void {
@@ -178,13 +189,6 @@ export class FailureThrottle {
 
 function pairKey(merchantId: string, address: string): string {
   return `${address}\u0000${merchantId}`;
-}
-
-/** Sets `key` as the newest entry, forgetting the oldest beyond `max`. */
-function touch<V>(map: Map<string, V>, key: string, value: V, max: number): void {
-  map.delete(key);
-  map.set(key, value);
-  if (map.size > max) map.delete(map.keys().next().value!);
 }
 
 /** The options actually given: an option set to undefined keeps its default. */

@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { ROOT } from '../support/processes.js';
 
 const EXPECTED: Record<string, string[]> = {
-  '.': ['MAX_ID_LENGTH', 'MerchantApiError', 'StorageUnavailableError', 'USER_RECORD_KEYS', 'createJsonLogger', 'createMerchantApi', 'errorResponse', 'silentLogger'],
+  '.': ['MAX_ID_LENGTH', 'MerchantApiError', 'StorageUnavailableError', 'USER_RECORD_KEYS', 'addressKey', 'createJsonLogger', 'createMerchantApi', 'errorResponse', 'silentLogger'],
   './signing': ['canonicalMessage', 'pct', 'sign', 'signUrl', 'verify'],
   './metrics': ['answerScrape', 'createMetrics'],
   './node': ['answerClientErrors', 'createRequestListener', 'serve'],

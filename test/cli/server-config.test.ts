@@ -20,4 +20,11 @@ describe('readServerConfig', () => {
     expect(readServerConfig({ TRUST_PROXY: 'true', MAX_CONNECTIONS_PER_ADDRESS: '64' }).limits.maxConnectionsPerAddress).toBe(64);
     expect(() => readServerConfig({ MAX_CONNECTIONS_PER_ADDRESS: '0' })).toThrow(/MAX_CONNECTIONS_PER_ADDRESS/);
   });
+
+  it('groups IPv6 clients by a /64 unless IPV6_PREFIX says otherwise, from 32 to 128', () => {
+    expect(readServerConfig({}).ipv6Prefix).toBe(64);
+    expect(readServerConfig({ IPV6_PREFIX: '56' }).ipv6Prefix).toBe(56);
+    expect(readServerConfig({ IPV6_PREFIX: '128' }).ipv6Prefix).toBe(128);
+    for (const bad of ['31', '129', '64.5', 'x']) expect(() => readServerConfig({ IPV6_PREFIX: bad })).toThrow(/IPV6_PREFIX must be a whole number from 32 to 128/);
+  });
 });

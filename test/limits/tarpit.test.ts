@@ -90,22 +90,25 @@ describe('Tarpit', () => {
 });
 
 describe('late refusals through api.fetch', () => {
-  /** m1's pair blocked for 1 s after 10 wrong keys from one address; answers how long each later request took, by port. */
-  async function blockedThenRetry(options: Parameters<typeof testApi>[0]) {
+  /**
+   * m1's pair blocked for 1 s after 10 wrong keys from `address`; answers how long each later
+   * request took, by port, the same-port one sent from `retryAddress`.
+   */
+  async function blockedThenRetry(options: Parameters<typeof testApi>[0], address = '192.0.2.7', retryAddress = address) {
     const { api } = testApi({ tracing: false, throttle: { pairBlockSeconds: 1 }, ...options });
-    const from = (clientPort: number) => ({ fetch: (request: Request) => api.fetch(request, { clientAddress: '192.0.2.7', clientPort }) });
-    const list = (port: number, key: string) => call(from(port), `${ORIGIN}/merchant/users?limit=1`, { headers: basic('m1', key) });
+    const from = (clientPort: number, clientAddress: string) => ({ fetch: (request: Request) => api.fetch(request, { clientAddress, clientPort }) });
+    const list = (port: number, key: string, sender = address) => call(from(port, sender), `${ORIGIN}/merchant/users?limit=1`, { headers: basic('m1', key) });
     for (let i = 0; i < 10; i++) expect((await list(1, `wrong-${i}`)).status).toBe(401);
     const first = await list(1, 'wrong-again');
     expect(first.status).toBe(429);
     expect(first.response.headers.get('retry-after')).toBe('1');
-    const timed = async (port: number) => {
+    const timed = async (port: number, sender: string) => {
       const started = performance.now();
-      const answer = await list(port, 'key-one');
+      const answer = await list(port, 'key-one', sender);
       expect(answer.status).toBe(429);
       return performance.now() - started;
     };
-    return { samePort: await timed(1), otherPort: await timed(2) };
+    return { samePort: await timed(1, retryAddress), otherPort: await timed(2, address) };
   }
 
   it('answers a connection that comes back at once only when its Retry-After is up, and another connection at once', async () => {
@@ -113,6 +116,12 @@ describe('late refusals through api.fetch', () => {
     expect(samePort).toBeGreaterThanOrEqual(850);
     expect(samePort).toBeLessThan(3000);
     expect(otherPort).toBeLessThan(500);
+  });
+
+  it('takes the same port from another address of the IPv6 /64 as the same connection', async () => {
+    const { samePort } = await blockedThenRetry({}, '2001:db8:5:5::1', '2001:db8:5:5:beef::2');
+    expect(samePort).toBeGreaterThanOrEqual(850);
+    expect(samePort).toBeLessThan(3000);
   });
 
   it('answers at once with tarpit: false', async () => {

@@ -88,6 +88,19 @@ describe.skipIf(!available)('the throttle shared by two instances on MySQL', () 
     expect((await a.call('/merchant/users', basic('m2', 'key-two'), address)).status).toBe(200);
   });
 
+  it('keeps one row for an IPv6 /64, whichever of its addresses fails, and refuses the whole /64 on the other instance', async () => {
+    const [a, b] = [instance(), instance()];
+    for (let i = 0; i < 9; i++) expect((await (i % 2 ? a : b).call('/merchant/users', basic('m1', `wrong-${i}`), `2001:db8:7:7::${i + 1}`)).status).toBe(401);
+    await vi.waitFor(async () => expect(await pairRow('2001:db8:7:7::/64')).toMatchObject({ failures: 9 }));
+    expect((await a.call('/merchant/users', basic('m1', 'wrong-9'), '2001:db8:7:7:ffff::1')).status).toBe(401);
+    await vi.waitFor(async () => expect(await pairRow('2001:db8:7:7::/64')).toMatchObject({ failures: 0, blocks: 1 }));
+    const { rows: addresses } = await sql<{ address: string }>`SELECT DISTINCT address FROM auth_failures WHERE address LIKE '2001:db8:7:7:%'`.execute(database.db);
+    expect(addresses).toEqual([{ address: '2001:db8:7:7::/64' }]);
+    await spread();
+    expect((await b.call('/merchant/users', basic('m1', 'key-one'), '2001:db8:7:7:abcd::99')).status).toBe(429);
+    expect((await b.call('/merchant/users', basic('m1', 'key-one'), '2001:db8:7:8::1')).status).toBe(200);
+  });
+
   it('refuses on the other instance, even with the right key, a block made by one; and on an instance started later', async () => {
     const [a, b] = [instance(), instance()];
     const address = '203.0.113.2';
@@ -121,20 +134,22 @@ describe.skipIf(!available)('the throttle shared by two instances on MySQL', () 
 
   it('blocks an address on both instances after 100 failures split across them, and writes no row for an unknown merchant', async () => {
     const [a, b] = [instance(), instance()];
-    const address = '2001:db8::4';
+    // An IPv6 client, counted (and stored) by its /64.
+    const address = '2001:db8:0:4::4';
+    const network = '2001:db8:0:4::/64';
     for (let i = 0; i < 100; i++) {
-      if (i === 99) await vi.waitFor(async () => expect((await rows(address))[0]).toMatchObject({ failures: 99 }));
+      if (i === 99) await vi.waitFor(async () => expect((await rows(network))[0]).toMatchObject({ failures: 99 }));
       const response = await (i % 2 ? a : b).call(i % 3 ? '/merchant/users' : signedUrl({ cp: `invented-${i}` }), i % 3 ? basic(`invented-${i}`, 'x') : {}, address);
       expect(response.status).not.toBe(429);
     }
-    await vi.waitFor(async () => expect(await rows(address)).toEqual([{ scope: 'address', merchant_id: '', failures: 0, blocks: 0, blocked_until: NOW + 3600 }]));
+    await vi.waitFor(async () => expect(await rows(network)).toEqual([{ scope: 'address', merchant_id: '', failures: 0, blocks: 0, blocked_until: NOW + 3600 }]));
     await spread();
     for (const one of [a, b]) {
       const refused = await one.call('/merchant/users', basic('m2', 'key-two'), address);
       expect(refused.status).toBe(429);
       expect(refused.headers.get('retry-after')).toBe('3600');
     }
-    expect((await b.call('/merchant/users', basic('m2', 'key-two'), '2001:db8::5')).status).toBe(200);
+    expect((await b.call('/merchant/users', basic('m2', 'key-two'), '2001:db8:0:5::4')).status).toBe(200);
     const { rows: pairs } = await sql<{ merchant_id: string }>`SELECT DISTINCT merchant_id FROM auth_failures WHERE scope = 'pair'`.execute(database.db);
     expect(pairs.every((row) => ['m1', 'M1', 'm2', 'off'].includes(row.merchant_id))).toBe(true);
   });

@@ -159,6 +159,82 @@ describe('throttling failed authentication', () => {
   });
 });
 
+describe('IPv6 clients, counted per network', () => {
+  const inOne64 = (i: number) => `2001:db8:1:2:${((i * 7919) & 0xffff).toString(16)}::${(i + 1).toString(16)}`;
+
+  it('blocks a merchant for the whole /64 after 10 wrong keys from 10 of its addresses; another /64 and IPv4 are unaffected', async () => {
+    const { call } = throttledApi();
+    for (let i = 0; i < 10; i++) expect((await call('/merchant/users', basic('m1', `wrong-${i}`), inOne64(i))).status).toBe(401);
+    expect((await call('/merchant/users', basic('m1', 'key-one'), inOne64(99))).status).toBe(429);
+    expect((await call('/merchant/users', basic('m1', 'key-one'), '2001:db8:1:3::1')).status).toBe(200);
+    expect((await call('/merchant/users', basic('m1', 'key-one'), '192.0.2.1')).status).toBe(200);
+  });
+
+  it('blocks the /64 for every merchant after 100 failures spread over its addresses', async () => {
+    const { call } = throttledApi();
+    for (let i = 0; i < 100; i++) await call('/merchant/users', basic(`invented-${i}`, 'x'), inOne64(i));
+    const refused = await call('/merchant/users', basic('m2', 'key-two'), inOne64(500));
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get('ratelimit-policy')).toBe('"auth-address";q=100;w=3600');
+  });
+
+  it('takes an IPv4-mapped IPv6 client as its IPv4 address', async () => {
+    const { call } = throttledApi();
+    for (let i = 0; i < 10; i++) await call('/merchant/users', basic('m1', 'nope'), i % 2 ? '::ffff:192.0.2.8' : '192.0.2.8');
+    expect((await call('/merchant/users', basic('m1', 'key-one'), '::ffff:c000:208')).status).toBe(429);
+  });
+
+  it('counts per ipv6Prefix: with 128 each address is its own, with 48 a whole /48 is one', async () => {
+    const perAddress = throttledApi({ ipv6Prefix: 128 });
+    for (let i = 0; i < 10; i++) await perAddress.call('/merchant/users', basic('m1', 'nope'), inOne64(i));
+    expect((await perAddress.call('/merchant/users', basic('m1', 'key-one'), inOne64(99))).status).toBe(200);
+    const per48 = throttledApi({ ipv6Prefix: 48 });
+    for (let i = 0; i < 10; i++) await per48.call('/merchant/users', basic('m1', 'nope'), `2001:db8:1:${i.toString(16)}::1`);
+    expect((await per48.call('/merchant/users', basic('m1', 'key-one'), '2001:db8:1:ffff::1')).status).toBe(429);
+    expect(() => createMerchantApi({ storage: new MemoryStorage(contractSeed()), ipv6Prefix: 16 })).toThrow(/ipv6Prefix must be a whole number from 32 to 128/);
+  });
+});
+
+describe('the throttle at its size cap', () => {
+  it('forgets plain counters, never a block in force, whatever other addresses fail', () => {
+    const throttle = new FailureThrottle({ maxEntries: 3, addressFailures: 2, pairFailures: 2 });
+    const now = 1000;
+    throttle.failed('198.51.100.1', 'm1', now);
+    throttle.failed('198.51.100.1', 'm1', now);
+    // Both the address and its pair are blocked now; a flood of failures from fresh addresses follows.
+    for (let i = 0; i < 500; i++) throttle.failed(`203.0.113.${i % 250}`, i % 2 ? 'm1' : undefined, now + (i >> 8));
+    expect(throttle.blocked('198.51.100.1', () => 'm1', now + 10)?.scope).toBe('address');
+    expect(throttle.size.addresses).toBeLessThanOrEqual(3);
+    expect(throttle.size.pairs).toBeLessThanOrEqual(3);
+  });
+
+  it('keeps a pair\'s block and its doubling through a flood of other pairs\' failures', () => {
+    const throttle = new FailureThrottle({ maxEntries: 3, pairFailures: 2, addressFailures: 1_000_000 });
+    const failTwice = (now: number) => [now, now].forEach((t) => throttle.failed('198.51.100.1', 'm1', t));
+    failTwice(1000);
+    for (let i = 0; i < 500; i++) throttle.failed(`203.0.113.${i % 250}`, `m${i}`, 1001);
+    expect(throttle.blocked('198.51.100.1', () => 'm1', 1001)?.retryAfter).toBe(299);
+    // After the block, the next one doubles: the pair's count of blocks was kept.
+    failTwice(1300);
+    expect(throttle.blocked('198.51.100.1', () => 'm1', 1300)?.retryAfter).toBe(600);
+  });
+
+  it('forgets a block that has ended before a counter, and a block in force only when nothing else is left', () => {
+    const throttle = new FailureThrottle({ maxEntries: 2, addressFailures: 1, addressBlockSeconds: 100 });
+    throttle.failed('198.51.100.1', undefined, 1000); // blocked until 1100
+    throttle.failed('198.51.100.2', undefined, 1050); // blocked until 1150
+    throttle.failed('198.51.100.3', undefined, 1120); // the first block has ended: it goes
+    expect(throttle.blocked('198.51.100.1', () => undefined, 1120)).toBeUndefined();
+    expect(throttle.blocked('198.51.100.2', () => undefined, 1120)?.scope).toBe('address');
+    expect(throttle.blocked('198.51.100.3', () => undefined, 1120)?.scope).toBe('address');
+    // Every entry a block in force: the oldest goes, as a last resort, and the cap holds.
+    throttle.failed('198.51.100.4', undefined, 1121);
+    expect(throttle.size.addresses).toBe(2);
+    expect(throttle.blocked('198.51.100.2', () => undefined, 1121)).toBeUndefined();
+    expect(throttle.blocked('198.51.100.4', () => undefined, 1121)?.scope).toBe('address');
+  });
+});
+
 describe('fair sharing between merchants', () => {
   it('runs at most merchantConcurrency listings of one merchant at once; the next gets 429, another merchant is unaffected', async () => {
     const inner = new MemoryStorage(contractSeed());

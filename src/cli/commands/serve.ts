@@ -61,6 +61,7 @@ export async function serveCommand(runtime: ServeRuntime, io: CliIo, args: strin
       storage,
       publicUrl: config.publicUrl,
       trustProxy: config.trustProxy,
+      ipv6Prefix: config.ipv6Prefix,
       timestampTolerance: config.timestampTolerance,
       storageTimeout: config.storageTimeout,
       cursorSecret: config.cursorSecret,
@@ -79,6 +80,7 @@ export async function serveCommand(runtime: ServeRuntime, io: CliIo, args: strin
       limits: config.limits,
       shutdownTimeout: config.shutdownTimeout,
       reusePort: worker?.reusePort,
+      ipv6Prefix: config.ipv6Prefix,
       onConnectionsCapped: (clientAddress, limit) => logger.warn({ event: 'connections_per_address_reached', client_address: clientAddress, limit }),
     });
     // Metrics on a listener of their own (METRICS_HOST, by default HOST), so they are never public by accident; a worker's go to the primary, which serves them all.

@@ -19,7 +19,11 @@ export const MAX_INDEXED_BLOCKS = 10_000;
 /** A message larger than this is not one of ours: it is ignored. */
 const MAX_MESSAGE_BYTES = 65_536;
 
-/** Addresses shared: printable ASCII up to 64 characters (IPv6 with a zone fits). Others stay counted locally. */
+/**
+ * Addresses shared: printable ASCII up to 64 characters. The throttle gives
+ * its address key (an IPv4 address, or an IPv6 network such as
+ * `2001:db8:1:2::/64`: src/limits/address-key.ts), which fits whenever the client's address is an IP; others stay counted locally.
+ */
 export function isShareableAddress(address: string): boolean {
   return /^[\x21-\x7e]{1,64}$/.test(address);
 }

@@ -63,6 +63,16 @@ describe.skipIf(!available)('the throttle shared on Redis', () => {
     expect((await b.call('/merchant/users', basic('m2', 'key-two'), address)).status).toBe(200);
   });
 
+  it('counts an IPv6 /64 under one key, whichever of its addresses fails, and refuses the whole /64 on the other instance', async () => {
+    const [a, b] = [await instance(), await instance()];
+    expect((await a.call('/merchant/users', basic('m1', 'wrong-0'), '2001:db8:7:7::1')).status).toBe(401);
+    for (let i = 1; i < 10; i++) expect((await (i % 2 ? a : b).call('/merchant/users', basic('m1', `wrong-${i}`), `2001:db8:7:7:${i}::${i}`)).status).toBe(401);
+    await vi.waitFor(() => expect(record('2001:db8:7:7::/64', 'm1')).toMatch(/^blockedUntil\n1700000300$/m), { timeout: 5000, interval: 10 });
+    expect(redis.cli('keys', '*2001:db8:7:7*').split('\n').filter(Boolean).sort()).toEqual(['merchant-api:{a:2001:db8:7:7::/64}:address', 'merchant-api:{a:2001:db8:7:7::/64}:pair:m1']);
+    await vi.waitFor(async () => expect((await b.call('/merchant/users', basic('m1', 'key-one'), '2001:db8:7:7:abcd::99')).status).toBe(429), { timeout: 5000, interval: 5 });
+    expect((await b.call('/merchant/users', basic('m1', 'key-one'), '2001:db8:7:8::1')).status).toBe(200);
+  });
+
   it('refuses on an instance started later the blocks in force, read at its start', async () => {
     const a = await instance();
     const address = '203.0.113.2';
