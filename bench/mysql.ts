@@ -24,13 +24,12 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { CompiledQuery, type Kysely } from 'kysely';
 import { createConnection } from 'mysql2/promise';
-import { addMerchant, createMysqlKysely, generateMasterKey, importUserFile, migrateToLatest, MysqlStorage, parseMasterKey, type MerchantApiDatabase } from '../src/storage/mysql/index.js';
+import { addMerchant, addMerchantKey, createMysqlKysely, generateMasterKey, importUserFile, migrateToLatest, MysqlStorage, parseMasterKey, type MerchantApiDatabase } from '../src/storage/mysql/index.js';
 import { selectUserPage, userByKeySql } from '../src/storage/mysql/statements/user-queries.js';
 import { toSqlDatetime } from '../src/storage/mysql/sql-values.js';
 import { fakeUser, idOf, MERCHANT, writeUsersFile } from './fake-users.js';
 import { casesTable, CURSOR_SECRET, runCases, timeMany } from './listing-cases.js';
 import { InfileWriter } from '../src/storage/mysql/admin/infile.js';
-import { sealApiKey } from '../src/storage/mysql/merchants/key-sealing.js';
 import { MAX_SIGNED_RATE, runHotPath } from './mysql-hot-path.js';
 import { MERCHANT_KEY, PUBLIC_URL, TIMESTAMP_TOLERANCE } from './servers/data.mjs';
 import { writeSignedPaths } from './signed-paths.js';
@@ -182,7 +181,7 @@ try {
   db = target.db;
   const storage = new MysqlStorage({ db, masterKey: masterKeyText });
   // The key the pre-signed validatesignature paths are signed with (bench/servers/data.mjs), next to the generated one.
-  await db.insertInto('merchant_keys').values({ merchant_id: MERCHANT, sealed_key: await sealApiKey(parseMasterKey(masterKeyText), MERCHANT, MERCHANT_KEY) }).execute();
+  await addMerchantKey(db, parseMasterKey(masterKeyText), MERCHANT, MERCHANT_KEY);
 
   // The server in its own process, as `serve` runs it.
   server = spawn(process.execPath, ['--import', 'tsx', 'bench/mysql-server.ts'], {

@@ -19,5 +19,5 @@ export { createJsonLogger, silentLogger } from './observe/logger.js';
 export { addressKey } from './limits/address-key.js';
 export type { JsonLoggerOptions, Logger, LogLevel } from './observe/logger.js';
 export { MAX_ID_LENGTH, USER_RECORD_KEYS } from './storage/contract.js';
-export type { Merchant, SaltRecord, Storage, UserFilter, UserPageQuery, UserRecord } from './storage/contract.js';
+export type { Merchant, MerchantLookup, SaltRecord, Storage, UserFilter, UserPageQuery, UserRecord } from './storage/contract.js';
 export type { ThrottleFailure, ThrottleRecord, ThrottleRules, ThrottleStore, ThrottleStoreListener } from './storage/throttle-store.js';

@@ -56,24 +56,33 @@ export function parseBasicAuth(header: string | null): { id: string; key: string
  * `getMerchant` is the (guarded) storage lookup; only it waits on the
  * storage, so parsing and comparing stay outside the storage deadline.
  */
-export async function authenticate(ctx: AuthState, getMerchant: (id: string) => Promise<Merchant | undefined>): Promise<Merchant> {
+export async function authenticate(ctx: AuthState, getMerchant: (id: string, refresh: boolean) => Promise<Merchant | undefined>): Promise<Merchant> {
   const header = ctx.header('authorization');
   const credentials = parseBasicAuth(header);
   if (!credentials || credentials.key === '') throw fail(ctx, header === null ? 'missing_credentials' : 'malformed_credentials');
-  const merchant = await getMerchant(credentials.id);
+  let merchant = await getMerchant(credentials.id, false);
   if (!merchant) throw fail(ctx, 'unknown_merchant');
   ctx.claimedMerchantId = merchant.id;
-  // Every key is compared, in constant time, so timing does not tell which matched.
   const given = keyDigest(credentials.key);
-  let matched = false;
-  for (const key of merchant.keys) if (constantTimeDigestEqual(keyDigest(key), given)) matched = true;
-  if (!matched) throw fail(ctx, 'wrong_key');
+  if (!holdsKey(merchant, given)) {
+    // The keys may be a cached copy from before a rotation on another instance: read them
+    // again once (the storage bounds how often) before calling the key wrong.
+    merchant = await getMerchant(credentials.id, true);
+    if (!merchant || !holdsKey(merchant, given)) throw fail(ctx, 'wrong_key');
+  }
   ctx.merchantId = merchant.id;
   if (merchant.status !== 'active') throw DISABLED;
   return merchant;
 }
 
 const DISABLED = new MerchantApiError('merchant_disabled', 'This account is disabled.');
+
+/** Every key is compared, in constant time, so timing does not tell which matched. */
+function holdsKey(merchant: Merchant, given: Uint8Array): boolean {
+  let matched = false;
+  for (const key of merchant.keys) if (constantTimeDigestEqual(keyDigest(key), given)) matched = true;
+  return matched;
+}
 
 function fail(ctx: AuthState, reason: AuthFailureReason): MerchantApiError {
   ctx.authFailure = reason;

@@ -26,6 +26,8 @@ export interface MysqlConfig {
   storageTimeout: number;
   /** DATABASE_READ_URL and DATABASE_READ_MAX_LAG: user reads from a replica (docs/mysql.md#read-replicas), or undefined. */
   replica?: ReplicaConfig;
+  /** IPV6_PREFIX, for `throttle unblock` to find an IPv6 client's row under its network as the servers count it. */
+  ipv6Prefix: number;
 }
 
 export interface ServerConfig {
@@ -113,6 +115,7 @@ function mysqlSettings(env: Env, r: ReturnType<typeof reader>): MysqlConfig {
     keyCacheTtlMs: r.int('KEY_CACHE_TTL', DEFAULTS.keyCacheTtlSeconds, 0, 3600) * 1000,
     storageTimeout: r.int('STORAGE_TIMEOUT', DEFAULTS.storageTimeout, 1, 600_000),
     replica: replicaSettings(r),
+    ipv6Prefix: r.int('IPV6_PREFIX', DEFAULTS.ipv6Prefix, MIN_IPV6_PREFIX, MAX_IPV6_PREFIX),
   };
 }
 

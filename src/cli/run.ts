@@ -17,13 +17,19 @@ const USAGE = `Usage: merchant-api <command>
 
   serve                                 start the server (default); configured by environment, see docs/configuration.md
   migrate [--status]                    create or update the MySQL schema, or list migrations
-  import FILE [--format seed|ndjson] [--batch-size N]
+  import FILE [--format seed|ndjson] [--batch-size N] [--set-status]
                                         import a seed document or an NDJSON users file into MySQL
   merchant add ID [--disabled] [--json] add a merchant; prints its new API key once
-  merchant rotate-key ID [--revoke-old] [--json]
-                                        add a key (printed once); --revoke-old revokes the older ones
+  merchant rotate-key ID [--revoke-old] [--expire-old-in DURATION] [--json]
+                                        add a key (printed once); the older ones keep working, stop now, or stop later
+  merchant keys ID [--json]             a merchant's keys by id and fingerprint (never the keys)
+  merchant revoke-key ID KEY_ID         revoke one key
+  merchant delete ID [--yes]            delete a merchant with its keys and user shares
   merchant disable ID | enable ID       block or restore a merchant
   merchant list [--json]                list merchants (never keys)
+  throttle list [--json]                failed-authentication blocks in force (MySQL shared throttle)
+  throttle unblock --address A [--merchant ID]
+                                        lift a block on every server
   check --base-url URL --merchant-id ID as a merchant: test the API key, clock, URL and connection (key from MERCHANT_API_KEY or a prompt)
   help                                  this text
 

@@ -58,6 +58,7 @@ function unprotectedHost(facts: StartFacts): boolean {
   return !facts.publicUrl && !isLoopback(facts.hostname);
 }
 
-function isLoopback(hostname: string): boolean {
+/** An address only this machine reaches. */
+export function isLoopback(hostname: string): boolean {
   return hostname === 'localhost' || hostname === '::1' || hostname === '[::1]' || /^127\./.test(hostname);
 }

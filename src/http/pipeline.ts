@@ -18,6 +18,10 @@ import { errorReply } from './error-reply.js';
 import { HookAnswer, type MerchantApiHooks } from './hooks.js';
 import { toResponse, type ErrorShape, type Reply } from './responses.js';
 import { matchPath, splitUrl } from './url.js';
+import type { MerchantLookup } from '../storage/contract.js';
+
+/** The lookup after a key matched none of the merchant's (cached) keys. */
+const REFRESH: MerchantLookup = Object.freeze({ refresh: true });
 
 export interface PipelineParts {
   routes: readonly Route[];
@@ -47,7 +51,7 @@ export function createPipeline(parts: PipelineParts): (request: Request, info?: 
   /** Everything up to the reply; throws for errors. Not async: fewer promises on the hot path. */
   function run(ctx: RequestContext, route: Route, path: string, search: string, origin: string, params: Record<string, string>): Answer | Promise<Answer> {
     if (route.auth !== 'basic') return route.handle(ctx, { path, search, origin, params, merchant: undefined }, deps);
-    return authenticate(ctx, (id) => deps.storage(ctx).getMerchant(id)).then(async (merchant): Promise<Answer> => {
+    return authenticate(ctx, (id, refresh) => deps.storage(ctx).getMerchant(id, refresh ? REFRESH : undefined)).then(async (merchant): Promise<Answer> => {
       const release = route.limit === 'listings' ? listings.take(ctx, merchant.id) : undefined;
       try {
         const hooked = deps.authenticated(ctx, merchant.id);

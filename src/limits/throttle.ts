@@ -147,13 +147,14 @@ export class FailureThrottle {
    * newer. `authoritative`: the answer to this instance's own report, which
    * already counts every failure this instance made of it, so it also lifts a
    * block counted here alone (after a reset this instance had not learned
-   * yet). Otherwise (another instance's change) a block only ever grows here.
+   * yet). Otherwise (another instance's change) a block only ever grows here,
+   * unless an operator lifted it (`record.lifted`).
    */
   learn(record: ThrottleRecord, authoritative: boolean): void {
     if (record.scope === 'address') {
       const state = this.#addresses.get(record.address);
       if (state !== undefined && state.version >= record.version) return;
-      const blockedUntil = authoritative || state === undefined ? record.blockedUntil : Math.max(state.blockedUntil, record.blockedUntil);
+      const blockedUntil = authoritative || record.lifted || state === undefined ? record.blockedUntil : Math.max(state.blockedUntil, record.blockedUntil);
       this.#addresses.set(record.address, { failures: record.failures, windowStart: record.windowStart, blockedUntil, version: record.version }, this.#lastNow);
       return;
     }
@@ -163,7 +164,7 @@ export class FailureThrottle {
     const pair = this.#pairs.get(key);
     if (pair !== undefined && pair.version >= record.version) return;
     const current = this.#blockedPairs.get(record.address)?.get(merchantId) ?? 0;
-    const blockedUntil = authoritative ? record.blockedUntil : Math.max(current, record.blockedUntil);
+    const blockedUntil = authoritative || record.lifted ? record.blockedUntil : Math.max(current, record.blockedUntil);
     this.#pairs.set(key, { consecutive: record.failures, blocks: record.blocks, blockedUntil, version: record.version }, this.#lastNow);
     if (blockedUntil > 0) this.#setPairBlock(record.address, merchantId, blockedUntil);
     else if (current > 0) this.#liftPairBlock(record.address, merchantId);

@@ -8,7 +8,7 @@ import { decodePathSegment, parseQuery } from '../http/query.js';
 import { signatureError } from '../http/error-reply.js';
 import { reply, SIGNATURE_OK, type Reply } from '../http/responses.js';
 import { canonicalMessage, verify } from '../signing/index.js';
-import { MAX_ID_LENGTH } from '../storage/contract.js';
+import { MAX_ID_LENGTH, type MerchantLookup } from '../storage/contract.js';
 import { MALFORMED_QUERY, queryParameter, response, schemaRef } from '../openapi/fragments.js';
 import type { OperationDoc } from '../openapi/operation.js';
 import type { HandlerDeps, RouteInput } from './route.js';
@@ -22,12 +22,14 @@ const MISMATCH = reply(400, signatureError('Signature does not match.'));
 const NOT_WHOLE_SECONDS = reply(400, signatureError('Invalid timestamp: ts must be a Unix time in whole seconds.'));
 const REPLAYED = reply(400, signatureError('This salt was already used: every request needs a new salt.'));
 const VALID = reply(200, SIGNATURE_OK);
+/** The lookup after a signature matched none of the merchant's (cached) keys. */
+const REFRESH: MerchantLookup = Object.freeze({ refresh: true });
 
 export async function validateSignature(ctx: RequestContext, input: RouteInput, deps: HandlerDeps): Promise<Reply> {
   const pairs = parseQuery(input.search);
   const values = requiredValues(pairs);
 
-  const merchant = await deps.storage(ctx).getMerchant(values.cp);
+  let merchant = await deps.storage(ctx).getMerchant(values.cp);
   if (!merchant) {
     ctx.authFailure = 'unknown_merchant';
     return UNKNOWN_MERCHANT;
@@ -37,8 +39,13 @@ export async function validateSignature(ctx: RequestContext, input: RouteInput, 
 
   const bases = deps.resolveBases(ctx, input.origin);
   if (!signatureMatches(ctx.method, bases, input.path, pairs, values.hmac, merchant.keys)) {
-    ctx.authFailure = 'bad_signature';
-    return MISMATCH;
+    // Signed with a key added since this instance cached the merchant? Read it again once
+    // (the storage bounds how often) before calling the signature wrong.
+    merchant = await deps.storage(ctx).getMerchant(values.cp, REFRESH);
+    if (!merchant || merchant.status !== 'active' || !signatureMatches(ctx.method, bases, input.path, pairs, values.hmac, merchant.keys)) {
+      ctx.authFailure = 'bad_signature';
+      return MISMATCH;
+    }
   }
   const hooks = deps.authenticated(ctx, merchant.id);
   if (hooks) await hooks;

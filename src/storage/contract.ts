@@ -14,6 +14,12 @@ export interface Merchant {
   keys: string[];
 }
 
+/** How `Storage.getMerchant` looks a merchant up. */
+export interface MerchantLookup {
+  /** Read the merchant again rather than from a cache (rate-limited by the storage). */
+  refresh?: boolean;
+}
+
 /**
  * A user record exactly as the API answers it (docs/protocol.md#users): all 14 keys.
  * Timestamps are canonical strings, `YYYY-MM-DDTHH:MM:SS.ffffff+00:00`
@@ -119,8 +125,13 @@ export interface SaltRecord {
  * else a storage throws) and bounds every call by a timeout.
  */
 export interface Storage {
-  /** The merchant with its active keys, or undefined when no merchant has this id. */
-  getMerchant(id: string): Promise<Merchant | undefined>;
+  /**
+   * The merchant with its active keys, or undefined when no merchant has this id. With
+   * `{ refresh: true }` (asked when a presented key matched none of the keys answered before):
+   * a storage that caches merchants reads this one again, at most once per merchant per second,
+   * so a key added on another instance works at once; one that does not cache ignores it.
+   */
+  getMerchant(id: string, options?: MerchantLookup): Promise<Merchant | undefined>;
   /**
    * Records a salt atomically across every instance sharing the storage.
    * Returns true when it was new (or only an expired record of it existed),
@@ -174,3 +185,19 @@ export type StorageOperation = 'getMerchant' | 'recordSalt' | 'listUsers' | 'get
 
 /** Longest merchant id, salt and shared_user_id any storage must accept. */
 export const MAX_ID_LENGTH = 128;
+
+/**
+ * What a merchant id may be, said once for every place that creates or imports one: 1-128
+ * characters (`MAX_ID_LENGTH`), no `:` (HTTP Basic ends the user name at the first colon, so
+ * such a merchant could never list its users) and no control character (C0, DEL, C1: a log or
+ * a terminal would show something else). Anything else printable, Unicode included, is allowed.
+ */
+export const MERCHANT_ID_RULE = `1-${MAX_ID_LENGTH} characters, without a colon or a control character`;
+
+/** Why `id` cannot be a merchant id (a sentence naming the rule), or undefined when it can. */
+export function merchantIdProblem(id: string): string | undefined {
+  if (id.length === 0 || id.length > MAX_ID_LENGTH) return `must be ${MERCHANT_ID_RULE} (this one has ${id.length} characters)`;
+  if (id.includes(':')) return `must be ${MERCHANT_ID_RULE}: HTTP Basic authentication ends the merchant id at the first colon`;
+  if (/[\u0000-\u001f\u007f-\u009f]/.test(id)) return `must be ${MERCHANT_ID_RULE}: it holds a control character`;
+  return undefined;
+}

@@ -6,7 +6,7 @@
  * (a pool reconnects), so the next request after the backend is back succeeds.
  */
 import { MerchantApiError, StorageUnavailableError } from '../errors.js';
-import type { Merchant, SaltRecord, Storage, StorageOperation, UserPageQuery, UserRecord, UserRecordPage } from './contract.js';
+import type { Merchant, MerchantLookup, SaltRecord, Storage, StorageOperation, UserPageQuery, UserRecord, UserRecordPage } from './contract.js';
 
 /**
  * Watches one storage call: called as it starts, it returns what to call when
@@ -22,7 +22,7 @@ export type StorageGate<C> = <T>(context: C, call: () => Promise<T>) => Promise<
 
 /** The storage calls a request makes, each bounded, watched and shared. */
 export interface StorageView {
-  getMerchant(id: string): Promise<Merchant | undefined>;
+  getMerchant(id: string, options?: MerchantLookup): Promise<Merchant | undefined>;
   recordSalt(record: SaltRecord): Promise<boolean>;
   listUsers(query: UserPageQuery): Promise<UserRecordPage>;
   getUser(merchantId: string, sharedUserId: string): Promise<UserRecord | undefined>;
@@ -60,8 +60,8 @@ class GuardedView<C> implements StorageView {
     this.#context = context;
   }
 
-  getMerchant(id: string): Promise<Merchant | undefined> {
-    return this.#run('getMerchant', this.#context, (s) => s.getMerchant(id));
+  getMerchant(id: string, options?: MerchantLookup): Promise<Merchant | undefined> {
+    return this.#run('getMerchant', this.#context, (s) => (options === undefined ? s.getMerchant(id) : s.getMerchant(id, options)));
   }
 
   recordSalt(record: SaltRecord): Promise<boolean> {

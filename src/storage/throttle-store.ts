@@ -34,6 +34,12 @@ export interface ThrottleRecord {
   /** Unix seconds the block ends (the throttle's clock); 0 or past: not blocked. */
   blockedUntil: number;
   /**
+   * An operator lifted the block (`merchant-api throttle unblock`): every instance drops the
+   * block it holds, even one it counted itself, where otherwise another instance's copy only
+   * ever makes a block longer.
+   */
+  lifted?: boolean;
+  /**
    * When the store last changed the record, as text that sorts in time order:
    * of two copies of one record, the greater version is the newer.
    */

@@ -20,6 +20,8 @@ const EXPECTED: Record<string, string[]> = {
     'generateApiKey', 'generateMasterKey', 'importSeed', 'importUserFile', 'listMerchants', 'migrateToLatest', 'openApiKey', 'parseMasterKey',
     'parseMysqlUrl', 'redact', 'rotateMerchantKey', 'sealApiKey', 'setMerchantStatus', 'storageError',
     'DEFAULT_MAX_LAG_SECONDS', 'withReplicaReads',
+    'MERCHANT_ID_RULE', 'addMerchantKey', 'deleteMerchant', 'isShareableAddress', 'keyFingerprint', 'liftThrottleBlocks', 'listMerchantKeys', 'listThrottleBlocks',
+    'merchantIdProblem', 'revokeMerchantKey',
   ],
   './storage/redis': ['DEFAULT_PREFIX', 'RedisSetupError', 'createRedisConnection', 'parseRedisUrl', 'redisConnectionFromClient', 'withRedisState'],
   './client': ['MerchantApiError', 'MerchantClientError', 'MerchantNetworkError', 'MerchantTimeoutError', 'createMerchantClient'],

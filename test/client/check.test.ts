@@ -68,11 +68,17 @@ describe('merchant-api check', () => {
     expect(run.out).toMatch(/Everything works/);
   });
 
-  it('a wrong key: both calls say so, with request ids (exit 1)', async () => {
-    const run = await cli(args(), { MERCHANT_API_KEY: 'not-the-key' });
+  it('a wrong key: said once, with the request id, and tried once: one failed authentication, not two (exit 1)', async () => {
+    const requests: string[] = [];
+    const counting: typeof fetch = (input, init) => {
+      requests.push(new URL(input instanceof Request ? input.url : String(input)).pathname);
+      return fetch(input, init);
+    };
+    const run = await check(args(), { MERCHANT_API_KEY: 'not-the-key' }, { fetch: counting });
     expect(run.code).toBe(1);
-    expect(run.err).toMatch(/PROBLEM +signature: wrong API key: the signature made with this key matches none of the active keys of "shop-main"\. Check MERCHANT_API_KEY.*\(request id [\w-]+\)/);
-    expect(run.err).toMatch(/PROBLEM +user list: wrong API key or merchant id: GET \/merchant\/users refuses "shop-main" with this key \(401\)/);
+    expect(run.err).toMatch(/PROBLEM +user list: wrong API key or merchant id: GET \/merchant\/users refuses "shop-main" with this key \(401\).*\(request id [\w-]+\)/);
+    expect(run.err).toMatch(/skipped +signature: not checked with a key the server refused/);
+    expect(requests).toEqual(['/merchant/users']);
     expect(run.out + run.err).not.toContain('not-the-key');
   });
 
@@ -94,14 +100,14 @@ describe('merchant-api check', () => {
   it('a wrong base path: 404 from the API, and the hint to include the mount path', async () => {
     const run = await cli(args(`${server.url}/api/v1`), key);
     expect(run.code).toBe(1);
-    expect(run.err).toMatch(/PROBLEM +wrong base URL or path: http:\/\/127\.0\.0\.1:\d+\/api\/v1\/validatesignature answered 404 "No such endpoint\."\. Give the URL the API answers at; if it is mounted under a path, include the path/);
-    expect(run.err).toMatch(/skipped +user list/);
+    expect(run.err).toMatch(/PROBLEM +wrong base URL or path: http:\/\/127\.0\.0\.1:\d+\/api\/v1\/merchant\/users\?limit=1 answered 404 "No such endpoint\."\. Give the URL the API answers at; if it is mounted under a path, include the path/);
+    expect(run.err).toMatch(/skipped +signature/);
   });
 
   it('an unknown merchant id and a disabled merchant', async () => {
     const unknown = await cli(args(server.url, 'no-such-shop'), key);
     expect(unknown.code).toBe(1);
-    expect(unknown.err).toMatch(/signature: no merchant has the id "no-such-shop" on this server: check --merchant-id\./);
+    expect(unknown.err).toMatch(/user list: wrong API key or merchant id: GET \/merchant\/users refuses "no-such-shop"/);
     const disabled = await cli(args(server.url, closed.id), { MERCHANT_API_KEY: closed.keys[0] });
     expect(disabled.err).toMatch(/signature: the merchant account "shop-closed" is disabled/);
   });
@@ -111,7 +117,7 @@ describe('merchant-api check', () => {
     const refused = await cli(args(`http://127.0.0.1:${port}`), key);
     expect(refused.code).toBe(1);
     expect(refused.err).toMatch(new RegExp(`PROBLEM +unreachable: 127\\.0\\.0\\.1 refuses connections on port ${port}\\. Check the host and port of --base-url, and that the server runs\\.`));
-    expect(refused.err).toMatch(/skipped +user list: not checked, the server cannot be reached/);
+    expect(refused.err).toMatch(/skipped +signature: not checked, the server cannot be reached/);
     const dns = await cli(args('http://merchant-api.invalid'), key);
     expect(dns.err).toMatch(/unreachable: the host name "merchant-api\.invalid" does not resolve/);
   });

@@ -8,7 +8,8 @@
 import fc from 'fast-check';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createMigrator, migrateToLatest, MysqlStorage } from '../../src/storage/mysql/index.js';
+import { createHash } from 'node:crypto';
+import { createMigrator, listMerchantKeys, migrateToLatest, MysqlStorage, sealApiKey } from '../../src/storage/mysql/index.js';
 import { MysqlThrottleStore } from '../../src/storage/mysql/throttle/throttle-store.js';
 import { FailureThrottle } from '../../src/limits/throttle.js';
 import { compareCodePoints } from '../../src/storage/order.js';
@@ -134,7 +135,7 @@ describe.skipIf(!available)('migration 0003_auth_failures', () => {
 
   it('adds auth_failures on a database built by 0001 and 0002, touching nothing else', async () => {
     const before = await tables();
-    expect((await migrateToLatest(database.db)).results).toEqual([{ migrationName: '0003_auth_failures', direction: 'Up', status: 'Success' }]);
+    expect((await createMigrator(database.db).migrateTo('0003_auth_failures')).results).toEqual([{ migrationName: '0003_auth_failures', direction: 'Up', status: 'Success' }]);
     expect((await tables()).sort()).toEqual([...before, 'auth_failures'].sort());
     expect([await count('merchants'), await count('used_salts'), await count('auth_failures')]).toEqual([3, 1, 0]);
   });
@@ -168,7 +169,51 @@ describe.skipIf(!available)('migration 0003_auth_failures', () => {
     expect((await createMigrator(database.db).migrateDown()).error).toBeUndefined();
     expect(await tables()).not.toContain('auth_failures');
     expect([await count('merchants'), await count('used_salts')]).toEqual([3, 1]);
-    expect((await migrateToLatest(database.db)).results).toEqual([{ migrationName: '0003_auth_failures', direction: 'Up', status: 'Success' }]);
+    expect((await createMigrator(database.db).migrateTo('0003_auth_failures')).results).toEqual([{ migrationName: '0003_auth_failures', direction: 'Up', status: 'Success' }]);
     expect(await count('auth_failures')).toBe(0);
+  });
+});
+
+describe.skipIf(!available)('migration 0004_key_ids', () => {
+  let database: TestDatabase;
+
+  beforeAll(async () => {
+    database = await createTestDatabase({ migrate: false });
+    expect((await createMigrator(database.db).migrateTo('0003_auth_failures')).error).toBeUndefined();
+    await sql`INSERT INTO merchants (id, status) VALUES ('m1', 'active'), ('m2', 'disabled')`.execute(database.db);
+    // More keys than one fill batch (500), some revoked, sealed as the storage seals them.
+    for (let i = 0; i < 620; i++) {
+      const merchant = i % 2 === 0 ? 'm1' : 'm2';
+      const sealed = await sealApiKey(database.masterKey, merchant, `old-key-${i}`);
+      await sql`INSERT INTO merchant_keys (merchant_id, sealed_key, revoked_at) VALUES (${merchant}, ${sealed}, ${i % 3 === 0 ? sql`UTC_TIMESTAMP(6)` : null})`.execute(database.db);
+    }
+  }, 60_000);
+  afterAll(async () => {
+    await database?.drop();
+  });
+
+  it('keeps every key, gives each a unique public id, and leaves fingerprints to the first listing with the master key', async () => {
+    const before = await sql<{ id: string; merchant_id: string; sealed_key: string; revoked_at: string | null }>`SELECT id, merchant_id, sealed_key, revoked_at FROM merchant_keys ORDER BY id`.execute(database.db);
+    expect((await createMigrator(database.db).migrateTo('0004_key_ids')).error).toBeUndefined();
+    const after = await sql<{ id: string; merchant_id: string; sealed_key: string; revoked_at: string | null; key_id: string; fingerprint: string | null; expires_at: string | null }>`SELECT * FROM merchant_keys ORDER BY id`.execute(database.db);
+    expect(after.rows.map(({ id, merchant_id, sealed_key, revoked_at }) => ({ id, merchant_id, sealed_key, revoked_at }))).toEqual(before.rows);
+    for (const row of after.rows) expect(row).toMatchObject({ key_id: expect.stringMatching(/^key_[0-9a-hjkmnp-tv-z]{12}$/), fingerprint: null, expires_at: null });
+    expect(new Set(after.rows.map((row) => row.key_id)).size).toBe(620);
+
+    const keys = await listMerchantKeys(database.db, database.masterKey, 'm2');
+    expect(keys).toHaveLength(310);
+    expect(keys[0]).toMatchObject({ fingerprint: createHash('sha256').update('old-key-1').digest('hex').slice(0, 16) });
+    const filled = await sql<{ n: number }>`SELECT COUNT(*) AS n FROM merchant_keys WHERE fingerprint IS NOT NULL`.execute(database.db);
+    expect(Number(filled.rows[0]!.n)).toBe(310);
+    // The storage still reads every active key.
+    const storage = new MysqlStorage({ db: database.db, masterKey: database.masterKey, keyCacheTtlMs: 0, throttleSharing: false });
+    expect((await storage.getMerchant('m1'))!.keys).toHaveLength(after.rows.filter((row) => row.merchant_id === 'm1' && row.revoked_at === null).length);
+  });
+
+  it('goes down to 0003 with the keys, and up again', async () => {
+    expect((await createMigrator(database.db).migrateTo('0003_auth_failures')).error).toBeUndefined();
+    const { rows } = await sql<{ n: number }>`SELECT COUNT(*) AS n FROM merchant_keys`.execute(database.db);
+    expect(Number(rows[0]!.n)).toBe(620);
+    expect((await createMigrator(database.db).migrateTo('0004_key_ids')).error).toBeUndefined();
   });
 });

@@ -226,7 +226,7 @@ describe.skipIf(!available)('MySQL storage', () => {
       expect(error).toBeInstanceOf(StorageUnavailableError);
       expect((error as Error).message).toMatch(/another MASTER_KEY/);
       const moved = await sealApiKey(database.masterKey, 'shop', 'moved-key');
-      await database.db.insertInto('merchant_keys').values({ merchant_id: 'other', sealed_key: moved, revoked_at: null }).execute();
+      await database.db.insertInto('merchant_keys').values({ merchant_id: 'other', sealed_key: moved, key_id: 'key_moved0000000', revoked_at: null }).execute();
       await expect(storage.getMerchant('other')).rejects.toThrow(/belongs to another merchant/);
       await database.db.deleteFrom('merchant_keys').where('sealed_key', '=', moved).execute();
     });
@@ -319,6 +319,7 @@ describe.skipIf(!available)('MySQL storage', () => {
           { migrationName: '0001_initial', direction: 'Up', status: 'Success' },
           { migrationName: '0002_user_share_filters', direction: 'Up', status: 'Success' },
           { migrationName: '0003_auth_failures', direction: 'Up', status: 'Success' },
+          { migrationName: '0004_key_ids', direction: 'Up', status: 'Success' },
         ]);
         expect((await migrateToLatest(scratch.db)).results).toEqual([]);
         expect((await createMigrator(scratch.db).migrateDown()).error).toBeUndefined();

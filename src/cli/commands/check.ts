@@ -1,7 +1,7 @@
 /**
  * `merchant-api check --base-url URL --merchant-id ID`: a merchant's own
- * diagnosis (docs/cli.md#check). It calls `GET /validatesignature` and
- * `GET /merchant/users?limit=1` with `merchant-api/client`, and says in plain
+ * diagnosis (docs/cli.md#check). It calls `GET /merchant/users?limit=1` and,
+ * unless that refused the key, `GET /validatesignature` with `merchant-api/client`, and says in plain
  * words what is wrong: the key, the clock (with the offset measured from the
  * server's `Date` header), the base URL or path, TLS, or reachability.
  *
@@ -65,7 +65,34 @@ export async function checkCommand(args: string[], io: CliIo, deps: CheckDeps = 
   io.out(`Checking ${base} for merchant "${merchantId}".`);
   const offsetSeconds = () => (lastAnswer ? Math.round((lastAnswer.date - lastAnswer.localMidpoint) / 1000) : undefined);
 
-  // 1. The signature.
+  // 1. The user list, with HTTP Basic: it tells a wrong key from a wrong URL, and a key it
+  // refuses is not tried again on /validatesignature, so a wrong key counts as one failed
+  // authentication against the server's throttle, not two.
+  let users: unknown;
+  let first: number | undefined;
+  try {
+    first = await firstPage(client);
+  } catch (error) {
+    users = error;
+  }
+  if (users !== undefined && !(users instanceof MerchantApiError)) {
+    io.err(`  PROBLEM  ${unreachable(users, base)}`);
+    io.err('  skipped  signature: not checked, the server cannot be reached.');
+    return 1;
+  }
+  if (users instanceof MerchantApiError && ['not_found', 'invalid_response', 'redirected'].includes(users.code)) {
+    io.err(`  PROBLEM  ${wrongUrl(users, base)}`);
+    io.err('  skipped  signature: not checked at a URL that is not the Merchant API.');
+    return 1;
+  }
+  if (users instanceof MerchantApiError && users.code === 'unauthorized') {
+    io.err(`  PROBLEM  user list: ${usersWords(users, merchantId, base)}${requestIdWords(users)}`);
+    io.err('  skipped  signature: not checked with a key the server refused (a second try would count a second failed authentication against its throttle).');
+    return 1;
+  }
+  if (users === undefined) io.out(`  ok       user list: this key reads GET /merchant/users (HTTP Basic); ${first === 0 ? 'no user shares data with this merchant yet' : 'the first page has a user'}`);
+
+  // 2. The signature.
   let signature: unknown;
   try {
     await client.validateSignature();
@@ -73,9 +100,8 @@ export async function checkCommand(args: string[], io: CliIo, deps: CheckDeps = 
   } catch (error) {
     signature = error;
   }
-  if (signature instanceof MerchantNetworkError || signature instanceof MerchantTimeoutError || !(signature === undefined || signature instanceof MerchantApiError)) {
+  if (signature !== undefined && !(signature instanceof MerchantApiError)) {
     io.err(`  PROBLEM  ${unreachable(signature, base)}`);
-    io.err('  skipped  user list: not checked, the server cannot be reached.');
     return 1;
   }
   const offset = offsetSeconds();
@@ -85,25 +111,12 @@ export async function checkCommand(args: string[], io: CliIo, deps: CheckDeps = 
     else if (signature === undefined) io.out(`  warning  clock: ${clockWords(offset)}`);
     else io.err(`  PROBLEM  clock: ${clockWords(offset)}`);
   }
-  const wrongPlace = signature instanceof MerchantApiError && ['not_found', 'invalid_response', 'redirected'].includes(signature.code);
-  if (wrongPlace) {
-    io.err(`  PROBLEM  ${wrongUrl(signature as MerchantApiError, base)}`);
-    io.err('  skipped  user list: not checked at a URL that is not the Merchant API.');
-    return 1;
+  if (signature instanceof MerchantApiError) {
+    const words = ['not_found', 'invalid_response', 'redirected'].includes(signature.code) ? wrongUrl(signature, base) : `signature: ${signatureWords(signature, merchantId, base, users === undefined, offset)}`;
+    io.err(`  PROBLEM  ${words}${requestIdWords(signature)}`);
   }
-
-  // 2. The user list, with HTTP Basic.
-  let users: unknown;
-  try {
-    const first = await firstPage(client);
-    io.out(`  ok       user list: this key reads GET /merchant/users (HTTP Basic); ${first === 0 ? 'no user shares data with this merchant yet' : 'the first page has a user'}`);
-  } catch (error) {
-    users = error;
-  }
-
-  if (signature instanceof MerchantApiError) io.err(`  PROBLEM  signature: ${signatureWords(signature, merchantId, base, users === undefined, offset)}${requestIdWords(signature)}`);
   if (users !== undefined) {
-    io.err(`  PROBLEM  user list: ${users instanceof MerchantApiError ? `${usersWords(users, merchantId, base)}${requestIdWords(users)}` : unreachable(users, base)}`);
+    io.err(`  PROBLEM  user list: ${usersWords(users as MerchantApiError, merchantId, base)}${requestIdWords(users as MerchantApiError)}`);
   }
   if (signature === undefined && users === undefined) {
     io.out('Everything works: this merchant can sign requests and read its users.');

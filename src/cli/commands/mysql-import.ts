@@ -4,19 +4,24 @@
  * `--format ndjson`; validated and written in one streamed pass, in batches).
  * Prints progress on a terminal, bad lines with their number, and a summary.
  */
-import { readFile } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { access, readFile, stat } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { parseSeed, SeedError } from '../../storage/memory/index.js';
-import { DEFAULT_BATCH_SIZE, importSeed, importUserFile, ImportValidationError, redact, type ImportSummary } from '../../storage/mysql/index.js';
+import { importSeed, importUserFile, ImportValidationError, redact, type ImportSummary } from '../../storage/mysql/index.js';
 import type { CliCommand, CliIo } from '../io.js';
 import { CliUsageError } from '../usage-error.js';
 import type { MysqlConfig } from '../config.js';
 import { runMysqlCommand, withDatabase } from './mysql-env.js';
+import { BATCH_SIZE } from './option-limits.js';
+import { logAdminChange } from './admin-log.js';
 
-const MAX_BATCH_SIZE = 100_000;
-const USAGE = `Usage: merchant-api import FILE [--format seed|ndjson] [--batch-size N]
+const MAX_BATCH_SIZE = BATCH_SIZE.max;
+const USAGE = `Usage: merchant-api import FILE [--format seed|ndjson] [--batch-size N] [--set-status]
   seed:   {"merchants": [...], "users": [...]} as in examples/seed.json (default)
-  ndjson: one user record with its "merchant_id" per line (default for .ndjson and .jsonl)`;
+  ndjson: one user record with its "merchant_id" per line (default for .ndjson and .jsonl)
+  --batch-size N   users per transaction, ${BATCH_SIZE.default} by default, ${BATCH_SIZE.min} to ${MAX_BATCH_SIZE}
+  --set-status     seed: give merchants that exist already the file's status (default: they keep theirs)`;
 
 /** How many problems are printed before "and N more". */
 const SHOWN_PROBLEMS = 20;
@@ -25,24 +30,36 @@ const SHOWN_PROBLEMS = 20;
 export const importCommand: CliCommand = async (args, io, config) => {
   let parsed;
   try {
-    parsed = parseArgs({ args, options: { format: { type: 'string' }, 'batch-size': { type: 'string' } }, allowPositionals: true, strict: true });
+    parsed = parseArgs({ args, options: { format: { type: 'string' }, 'batch-size': { type: 'string' }, 'set-status': { type: 'boolean' }, help: { type: 'boolean', short: 'h' } }, allowPositionals: true, strict: true });
   } catch (error) {
     throw new CliUsageError(`${(error as Error).message}\n${USAGE}`);
+  }
+  if (parsed.values.help) {
+    io.out(USAGE);
+    return 0;
   }
   const [file, ...extra] = parsed.positionals;
   if (file === undefined || extra.length > 0) throw new CliUsageError(USAGE);
   const format = parsed.values.format ?? (/\.(nd)?jsonl?$/i.test(file) && !/\.json$/i.test(file) ? 'ndjson' : 'seed');
   if (format !== 'seed' && format !== 'ndjson') throw new CliUsageError(`--format must be seed or ndjson.\n${USAGE}`);
-  const batchText = parsed.values['batch-size'] ?? String(DEFAULT_BATCH_SIZE);
-  if (!/^\d+$/.test(batchText) || Number(batchText) < 1 || Number(batchText) > MAX_BATCH_SIZE) throw new CliUsageError(`--batch-size must be a whole number from 1 to ${MAX_BATCH_SIZE}.`);
+  const batchText = parsed.values['batch-size'] ?? String(BATCH_SIZE.default);
+  if (!/^\d+$/.test(batchText) || Number(batchText) < BATCH_SIZE.min || Number(batchText) > MAX_BATCH_SIZE) throw new CliUsageError(`--batch-size must be a whole number from ${BATCH_SIZE.min} to ${MAX_BATCH_SIZE}.`);
   const batchSize = Number(batchText);
+  const setStatus = Boolean(parsed.values['set-status']);
+  if (setStatus && format !== 'seed') throw new CliUsageError(`--set-status applies to seed imports only (an NDJSON file holds no merchants).\n${USAGE}`);
+  const unreadable = await readProblem(file);
+  if (unreadable !== undefined) {
+    io.err(`import ${file} failed: ${unreadable}; nothing was imported.`);
+    return 1;
+  }
 
   const started = performance.now();
   const onProgress = progressReporter(io);
   return runMysqlCommand(io, `import ${file}`, async () => {
     try {
-      const summary = format === 'seed' ? await importSeedFile(config, file, batchSize, onProgress) : await withDatabase(config, (db) => importUserFile(db, file, { batchSize, onProgress }));
+      const summary = format === 'seed' ? await importSeedFile(config, file, batchSize, setStatus, onProgress) : await withDatabase(config, (db) => importUserFile(db, file, { batchSize, onProgress }));
       io.progress?.('');
+      logAdminChange(io, 'import_completed', { file, format, ...snakeCase(summary) }, 'import written');
       io.out(`Imported ${file} in ${((performance.now() - started) / 1000).toFixed(1)} s: ${describe(summary)}.`);
       return 0;
     } catch (error) {
@@ -54,6 +71,7 @@ export const importCommand: CliCommand = async (args, io, config) => {
         if (count > SHOWN_PROBLEMS) io.err(`${file}: ... and ${count - SHOWN_PROBLEMS} more problem(s).`);
         const imported = error instanceof ImportValidationError ? error.imported : undefined;
         if (imported) {
+          logAdminChange(io, 'import_stopped', { file, format, through_line: imported.throughLine, ...snakeCase(imported.summary) }, 'import stopped at a bad line; the batches before it are written');
           // One streamed pass: the batches before the first problem are in; the import is an upsert, so running it again is safe.
           io.err(`Lines 1 to ${imported.throughLine} were imported (${imported.summary.usersInserted} user(s) inserted, ${imported.summary.usersUpdated} updated); nothing after them was written: fix the ${count} problem(s) above and run the import again.`);
         } else {
@@ -66,7 +84,7 @@ export const importCommand: CliCommand = async (args, io, config) => {
   });
 };
 
-async function importSeedFile(config: MysqlConfig, file: string, batchSize: number, onProgress: (done: number, total: number) => void): Promise<ImportSummary> {
+async function importSeedFile(config: MysqlConfig, file: string, batchSize: number, setStatus: boolean, onProgress: (done: number, total: number) => void): Promise<ImportSummary> {
   let document: unknown;
   try {
     document = JSON.parse(await readFile(file, 'utf8'));
@@ -77,12 +95,37 @@ async function importSeedFile(config: MysqlConfig, file: string, batchSize: numb
   const seed = parseSeed(document);
   // Sealing keys needs the master key; a users-only seed does not.
   const key = seed.merchants.length > 0 ? config.masterKey() : undefined;
-  return withDatabase(config, (db) => importSeed(db, key, seed, { batchSize, onProgress }));
+  return withDatabase(config, (db) => importSeed(db, key, seed, { batchSize, onProgress, setStatus }));
+}
+
+/** The summary's counts under the log's snake_case names. */
+function snakeCase(summary: ImportSummary): Record<string, number> {
+  return Object.fromEntries(Object.entries(summary).map(([name, value]) => [name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`), value]));
+}
+
+/** Why `file` cannot be imported before any database work (missing, a directory, unreadable), or undefined. */
+async function readProblem(file: string): Promise<string | undefined> {
+  try {
+    if (!(await stat(file)).isFile()) return 'it is not a file';
+    await access(file, constants.R_OK);
+    return undefined;
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return 'no such file';
+    if (code === 'EACCES' || code === 'EPERM') return 'the file cannot be read (permission denied)';
+    return `the file cannot be read (${code ?? 'error'})`;
+  }
 }
 
 function describe(summary: ImportSummary): string {
+  const statuses =
+    summary.merchantStatusesChanged > 0
+      ? ` (${summary.merchantStatusesChanged} status(es) changed)`
+      : summary.merchantStatusesKept > 0
+        ? ` (${summary.merchantStatusesKept} kept a status other than the file's: --set-status applies the file's)`
+        : '';
   const parts = [
-    `${summary.merchantsCreated} merchant(s) created, ${summary.merchantsUpdated} updated`,
+    `${summary.merchantsCreated} merchant(s) created, ${summary.merchantsUpdated} updated${statuses}`,
     `${summary.keysAdded} key(s) added`,
     `${summary.usersInserted} user(s) inserted, ${summary.usersUpdated} updated`,
   ];

@@ -1,20 +1,39 @@
 /**
- * `merchant-api merchant add|disable|enable|rotate-key|list`: merchant and
- * key administration on MySQL. A new key is printed once and stored only
- * sealed; running servers see changes within their key cache TTL.
+ * `merchant-api merchant add|disable|enable|rotate-key|keys|revoke-key|delete|list`: merchant
+ * and key administration on MySQL. A new key is printed once and stored only sealed; keys are
+ * named by their public id (`key_...`) and fingerprint. Every change writes one log event
+ * (admin-log.ts). Running servers take a new key at once (a key they do not know makes them
+ * read the merchant again); a revoked key, a disabled merchant or a deleted one reaches them
+ * within their key cache TTL.
  */
-import { parseArgs } from 'node:util';
-import { addMerchant, listMerchants, rotateMerchantKey, setMerchantStatus } from '../../storage/mysql/index.js';
+import { createInterface } from 'node:readline/promises';
+import {
+  addMerchant,
+  deleteMerchant,
+  listMerchantKeys,
+  listMerchants,
+  revokeMerchantKey,
+  rotateMerchantKey,
+  setMerchantStatus,
+  type MerchantKeySummary,
+} from '../../storage/mysql/index.js';
 import type { CliCommand, CliIo } from '../io.js';
 import { CliUsageError } from '../usage-error.js';
 import type { MysqlConfig } from '../config.js';
+import { logAdminChange } from './admin-log.js';
 import { runMysqlCommand, withDatabase } from './mysql-env.js';
+import { parseCommandArgs } from './parse-args.js';
+import { parseDuration } from './duration.js';
 
 const USAGE = `Usage: merchant-api merchant <subcommand>
   add ID [--disabled] [--json]        add a merchant with a new random API key (printed once)
   disable ID | enable ID              stop or restore access for a merchant
-  rotate-key ID [--revoke-old] [--json]
-                                      add a new key; --revoke-old revokes every older one
+  rotate-key ID [--revoke-old | --expire-old-in DURATION] [--json]
+                                      add a new key; --revoke-old revokes every older one now,
+                                      --expire-old-in (e.g. 24h, 7d) lets them work until then
+  keys ID [--json]                    the merchant's keys: id, fingerprint, created, revoked, expires
+  revoke-key ID KEY_ID                revoke one key, named by its id (see keys)
+  delete ID [--yes]                   delete a merchant with its keys and user shares (asks first)
   list [--json]                       every merchant with its status and key counts`;
 
 /** The `merchant` command. */
@@ -28,24 +47,38 @@ export const merchantCommand: CliCommand = async (args, io, config) => {
       return setStatus(sub, rest, io, config);
     case 'rotate-key':
       return rotate(rest, io, config);
+    case 'keys':
+      return keys(rest, io, config);
+    case 'revoke-key':
+      return revokeKey(rest, io, config);
+    case 'delete':
+      return remove(rest, io, config);
     case 'list':
       return list(rest, io, config);
+    case '--help':
+    case '-h':
+    case 'help':
+      io.out(USAGE);
+      return 0;
     default:
       throw new CliUsageError(sub === undefined ? USAGE : `Unknown merchant subcommand "${sub}".\n${USAGE}`);
   }
 };
 
 async function add(args: string[], io: CliIo, config: MysqlConfig): Promise<number> {
-  const { id, values } = parse(args, { disabled: { type: 'boolean' }, json: { type: 'boolean' } });
+  const parsed = parse(args, { disabled: { type: 'boolean' }, json: { type: 'boolean' } }, 1);
+  if (parsed === 'help') return help(io);
+  const [id] = parsed.positionals as [string];
   const key = config.masterKey();
   return runMysqlCommand(io, 'merchant add', () =>
     withDatabase(config, async (db) => {
-      const status = values.disabled ? 'disabled' : 'active';
-      const { apiKey } = await addMerchant(db, key, id, { status });
-      if (values.json) io.out(JSON.stringify({ merchant_id: id, status, api_key: apiKey }));
+      const status = parsed.values.disabled ? 'disabled' : 'active';
+      const { apiKey, keyId, fingerprint } = await addMerchant(db, key, id, { status });
+      logAdminChange(io, 'merchant_added', { merchant_id: id, status, key_id: keyId }, 'merchant added with a new key');
+      if (parsed.values.json) io.out(JSON.stringify({ merchant_id: id, status, api_key: apiKey, key_id: keyId, fingerprint }));
       else {
         io.out(`Merchant "${id}" added (${status}).`);
-        io.out(`API key, shown only now (stored encrypted): ${apiKey}`);
+        io.out(`API key ${keyId} (fingerprint ${fingerprint}), shown only now (stored encrypted): ${apiKey}`);
       }
       return 0;
     }),
@@ -53,11 +86,15 @@ async function add(args: string[], io: CliIo, config: MysqlConfig): Promise<numb
 }
 
 async function setStatus(action: 'disable' | 'enable', args: string[], io: CliIo, config: MysqlConfig): Promise<number> {
-  const { id } = parse(args, {});
+  const parsed = parse(args, {}, 1);
+  if (parsed === 'help') return help(io);
+  const [id] = parsed.positionals as [string];
   const ttl = config.keyCacheTtlMs / 1000;
   return runMysqlCommand(io, `merchant ${action}`, () =>
     withDatabase(config, async (db) => {
-      await setMerchantStatus(db, id, action === 'disable' ? 'disabled' : 'active');
+      const status = action === 'disable' ? 'disabled' : 'active';
+      await setMerchantStatus(db, id, status);
+      logAdminChange(io, 'merchant_status_set', { merchant_id: id, status }, `merchant ${action}d`);
       io.out(`Merchant "${id}" ${action}d. Running servers notice within ${ttl} s (KEY_CACHE_TTL).`);
       return 0;
     }),
@@ -65,58 +102,149 @@ async function setStatus(action: 'disable' | 'enable', args: string[], io: CliIo
 }
 
 async function rotate(args: string[], io: CliIo, config: MysqlConfig): Promise<number> {
-  const { id, values } = parse(args, { 'revoke-old': { type: 'boolean' }, json: { type: 'boolean' } });
+  const parsed = parse(args, { 'revoke-old': { type: 'boolean' }, 'expire-old-in': { type: 'string' }, json: { type: 'boolean' } }, 1);
+  if (parsed === 'help') return help(io);
+  const [id] = parsed.positionals as [string];
+  const revokeOld = Boolean(parsed.values['revoke-old']);
+  const expireText = parsed.values['expire-old-in'] as string | undefined;
+  if (revokeOld && expireText !== undefined) throw new CliUsageError(`Give --revoke-old or --expire-old-in, not both.\n${USAGE}`);
+  const expireOldInSeconds = expireText === undefined ? undefined : parseDuration(expireText, '--expire-old-in');
   const key = config.masterKey();
   const ttl = config.keyCacheTtlMs / 1000;
   return runMysqlCommand(io, 'merchant rotate-key', () =>
     withDatabase(config, async (db) => {
-      const { apiKey, revoked } = await rotateMerchantKey(db, key, id, { revokeOld: Boolean(values['revoke-old']) });
-      if (values.json) {
-        io.out(JSON.stringify({ merchant_id: id, api_key: apiKey, revoked }));
+      const result = await rotateMerchantKey(db, key, id, { revokeOld, expireOldInSeconds });
+      const old = revokeOld ? { revoked_key_ids: result.oldKeyIds } : expireOldInSeconds !== undefined ? { expiring_key_ids: result.oldKeyIds, expire_at: result.oldKeysExpireAt } : {};
+      logAdminChange(io, 'merchant_key_rotated', { merchant_id: id, key_id: result.keyId, ...old }, 'new key added');
+      if (parsed.values.json) {
+        io.out(JSON.stringify({ merchant_id: id, api_key: result.apiKey, key_id: result.keyId, fingerprint: result.fingerprint, revoked: result.revoked, old_keys_expire_at: result.oldKeysExpireAt ?? null }));
         return 0;
       }
-      io.out(`New API key for "${id}", shown only now (stored encrypted): ${apiKey}`);
-      if (values['revoke-old']) io.out(`Revoked ${revoked} older key(s); running servers may accept them for up to ${ttl} s more (KEY_CACHE_TTL).`);
-      else io.out('Older keys still work: revoke them with --revoke-old once clients use the new one.');
+      io.out(`New API key ${result.keyId} (fingerprint ${result.fingerprint}) for "${id}", shown only now (stored encrypted): ${result.apiKey}`);
+      io.out('It works at once on every running server.');
+      if (revokeOld) io.out(`Revoked ${result.revoked} older key(s); running servers may accept them for up to ${ttl} s more (KEY_CACHE_TTL).`);
+      else if (expireOldInSeconds !== undefined) io.out(`The ${result.oldKeyIds.length} older key(s) keep working until ${result.oldKeysExpireAt} (UTC), then stop (running servers: up to ${ttl} s later).`);
+      else io.out('Older keys still work: revoke them with `merchant revoke-key`, or roll with --revoke-old or --expire-old-in, once clients use the new one.');
+      return 0;
+    }),
+  );
+}
+
+async function keys(args: string[], io: CliIo, config: MysqlConfig): Promise<number> {
+  const parsed = parse(args, { json: { type: 'boolean' } }, 1);
+  if (parsed === 'help') return help(io);
+  const [id] = parsed.positionals as [string];
+  const key = config.masterKey();
+  return runMysqlCommand(io, 'merchant keys', () =>
+    withDatabase(config, async (db) => {
+      const found = await listMerchantKeys(db, key, id);
+      if (parsed.values.json) {
+        io.out(JSON.stringify(found));
+        return 0;
+      }
+      table(io, ['KEY ID', 'FINGERPRINT', 'STATE', 'CREATED (UTC)', 'REVOKED (UTC)', 'EXPIRES (UTC)'], found.map((k) => [k.key_id, k.fingerprint, state(k), k.created_at.slice(0, 19), k.revoked_at?.slice(0, 19) ?? '-', k.expires_at?.slice(0, 19) ?? '-']));
+      return 0;
+    }),
+  );
+}
+
+function state(key: MerchantKeySummary): string {
+  if (key.active) return 'active';
+  return key.revoked_at !== null ? 'revoked' : 'expired';
+}
+
+async function revokeKey(args: string[], io: CliIo, config: MysqlConfig): Promise<number> {
+  const parsed = parse(args, {}, 2);
+  if (parsed === 'help') return help(io);
+  const [id, keyId] = parsed.positionals as [string, string];
+  const ttl = config.keyCacheTtlMs / 1000;
+  return runMysqlCommand(io, 'merchant revoke-key', () =>
+    withDatabase(config, async (db) => {
+      const revoked = await revokeMerchantKey(db, id, keyId);
+      if (!revoked) {
+        io.out(`Key ${keyId} of "${id}" was revoked already; nothing changed.`);
+        return 0;
+      }
+      logAdminChange(io, 'merchant_key_revoked', { merchant_id: id, key_id: keyId }, 'key revoked');
+      io.out(`Key ${keyId} of "${id}" revoked; running servers may accept it for up to ${ttl} s more (KEY_CACHE_TTL).`);
+      return 0;
+    }),
+  );
+}
+
+async function remove(args: string[], io: CliIo, config: MysqlConfig): Promise<number> {
+  const parsed = parse(args, { yes: { type: 'boolean', short: 'y' } }, 1);
+  if (parsed === 'help') return help(io);
+  const [id] = parsed.positionals as [string];
+  if (!parsed.values.yes) {
+    const ask = terminalQuestion();
+    if (!ask) throw new CliUsageError(`Refusing to delete merchant "${id}" without --yes: standard input is not a terminal to ask on.`);
+    const answer = await ask(`Delete merchant "${id}" with its keys, user shares and the users no other merchant shares? This cannot be undone. Type the merchant id to confirm: `);
+    if (answer !== id) {
+      io.err('Not deleted: the answer was not the merchant id.');
+      return 1;
+    }
+  }
+  const ttl = config.keyCacheTtlMs / 1000;
+  return runMysqlCommand(io, 'merchant delete', () =>
+    withDatabase(config, async (db) => {
+      const deleted = await deleteMerchant(db, id);
+      logAdminChange(io, 'merchant_deleted', { merchant_id: id, keys: deleted.keys, shares: deleted.shares, users: deleted.users }, 'merchant deleted');
+      io.out(`Merchant "${id}" deleted: ${deleted.keys} key(s), ${deleted.shares} user share(s), ${deleted.users} user(s) no other merchant shared. Running servers notice within ${ttl} s (KEY_CACHE_TTL).`);
       return 0;
     }),
   );
 }
 
 async function list(args: string[], io: CliIo, config: MysqlConfig): Promise<number> {
-  let values: { json?: boolean };
-  try {
-    values = parseArgs({ args, options: { json: { type: 'boolean' } }, allowPositionals: false, strict: true }).values;
-  } catch (error) {
-    throw new CliUsageError(`${(error as Error).message}\n${USAGE}`);
-  }
+  const parsed = parse(args, { json: { type: 'boolean' } }, 0);
+  if (parsed === 'help') return help(io);
   return runMysqlCommand(io, 'merchant list', () =>
     withDatabase(config, async (db) => {
       const merchants = await listMerchants(db);
-      if (values.json) {
+      if (parsed.values.json) {
         io.out(JSON.stringify(merchants));
         return 0;
       }
       if (merchants.length === 0) io.out('No merchants yet: add one with `merchant-api merchant add ID`.');
-      const rows = [['ID', 'STATUS', 'ACTIVE KEYS', 'REVOKED KEYS', 'CREATED (UTC)'], ...merchants.map((m) => [m.id, m.status, String(m.activeKeys), String(m.revokedKeys), m.createdAt.slice(0, 19)])];
-      if (merchants.length > 0) {
-        const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
-        for (const row of rows) io.out(row.map((cell, column) => cell.padEnd(widths[column]!)).join('  ').trimEnd());
-      }
+      else table(io, ['ID', 'STATUS', 'ACTIVE KEYS', 'REVOKED KEYS', 'CREATED (UTC)'], merchants.map((m) => [m.id, m.status, String(m.activeKeys), String(m.revokedKeys), m.createdAt.slice(0, 19)]));
       return 0;
     }),
   );
 }
 
-type Options = NonNullable<Parameters<typeof parseArgs>[0]>['options'];
+function help(io: CliIo): number {
+  io.out(USAGE);
+  return 0;
+}
 
-function parse(args: string[], options: Options): { id: string; values: Record<string, string | boolean | undefined> } {
-  let parsed;
-  try {
-    parsed = parseArgs({ args, options, allowPositionals: true, strict: true });
-  } catch (error) {
-    throw new CliUsageError(`${(error as Error).message}\n${USAGE}`);
+/** Columns padded to their widest cell. */
+function table(io: CliIo, head: string[], rows: string[][]): void {
+  const all = [head, ...rows];
+  const widths = head.map((_, column) => Math.max(...all.map((row) => row[column]!.length)));
+  for (const row of all) io.out(row.map((cell, column) => cell.padEnd(widths[column]!)).join('  ').trimEnd());
+}
+
+type Options = Parameters<typeof parseCommandArgs>[1];
+
+/** The arguments with exactly `count` positionals (the merchant id, and a key id for revoke-key). */
+function parse(args: string[], options: Options, count: number): ReturnType<typeof parseCommandArgs> {
+  const parsed = parseCommandArgs(args, options, USAGE);
+  if (parsed !== 'help' && parsed.positionals.length !== count) {
+    throw new CliUsageError(`${count === 0 ? 'This subcommand takes no ID.' : count === 1 ? 'Give exactly one merchant ID.' : 'Give the merchant ID and the KEY_ID.'}\n${USAGE}`);
   }
-  if (parsed.positionals.length !== 1) throw new CliUsageError(`Give exactly one merchant ID.\n${USAGE}`);
-  return { id: parsed.positionals[0]!, values: parsed.values as Record<string, string | boolean | undefined> };
+  return parsed;
+}
+
+/** A question on the terminal, or undefined when standard input is not one (a pipe, CI). */
+function terminalQuestion(): ((question: string) => Promise<string>) | undefined {
+  if (!process.stdin.isTTY) return undefined;
+  return async (question) => {
+    const terminal = createInterface({ input: process.stdin, output: process.stderr });
+    try {
+      return (await terminal.question(question)).trim();
+    } finally {
+      terminal.close();
+    }
+  };
 }

@@ -11,6 +11,7 @@ import type { CliCommand, CliIo } from '../io.js';
 import { CliUsageError } from '../usage-error.js';
 import { importCommand } from './mysql-import.js';
 import { merchantCommand } from './mysql-merchant.js';
+import { throttleCommand } from './mysql-throttle.js';
 import type { MysqlConfig } from '../config.js';
 import { databaseUrl, runMysqlCommand, withDatabase } from './mysql-env.js';
 import { withReplicaConfig } from '../replica-storage.js';
@@ -44,6 +45,7 @@ export const mysqlCommands: Record<string, CliCommand> = {
   migrate: migrateCommand,
   import: importCommand,
   merchant: merchantCommand,
+  throttle: throttleCommand,
 };
 
 /**

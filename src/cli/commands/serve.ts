@@ -18,7 +18,7 @@ import { CliUsageError } from '../usage-error.js';
 import { withRedisConfig } from '../redis-state.js';
 import { WORKER_ARGUMENT, workerChannel } from '../workers/channel.js';
 import { stampPid, wholeLineWriter } from '../workers/line-writer.js';
-import { logStartEvents, printBanner, startBanner, type StartFacts } from '../start-lines.js';
+import { isLoopback, logStartEvents, printBanner, startBanner, type StartFacts } from '../start-lines.js';
 import type { WorkerRuntime } from '../workers/runtimes.js';
 import { runWorkers } from '../workers/supervisor.js';
 
@@ -42,6 +42,13 @@ export async function serveCommand(runtime: ServeRuntime, io: CliIo, args: strin
   const unknown = args.find((arg) => arg !== WORKER_ARGUMENT);
   if (unknown !== undefined) throw new CliUsageError(`serve takes no arguments (got "${unknown}"); it is configured by environment variables, see docs/configuration.md.`);
   const config = readServerConfig(io.env);
+  if (!config.databaseUrl && config.seedFile === undefined && !isLoopback(config.hostname)) {
+    // The demo merchant and its key are published in the docs: never serve them to a network.
+    throw new CliUsageError(
+      `HOST ${config.hostname} is reachable from other machines, and without DATABASE_URL or SEED_FILE the server would serve the demo merchant, whose key is public. ` +
+        'Set DATABASE_URL (MySQL) or SEED_FILE (a seed with your merchants), or HOST=127.0.0.1 to try the demo on this machine.',
+    );
+  }
   // Asked for before anything else, so that the primary's stop message finds its listener.
   const worker = args.includes(WORKER_ARGUMENT) ? workerChannel(runtime.workers) : undefined;
   if (!worker && config.workers > 1) {

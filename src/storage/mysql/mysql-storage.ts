@@ -3,9 +3,9 @@
  * The caller owns the pool; `createMysqlKysely` builds one from a URL.
  */
 import { poolSizeOf } from './create-mysql-kysely.js';
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import { StorageUnavailableError } from '../../errors.js';
-import type { Merchant, SaltRecord, Storage, UserPageQuery, UserRecord, UserRecordPage } from '../contract.js';
+import type { Merchant, MerchantLookup, SaltRecord, Storage, UserPageQuery, UserRecord, UserRecordPage } from '../contract.js';
 import { MasterKeyError, openApiKey, parseMasterKey, type MasterKey } from './merchants/key-sealing.js';
 import { MerchantCache } from './merchants/merchant-cache.js';
 import { MerchantDirectory } from './merchants/merchant-directory.js';
@@ -105,9 +105,10 @@ export class MysqlStorage implements Storage {
     return this.#db;
   }
 
-  async getMerchant(id: string): Promise<Merchant | undefined> {
+  async getMerchant(id: string, options?: MerchantLookup): Promise<Merchant | undefined> {
     this.#assertOpen();
     if (!isStorableId(id) || !this.#directory.mayExist(id)) return undefined;
+    if (options?.refresh) return this.#cache.refresh(id, () => this.#loadMerchant(id));
     return this.#cache.get(id, () => this.#loadMerchant(id));
   }
 
@@ -187,7 +188,13 @@ export class MysqlStorage implements Storage {
     try {
       rows = await this.#db
         .selectFrom('merchants as m')
-        .leftJoin('merchant_keys as k', (join) => join.onRef('k.merchant_id', '=', 'm.id').on('k.revoked_at', 'is', null))
+        .leftJoin('merchant_keys as k', (join) =>
+          join
+            .onRef('k.merchant_id', '=', 'm.id')
+            .on('k.revoked_at', 'is', null)
+            // A rolled key works until its end (the cache may hold it up to keyCacheTtlMs longer).
+            .on((eb) => eb.or([eb('k.expires_at', 'is', null), eb('k.expires_at', '>', sql<string>`UTC_TIMESTAMP(6)`)])),
+        )
         .select(['m.id', 'm.status', 'k.sealed_key'])
         .where('m.id', '=', id)
         .orderBy('k.id')

@@ -16,7 +16,7 @@ export interface MerchantsTable {
   updated_at: ColumnType<string, string | undefined, string>;
 }
 
-/** Several keys per merchant (rotation); a key is active while `revoked_at` is null. */
+/** Several keys per merchant (rotation); a key works while `revoked_at` is null and `expires_at` is null or later. */
 export interface MerchantKeysTable {
   id: Generated<string | number>;
   merchant_id: string;
@@ -24,6 +24,12 @@ export interface MerchantKeysTable {
   sealed_key: string;
   created_at: CreatedAt;
   revoked_at: string | null;
+  /** The public id, `key_` and 12 base32 characters (migration 0004; `merchants/key-ids.ts`). */
+  key_id: string;
+  /** First 8 bytes of the key's SHA-256, hex; NULL for keys older than migration 0004 until `merchant keys` fills it. */
+  fingerprint: ColumnType<string | null, string | null | undefined, string | null>;
+  /** When the key stops working (a rolled key); NULL: never. */
+  expires_at: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 /**

@@ -11,7 +11,7 @@
  * never a replay accepted.
  */
 import { MerchantApiError } from '../../errors.js';
-import type { Merchant, PartHealth, SaltRecord, Storage, StorageOperation, UserPageQuery, UserRecord, UserRecordPage } from '../contract.js';
+import type { Merchant, MerchantLookup, PartHealth, SaltRecord, Storage, StorageOperation, UserPageQuery, UserRecord, UserRecordPage } from '../contract.js';
 import type { ThrottleStore } from '../throttle-store.js';
 import type { RedisConnection } from './connection.js';
 import { EvictionPolicyCheck } from './eviction-policy.js';
@@ -97,8 +97,8 @@ class RedisState implements RedisStateStorage {
     this.pooledOperations = (inner.pooledOperations ?? ALL_OPERATIONS).filter((operation) => operation !== 'recordSalt');
   }
 
-  getMerchant(id: string): Promise<Merchant | undefined> {
-    return this.#inner.getMerchant(id);
+  getMerchant(id: string, options?: MerchantLookup): Promise<Merchant | undefined> {
+    return this.#inner.getMerchant(id, options);
   }
 
   listUsers(query: UserPageQuery): Promise<UserRecordPage> {

@@ -4,7 +4,7 @@
  * shared with. Validation names the exact place of every problem, so a bad
  * seed file fails at start-up with a message an operator can act on.
  */
-import { MAX_ID_LENGTH, USER_RECORD_KEYS, type UserRecord } from '../contract.js';
+import { MAX_ID_LENGTH, merchantIdProblem, USER_RECORD_KEYS, type UserRecord } from '../contract.js';
 import { canonicalTimestamp } from '../timestamps.js';
 
 export interface SeedMerchant {
@@ -86,6 +86,9 @@ export function parseSeedMerchant(value: unknown, at: string, problems: string[]
   }
   const before = problems.length;
   const id = identifier(value.id, `${at}.id`, problems);
+  // The merchant id rule (no ":", no control character): such a merchant could never authenticate.
+  const idProblem = id === undefined ? undefined : merchantIdProblem(id);
+  if (idProblem !== undefined) problems.push(`${at}.id: ${idProblem}`);
   const status = value.status ?? 'active';
   if (status !== 'active' && status !== 'disabled') problems.push(`${at}.status: must be "active" or "disabled"`);
   const keys = value.keys;

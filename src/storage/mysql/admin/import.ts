@@ -23,6 +23,10 @@ import { readIdAllocation, upsertUsers, UserBatch, userFieldProblem, type IdAllo
 export interface ImportSummary {
   merchantsCreated: number;
   merchantsUpdated: number;
+  /** Existing merchants whose status the import changed (`setStatus` only). */
+  merchantStatusesChanged: number;
+  /** Existing merchants whose status differs from the file's, left as it was (without `setStatus`). */
+  merchantStatusesKept: number;
   keysAdded: number;
   keysLeftRevoked: number;
   usersInserted: number;
@@ -38,6 +42,11 @@ export interface ImportOptions {
    * in one pass the total is estimated from the bytes written until the last call.
    */
   onProgress?: (done: number, total: number) => void;
+  /**
+   * Seed imports: give existing merchants the file's status. Default false: an existing
+   * merchant keeps its status (an operator may have disabled it); new ones take the file's.
+   */
+  setStatus?: boolean;
 }
 
 /** Users per batch unless told otherwise: a LOAD DATA of this size takes well under a second. */
@@ -65,7 +74,7 @@ export class ImportValidationError extends Error {
   }
 }
 
-const emptySummary = (): ImportSummary => ({ merchantsCreated: 0, merchantsUpdated: 0, keysAdded: 0, keysLeftRevoked: 0, usersInserted: 0, usersUpdated: 0 });
+const emptySummary = (): ImportSummary => ({ merchantsCreated: 0, merchantsUpdated: 0, merchantStatusesChanged: 0, merchantStatusesKept: 0, keysAdded: 0, keysLeftRevoked: 0, usersInserted: 0, usersUpdated: 0 });
 
 /**
  * Imports a validated seed (`parseSeed`) in one transaction. `masterKey`
@@ -87,8 +96,10 @@ export async function importSeed(db: Kysely<MerchantApiDatabase>, masterKey: Mas
   return db.transaction().execute(async (trx) => {
     const summary = emptySummary();
     for (const merchant of seed.merchants) {
-      const result = await upsertSeedMerchant(trx, masterKey!, merchant);
+      const result = await upsertSeedMerchant(trx, masterKey!, merchant, { setStatus: options.setStatus });
       summary[result.created ? 'merchantsCreated' : 'merchantsUpdated']++;
+      if (result.statusChanged) summary.merchantStatusesChanged++;
+      if (result.statusKept) summary.merchantStatusesKept++;
       summary.keysAdded += result.keysAdded;
       summary.keysLeftRevoked += result.keysLeftRevoked;
     }

@@ -7,6 +7,10 @@
  * own, for when the storage keeps no list of every id (merchant-directory.ts):
  * asking again for one then costs no query. So a merchant added by the CLI
  * may take up to `ttlMs` to work on an instance that was just asked for it.
+ * A key added elsewhere works at once: a presented key that matches none of the
+ * cached ones asks for `refresh`, which reads the merchant again, at most once
+ * per merchant per `REFRESH_INTERVAL_MS`, so wrong keys cannot flood the
+ * database. A revoked key is not noticed that way: it still matches.
  */
 import type { Merchant } from '../../contract.js';
 
@@ -17,6 +21,8 @@ interface Entry {
 
 /** Bounds memory (each map) whatever merchant ids callers make up. */
 const MAX_ENTRIES = 10_000;
+/** At most one re-read of a merchant per this long, whatever the number of wrong keys. */
+export const REFRESH_INTERVAL_MS = 1000;
 
 /** Merchants by id for `ttlMs`, with one load at a time per id; callers get copies. */
 export class MerchantCache {
@@ -24,6 +30,8 @@ export class MerchantCache {
   /** Ids known to be absent, with when that stops being trusted. */
   readonly #absent = new Map<string, number>();
   readonly #loading = new Map<string, Promise<Merchant | undefined>>();
+  /** When each merchant was last re-read on request (`refresh`). */
+  readonly #refreshed = new Map<string, number>();
 
   constructor(
     readonly ttlMs: number,
@@ -55,6 +63,32 @@ export class MerchantCache {
       return merchant && copy(merchant);
     } finally {
       this.#loading.delete(id);
+    }
+  }
+
+  /**
+   * The merchant read again, unless it was re-read less than `REFRESH_INTERVAL_MS` ago (then
+   * what `get` answers). A load already under way is joined, not repeated.
+   */
+  async refresh(id: string, load: () => Promise<Merchant | undefined>): Promise<Merchant | undefined> {
+    let stale: Entry | undefined;
+    if (this.ttlMs > 0) {
+      const now = this.clock();
+      const last = this.#refreshed.get(id);
+      if (last === undefined || now - last >= REFRESH_INTERVAL_MS) {
+        remember(this.#refreshed, id, now);
+        stale = this.#entries.get(id);
+        this.#entries.delete(id);
+        this.#absent.delete(id);
+      }
+    }
+    try {
+      return await this.get(id, load);
+    } catch (error) {
+      // The database failing must not turn a wrong key into a 503: answer from the copy held.
+      if (stale === undefined || stale.expiresAt <= this.clock()) throw error;
+      if (!this.#entries.has(id)) remember(this.#entries, id, stale);
+      return copy(stale.merchant);
     }
   }
 

@@ -19,7 +19,7 @@
  */
 import type { Kysely } from 'kysely';
 import { StorageUnavailableError } from '../../../errors.js';
-import type { Merchant, SaltRecord, Storage, UserPageQuery, UserRecord, UserRecordPage } from '../../contract.js';
+import type { Merchant, MerchantLookup, SaltRecord, Storage, UserPageQuery, UserRecord, UserRecordPage } from '../../contract.js';
 import type { ThrottleStore } from '../../throttle-store.js';
 import type { MerchantApiDatabase } from '../schema.js';
 import { MysqlStorage, type MysqlStorageOptions } from '../mysql-storage.js';
@@ -89,8 +89,8 @@ class ReplicaReads implements ReplicaReadsStorage {
   }
 
   /** Always the primary: a key revoked or a merchant disabled there a moment ago must be refused now. */
-  getMerchant(id: string): Promise<Merchant | undefined> {
-    return this.#primary.getMerchant(id);
+  getMerchant(id: string, options?: MerchantLookup): Promise<Merchant | undefined> {
+    return this.#primary.getMerchant(id, options);
   }
 
   listUsers(query: UserPageQuery): Promise<UserRecordPage> {

@@ -29,6 +29,13 @@ export function isShareableAddress(address: string): boolean {
   return /^[\x21-\x7e]{1,64}$/.test(address);
 }
 
+/**
+ * `blocked_until` of a row whose block an operator lifted (`liftThrottleBlocks`): read as not blocked
+ * and `lifted`, so every instance drops its copy of the block. The next change of the row sets
+ * it back to 0 (`GREATEST(blocked_until, 0)`), so only the lift itself says so.
+ */
+export const LIFTED = -1;
+
 /** Every column of a record, the version formatted by the server (no driver setting can cut its microseconds). */
 const RECORD_COLUMNS = sql.raw(`scope, address, merchant_id, failures, window_start, blocks, blocked_until,
   DATE_FORMAT(updated_at, '%Y-%m-%d %H:%i:%s.%f') AS version`);
@@ -53,8 +60,9 @@ function toRecord(row: RecordRow): ThrottleRecord {
     failures: Number(row.failures),
     windowStart: Number(row.window_start),
     blocks: Number(row.blocks),
-    // BIGINT arrives as text with bigNumberStrings.
-    blockedUntil: Number(row.blocked_until),
+    // BIGINT arrives as text with bigNumberStrings. Negative: lifted by an operator (LIFTED).
+    blockedUntil: Math.max(0, Number(row.blocked_until)),
+    lifted: Number(row.blocked_until) < 0,
     version: row.version,
   };
 }
@@ -82,7 +90,7 @@ function addressUpsert(address: string, now: number, r: ThrottleRules): RawBuild
   return sql`INSERT INTO auth_failures (scope, address, merchant_id, failures, window_start, blocks, blocked_until, updated_at, expires_at)
     VALUES ('address', ${address}, '', ${first.failures}, ${now}, 0, ${first.blockedUntil}, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ${keep} SECOND)
     ON DUPLICATE KEY UPDATE
-      blocked_until = IF(${count} >= ${r.addressFailures}, ${now} + ${r.addressBlockSeconds}, blocked_until),
+      blocked_until = IF(${count} >= ${r.addressFailures}, ${now} + ${r.addressBlockSeconds}, GREATEST(blocked_until, 0)),
       failures = IF(${count} >= ${r.addressFailures}, 0, ${count}),
       window_start = IF(failures = 0 OR ${now} >= window_start + ${r.addressWindowSeconds}, ${now}, window_start),
       updated_at = ${NEXT_VERSION},
@@ -101,7 +109,7 @@ function pairUpsert(address: string, merchantId: string, now: number, r: Throttl
   return sql`INSERT INTO auth_failures (scope, address, merchant_id, failures, window_start, blocks, blocked_until, updated_at, expires_at)
     VALUES ('pair', ${address}, ${merchantId}, ${first.failures}, ${now}, ${first.blocks}, ${first.blockedUntil}, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ${keep} SECOND)
     ON DUPLICATE KEY UPDATE
-      blocked_until = IF(${reached}, ${now} + LEAST(${r.pairMaxBlockSeconds}, ${r.pairBlockSeconds} * POW(2, blocks)), blocked_until),
+      blocked_until = IF(${reached}, ${now} + LEAST(${r.pairMaxBlockSeconds}, ${r.pairBlockSeconds} * POW(2, blocks)), GREATEST(blocked_until, 0)),
       blocks = IF(${reached}, LEAST(blocks + 1, 32), blocks),
       failures = IF(${reached}, 0, failures + 1),
       updated_at = ${NEXT_VERSION},
@@ -117,7 +125,7 @@ function firstFailure(blocks: boolean, blockedUntil: number) {
 export async function resetPair(db: Kysely<any>, address: string, merchantId: string, now: number): Promise<ThrottleRecord[]> {
   if (!isShareableAddress(address) || !isStorableId(merchantId)) return [];
   const where = sql`scope = 'pair' AND address = ${address} AND merchant_id = ${merchantId}`;
-  const updated = await sql`UPDATE auth_failures SET failures = 0, blocks = 0, updated_at = ${NEXT_VERSION},
+  const updated = await sql`UPDATE auth_failures SET blocked_until = GREATEST(blocked_until, 0), failures = 0, blocks = 0, updated_at = ${NEXT_VERSION},
     expires_at = UTC_TIMESTAMP(6) + INTERVAL GREATEST(blocked_until - ${now}, ${RESET_VISIBLE_SECONDS}) SECOND
     WHERE ${where}`.execute(db);
   if (updated.numAffectedRows === 0n) return [];
@@ -141,6 +149,37 @@ export async function selectActiveBlocks(db: Kysely<any>, now: number, limit: nu
   const { rows } = await sql<RecordRow>`SELECT ${RECORD_COLUMNS} FROM auth_failures
     WHERE blocked_until > ${now} ORDER BY blocked_until DESC LIMIT ${limit}`.execute(db);
   return rows.map(toRecord);
+}
+
+/** A block as `throttle list` shows it. */
+export interface ThrottleBlock {
+  scope: 'address' | 'pair';
+  address: string;
+  merchant_id: string | null;
+  /** Unix seconds (the servers' clock). */
+  blocked_until: number;
+  /** Blocks of the pair so far (the next one lasts twice as long). */
+  blocks: number;
+}
+
+/** The blocks in force at `now` (Unix seconds), the longest first, at most `limit`. */
+export async function listThrottleBlocks(db: Kysely<any>, now: number, limit: number): Promise<ThrottleBlock[]> {
+  const records = await selectActiveBlocks(db, now, limit);
+  return records.map((r) => ({ scope: r.scope, address: r.address, merchant_id: r.merchantId ?? null, blocked_until: r.blockedUntil, blocks: r.blocks }));
+}
+
+/**
+ * Lifts the blocks of a stored address: the address's own and every pair of it, or with
+ * `merchantId` that pair only; their counts and doubling start again. Each row is marked
+ * `LIFTED` with a new version, so every instance reading the changes drops the block within
+ * its poll interval (throttle-store.ts). Resolves to the rows changed.
+ */
+export async function liftThrottleBlocks(db: Kysely<any>, address: string, merchantId: string | undefined): Promise<number> {
+  const which = merchantId === undefined ? sql`address = ${address}` : sql`scope = 'pair' AND address = ${address} AND merchant_id = ${merchantId}`;
+  const result = await sql`UPDATE auth_failures SET blocked_until = ${LIFTED}, failures = 0, blocks = 0, updated_at = ${NEXT_VERSION},
+    expires_at = UTC_TIMESTAMP(6) + INTERVAL ${RESET_VISIBLE_SECONDS} SECOND
+    WHERE ${which}`.execute(db);
+  return Number(result.numAffectedRows ?? 0n);
 }
 
 /** Deletes rows that mean nothing any more, `batchSize` at a time, at most `maxBatches` statements; resolves to the count. */
