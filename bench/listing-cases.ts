@@ -4,6 +4,8 @@
  * Positions are computed from the data itself, so "last" is the page the listing ends with.
  * Timed in process (the storage call) and over HTTP (a real server process, cursors sealed with
  * its CURSOR_SECRET), each against the first unfiltered page measured in the same run.
+ * `order=updated_at` cases run where the bench can say a user's `updated_at` (`updatedAtOf`):
+ * the benches write users in id order, one stamp per batch, so (updated_at, id) order is id order.
  */
 import { CursorCodec } from '../src/listing/cursor.js';
 import { compareCodePoints } from '../src/storage/order.js';
@@ -34,12 +36,18 @@ export const CASES: ListingCase[] = [
   { name: 'order=date_joined', query: 'order=date_joined', filter: {}, order: 'date_joined' },
   { name: 'order=date_joined, joined_after 2023', query: 'order=date_joined&joined_after=2023-01-01T00:00:00Z', filter: { joinedAfter: t('2023-01-01T00:00:00') }, order: 'date_joined' },
   { name: 'order=date_joined, active=false', query: 'order=date_joined&active=false', filter: { active: false }, order: 'date_joined' },
+  { name: 'order=updated_at', query: 'order=updated_at', filter: {}, order: 'updated_at' },
+  { name: 'updated_since (all), order=updated_at', query: 'updated_since=2000-01-01T00:00:00Z&order=updated_at', filter: { updatedSince: t('2000-01-01T00:00:00') }, order: 'updated_at' },
+  { name: 'order=updated_at, active=false (0.1%)', query: 'order=updated_at&active=false', filter: { active: false }, order: 'updated_at' },
+  { name: 'order=updated_at, joined_after 2023', query: 'order=updated_at&joined_after=2023-01-01T00:00:00Z', filter: { joinedAfter: t('2023-01-01T00:00:00') }, order: 'updated_at' },
 ];
 
 export interface Position {
   label: 'first' | 'middle' | 'last';
   after?: string;
   afterJoined?: string;
+  /** In `order=updated_at`: the position's `updated_at` (filled in by `runCases`). */
+  afterUpdated?: string;
   /** How many users the listing holds in all. */
   matching?: number;
 }
@@ -60,6 +68,7 @@ export function positionsOf(users: number): Map<ListingCase, Position[]> {
   const positions = new Map<ListingCase, Position[]>();
   for (const c of CASES) {
     const kept = all.filter((u) => (c.filter.active === undefined || u.active === c.filter.active) && (c.filter.joinedAfter === undefined || u.joined > c.filter.joinedAfter) && (c.filter.joinedBefore === undefined || u.joined < c.filter.joinedBefore));
+    // order=updated_at: id order, as the benches write the users (see the file comment).
     kept.sort(c.order === 'date_joined' ? (a, b) => (a.joined < b.joined ? -1 : a.joined > b.joined ? 1 : compareCodePoints(a.id, b.id)) : (a, b) => compareCodePoints(a.id, b.id));
     const at = (index: number): Position => (index < 0 || kept.length === 0 ? {} : { after: kept[index]!.id, afterJoined: kept[index]!.joined }) as Position;
     // The last page starts after the last full page's last user; the middle one halfway.
@@ -75,14 +84,22 @@ export function positionsOf(users: number): Map<ListingCase, Position[]> {
 
 /** The storage query of a case at a position. */
 export function queryOf(c: ListingCase, position: Position, limit = PAGE + 1): UserPageQuery {
-  return { merchantId: MERCHANT, filter: c.filter, order: c.order, after: position.after, afterJoined: c.order === 'date_joined' ? position.afterJoined : undefined, limit };
+  return {
+    merchantId: MERCHANT,
+    filter: c.filter,
+    order: c.order,
+    after: position.after,
+    afterJoined: c.order === 'date_joined' ? position.afterJoined : undefined,
+    afterUpdated: c.order === 'updated_at' ? position.afterUpdated : undefined,
+    limit,
+  };
 }
 
 /** The HTTP path of a case at a position, with a cursor the bench server accepts. */
 export async function pathOf(c: ListingCase, position: Position): Promise<string> {
   const base = `/merchant/users?limit=${PAGE}${c.query ? `&${c.query}` : ''}`;
   if (position.after === undefined) return base;
-  const cursor = await new CursorCodec(CURSOR_SECRET).seal(MERCHANT, c.filter, { after: position.after, afterJoined: position.afterJoined, limit: PAGE }, c.order);
+  const cursor = await new CursorCodec(CURSOR_SECRET).seal(MERCHANT, c.filter, { after: position.after, afterJoined: position.afterJoined, afterUpdated: position.afterUpdated, limit: PAGE }, c.order);
   return `${base}&cursor=${encodeURIComponent(cursor)}`;
 }
 
@@ -121,19 +138,27 @@ export async function runCases(options: {
   headers: Record<string, string>;
   users: number;
   examine: (query: UserPageQuery) => Promise<number>;
+  /** A user's `updated_at` (canonical); without it the `order=updated_at` cases are left out. */
+  updatedAtOf?: (sharedUserId: string) => Promise<string>;
   calls?: number;
 }): Promise<CaseResult[]> {
-  const { storage, base, headers, examine } = options;
+  const { storage, base, headers, examine, updatedAtOf } = options;
   const calls = options.calls ?? 200;
   const positions = positionsOf(options.users);
-  // Warm-up: every case's first page, so the reference is not measured on a cold server.
   for (const c of CASES) {
+    if (c.order !== 'updated_at') continue;
+    if (!updatedAtOf) positions.delete(c);
+    else for (const position of positions.get(c)!) if (position.after !== undefined) position.afterUpdated = await updatedAtOf(position.after);
+  }
+  const cases = CASES.filter((c) => positions.has(c));
+  // Warm-up: every case's first page, so the reference is not measured on a cold server.
+  for (const c of cases) {
     const path = await pathOf(c, positions.get(c)![0]!);
     await timeMany(50, async () => (await fetch(`${base}${path}`, { headers })).arrayBuffer());
     await timeMany(50, () => storage.listUsers(queryOf(c, positions.get(c)![0]!)));
   }
   const results: CaseResult[] = [];
-  for (const c of CASES) {
+  for (const c of cases) {
     for (const position of positions.get(c)!) {
       const query = queryOf(c, position);
       const page = await storage.listUsers(query);

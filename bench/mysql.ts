@@ -215,6 +215,12 @@ try {
         }
         return rows;
       },
+      updatedAtOf: async (sharedUserId) => {
+        const { rows: [row] } = await db!.executeQuery<{ at: string }>(
+          CompiledQuery.raw("SELECT DATE_FORMAT(updated_at, '%Y-%m-%dT%H:%i:%s.%f+00:00') AS at FROM user_shares WHERE merchant_id = ? AND shared_user_id = ?", [MERCHANT, sharedUserId]),
+        );
+        return row!.at;
+      },
     });
     console.log(casesTable(results));
   }

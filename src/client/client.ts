@@ -19,6 +19,7 @@ import { filterQuery, queryString } from './query.js';
 import { retryPolicy } from './retry.js';
 import { Transport } from './transport.js';
 import type {
+  ChangedUserRecord,
   ExportOptions,
   MerchantClientOptions,
   RequestOptions,
@@ -46,7 +47,12 @@ export interface MerchantClient {
   validateSignature(options?: ValidateSignatureOptions): Promise<SignatureResult>;
   /** One user as shared with this merchant; `MerchantApiError` with status 404 when there is none. */
   user(sharedUserId: string, options?: RequestOptions): Promise<UserRecord>;
-  /** Every user matching the filters, page after page as the iteration needs them. */
+  /**
+   * Every user matching the filters, page after page as the iteration needs them. With
+   * `order: 'updated_at'` (and `updatedSince`) each record carries `updated_at`: a sync loop
+   * remembers the last one it saw and asks again from it (docs/client.md#syncing-changes).
+   */
+  users(options: UsersOptions & { order: 'updated_at' }): AsyncIterableIterator<ChangedUserRecord>;
   users(options?: UsersOptions): AsyncIterableIterator<UserRecord>;
   /** The pages themselves, each with its `nextCursor`, to resume later with `userPages({ cursor })`. */
   userPages(options?: UserPagesOptions): AsyncIterableIterator<UserPage>;
@@ -123,6 +129,8 @@ class Client implements MerchantClient {
     });
   }
 
+  users(options: UsersOptions & { order: 'updated_at' }): AsyncIterableIterator<ChangedUserRecord>;
+  users(options?: UsersOptions): AsyncIterableIterator<UserRecord>;
   async *users(options: UsersOptions = {}): AsyncIterableIterator<UserRecord> {
     for await (const page of this.userPages(options)) yield* page.users;
   }

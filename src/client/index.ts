@@ -6,6 +6,7 @@
 export { createMerchantClient, type MerchantClient } from './client.js';
 export { MerchantApiError, MerchantClientError, MerchantNetworkError, MerchantTimeoutError, type NetworkErrorKind } from './errors.js';
 export type {
+  ChangedUserRecord,
   ClientErrorCode,
   ErrorCode,
   ErrorDetail,
@@ -23,6 +24,7 @@ export type {
   Timestamp,
   UserFilters,
   UserListBody,
+  UserOrder,
   UserPage,
   UserPageBody,
   UserPagesOptions,

@@ -1,6 +1,8 @@
-/** The query strings of `/merchant/users`: the filters (docs/protocol.md#filters), checked and encoded. */
+/** The query strings of `/merchant/users`: the filters and the order (docs/protocol.md#filters), checked and encoded. */
 import { pct } from '../signing/index.js';
-import type { UserFilters, UsersQuery } from './types.js';
+import type { UserFilters, UserOrder, UsersQuery } from './types.js';
+
+const ORDERS: readonly UserOrder[] = ['shared_user_id', 'date_joined', 'updated_at'];
 
 /** The query of the filters (docs/protocol.md#filters). */
 export function filterQuery(filters: UserFilters): UsersQuery {
@@ -11,6 +13,11 @@ export function filterQuery(filters: UserFilters): UsersQuery {
   }
   if (filters.joinedAfter !== undefined) query.joined_after = timestamp(filters.joinedAfter, 'joinedAfter');
   if (filters.joinedBefore !== undefined) query.joined_before = timestamp(filters.joinedBefore, 'joinedBefore');
+  if (filters.updatedSince !== undefined) query.updated_since = timestamp(filters.updatedSince, 'updatedSince');
+  if (filters.order !== undefined) {
+    if (!ORDERS.includes(filters.order)) throw new TypeError(`order must be one of ${ORDERS.join(', ')}.`);
+    query.order = filters.order;
+  }
   return query;
 }
 

@@ -7,9 +7,9 @@
  */
 import type { MerchantApiErrorCode } from '../errors.js';
 import type { SigningParams } from '../signing/index.js';
-import type { UserRecord } from '../storage/contract.js';
+import type { ChangedUserRecord, UserRecord } from '../storage/contract.js';
 
-export type { UserRecord, SigningParams };
+export type { ChangedUserRecord, UserRecord, SigningParams };
 
 /** The codes the server puts in `errors[].code` of the envelope (docs/protocol.md#errors). */
 export type ServerErrorCode = MerchantApiErrorCode;
@@ -61,10 +61,10 @@ export interface SignatureErrorBody {
   is_valid: false;
 }
 
-/** One page of `GET /merchant/users` (with `limit` or `cursor`). */
+/** One page of `GET /merchant/users` (with `limit` or `cursor`); records carry `updated_at` in `order=updated_at`. */
 export interface UserPageBody {
   status: 'ok';
-  data: UserRecord[];
+  data: (UserRecord | ChangedUserRecord)[];
   /** The cursor of the next page, or null on the last one. */
   next_cursor: string | null;
   errors: unknown[];
@@ -73,7 +73,7 @@ export interface UserPageBody {
 /** The whole list, or `GET /merchant/users/{shared_user_id}` (`data` holds the one record). */
 export interface UserListBody {
   status: 'ok';
-  data: UserRecord[];
+  data: (UserRecord | ChangedUserRecord)[];
   errors: unknown[];
 }
 
@@ -94,7 +94,12 @@ export interface UsersQuery {
   active?: 'true' | 'false';
   joined_after?: string;
   joined_before?: string;
+  updated_since?: string;
+  order?: UserOrder;
 }
+
+/** The orders of the user list (docs/protocol.md#pagination-and-cursors). */
+export type UserOrder = 'shared_user_id' | 'date_joined' | 'updated_at';
 
 /** A timestamp filter: an ISO 8601 / RFC 3339 string as docs/protocol.md#filters accepts, or a `Date`. */
 export type Timestamp = string | Date;
@@ -107,6 +112,16 @@ export interface UserFilters {
   joinedAfter?: Timestamp;
   /** Users who joined strictly before this time. */
   joinedBefore?: Timestamp;
+  /**
+   * Users whose record or share changed at or after this time (inclusive); lists in
+   * `order: 'updated_at'` (docs/protocol.md#changed-since).
+   */
+  updatedSince?: Timestamp;
+  /**
+   * `shared_user_id` (the default), `date_joined` (oldest first) or `updated_at` (least recently
+   * changed first; each record then carries `updated_at`: a `ChangedUserRecord`).
+   */
+  order?: UserOrder;
 }
 
 /** Options of `users()`: the filters and the page size of the requests made. */

@@ -2,7 +2,7 @@
  * Page cursors (docs/protocol.md#users): opaque and tamper-proof, sealed with jose
  * as a compact JWE (`dir`, `A256GCM`), so a client can neither read nor
  * forge the keyset position. A cursor is bound to the merchant, to the
- * filters and to the order of the listing it came from.
+ * filters (`updated_since` included) and to the order of the listing it came from.
  */
 import { CompactEncrypt, compactDecrypt } from 'jose';
 import { MerchantApiError } from '../errors.js';
@@ -14,20 +14,27 @@ export interface CursorPosition {
   after: string;
   /** In `order=date_joined`: the `date_joined` of the position. */
   afterJoined?: string;
+  /** In `order=updated_at`: the `updated_at` of the position. */
+  afterUpdated?: string;
   limit: number;
 }
 
 interface CursorPayload {
   v: 1;
   m: string;
-  f: [boolean | null, string | null, string | null];
+  /** active, joined_after, joined_before, and updated_since when given (cursors without it stay as they were). */
+  f: [boolean | null, string | null, string | null] | [boolean | null, string | null, string | null, string];
   a: string;
   l: number;
-  /** Present (1) in `order=date_joined` only, so cursors of the default order stay as they were. */
-  o?: 1;
-  /** The position's `date_joined`, with `o`. */
+  /** 1 in `order=date_joined`, 2 in `order=updated_at`; absent in the default order, so its cursors stay as they were. */
+  o?: 1 | 2;
+  /** The position's `date_joined`, with `o: 1`. */
   j?: string;
+  /** The position's `updated_at`, with `o: 2`. */
+  u?: string;
 }
+
+const ORDER_CODES = { shared_user_id: undefined, date_joined: 1, updated_at: 2 } as const;
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -58,6 +65,7 @@ export class CursorCodec {
   async seal(merchantId: string, filter: UserFilter, position: CursorPosition, order: UserOrder = 'shared_user_id'): Promise<string> {
     const payload: CursorPayload = { v: 1, m: merchantId, f: fingerprint(filter), a: position.after, l: position.limit };
     if (order === 'date_joined') Object.assign(payload, { o: 1, j: position.afterJoined });
+    if (order === 'updated_at') Object.assign(payload, { o: 2, u: position.afterUpdated });
     return new CompactEncrypt(encoder.encode(JSON.stringify(payload)))
       .setProtectedHeader({ alg: 'dir', enc: 'A256GCM' })
       .encrypt(await this.#key);
@@ -77,18 +85,21 @@ export class CursorCodec {
     }
     if (payload.v !== 1 || payload.m !== merchantId) throw invalid(INVALID);
     const expected = fingerprint(filter);
-    if (expected.some((value, i) => value !== payload.f[i])) {
-      throw invalid('cursor was issued for other filters (active, joined_after, joined_before); send the same filters as the first page.');
+    if (!Array.isArray(payload.f) || payload.f.length !== expected.length || expected.some((value, i) => value !== payload.f[i])) {
+      throw invalid('cursor was issued for other filters (active, joined_after, joined_before, updated_since); send the same filters as the first page.');
     }
-    if ((payload.o === 1) !== (order === 'date_joined') || (payload.o === 1 && typeof payload.j !== 'string')) {
+    if (payload.o !== ORDER_CODES[order] || (payload.o === 1 && typeof payload.j !== 'string') || (payload.o === 2 && typeof payload.u !== 'string')) {
       throw invalid('cursor was issued for another order; send the same order as the first page.');
     }
-    return payload.o === 1 ? { after: payload.a, afterJoined: payload.j, limit: payload.l } : { after: payload.a, limit: payload.l };
+    if (payload.o === 1) return { after: payload.a, afterJoined: payload.j, limit: payload.l };
+    if (payload.o === 2) return { after: payload.a, afterUpdated: payload.u, limit: payload.l };
+    return { after: payload.a, limit: payload.l };
   }
 }
 
 function fingerprint(filter: UserFilter): CursorPayload['f'] {
-  return [filter.active ?? null, filter.joinedAfter ?? null, filter.joinedBefore ?? null];
+  const base: [boolean | null, string | null, string | null] = [filter.active ?? null, filter.joinedAfter ?? null, filter.joinedBefore ?? null];
+  return filter.updatedSince === undefined ? base : [...base, filter.updatedSince];
 }
 
 function invalid(message: string): MerchantApiError {

@@ -14,13 +14,17 @@ export interface ListParams {
   limit?: number;
   cursor?: string;
   filter: UserFilter;
-  /** `order`: `shared_user_id` (the default) or `date_joined` (docs/protocol.md#pagination-and-cursors). */
+  /**
+   * `order`: `shared_user_id` (the default), `date_joined` or `updated_at`
+   * (docs/protocol.md#pagination-and-cursors); `updated_since` alone means `updated_at`.
+   */
   order: UserOrder;
   /** The filter and order parameters exactly as sent, for the next page's link. */
   filterParams: [string, string][];
 }
 
-const ALLOWED = new Set(['limit', 'cursor', 'active', 'joined_after', 'joined_before', 'order']);
+const ALLOWED = new Set(['limit', 'cursor', 'active', 'joined_after', 'joined_before', 'updated_since', 'order']);
+const ORDERS: readonly UserOrder[] = ['shared_user_id', 'date_joined', 'updated_at'];
 
 /** Validates the decoded query pairs of `GET /merchant/users`. */
 export function parseListParams(pairs: readonly [string, string][]): ListParams {
@@ -56,7 +60,7 @@ export function parseListParams(pairs: readonly [string, string][]): ListParams 
       problems.push({ code: 'invalid_parameter', message: 'active must be true or false.', param: 'active' });
     }
   }
-  for (const [name, field] of [['joined_after', 'joinedAfter'], ['joined_before', 'joinedBefore']] as const) {
+  for (const [name, field] of [['joined_after', 'joinedAfter'], ['joined_before', 'joinedBefore'], ['updated_since', 'updatedSince']] as const) {
     const value = values.get(name);
     if (value === undefined || problems.some((p) => p.param === name)) continue;
     const canonical = canonicalTimestamp(value);
@@ -71,12 +75,17 @@ export function parseListParams(pairs: readonly [string, string][]): ListParams 
 
   const order = values.get('order');
   if (order !== undefined && !problems.some((p) => p.param === 'order')) {
-    if (order === 'shared_user_id' || order === 'date_joined') {
-      params.order = order;
+    if ((ORDERS as readonly string[]).includes(order)) {
+      params.order = order as UserOrder;
       params.filterParams.push(['order', order]);
     } else {
-      problems.push({ code: 'invalid_parameter', message: 'order must be shared_user_id or date_joined.', param: 'order' });
+      problems.push({ code: 'invalid_parameter', message: 'order must be shared_user_id, date_joined or updated_at.', param: 'order' });
     }
+  }
+  // Changes are read in the order they were made: `updated_since` alone implies it, another order is refused.
+  if (values.has('updated_since') && !problems.some((p) => p.param === 'order')) {
+    if (order === undefined) params.order = 'updated_at';
+    else if (order !== 'updated_at') problems.push({ code: 'invalid_parameter', message: 'updated_since lists in updated_at order: send order=updated_at or no order.', param: 'order' });
   }
 
   if (problems.length) throw new MerchantApiError(problems[0]!.code, problems[0]!.message, { details: problems, status: 400 });

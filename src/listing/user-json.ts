@@ -1,8 +1,9 @@
 /**
  * Serialises user records with all 14 keys in the documented order,
- * whatever order a storage built its objects in (docs/protocol.md#users).
+ * whatever order a storage built its objects in (docs/protocol.md#users). Listings in
+ * `order=updated_at` add `updated_at` as a 15th key; no other answer ever has it.
  */
-import type { UserRecord } from '../storage/contract.js';
+import type { ChangedUserRecord, UserRecord } from '../storage/contract.js';
 
 /** One record as JSON text. */
 export function userJson(u: UserRecord): string {
@@ -16,10 +17,16 @@ export function userJson(u: UserRecord): string {
   );
 }
 
-/** Records joined with commas, ready to sit inside a JSON array. */
-export function usersJson(users: readonly UserRecord[]): string {
+/** One record with `updated_at` after the 14 keys. */
+export function changedUserJson(u: ChangedUserRecord): string {
+  return `${userJson(u).slice(0, -1)},"updated_at":${str(u.updated_at)}}`;
+}
+
+/** Records joined with commas, ready to sit inside a JSON array; `withUpdatedAt` in `order=updated_at` only. */
+export function usersJson(users: readonly UserRecord[], withUpdatedAt = false): string {
+  const one = withUpdatedAt ? (u: UserRecord) => changedUserJson(u as ChangedUserRecord) : userJson;
   let out = '';
-  for (let i = 0; i < users.length; i++) out += i ? `,${userJson(users[i]!)}` : userJson(users[i]!);
+  for (let i = 0; i < users.length; i++) out += i ? `,${one(users[i]!)}` : one(users[i]!);
   return out;
 }
 

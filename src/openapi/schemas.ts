@@ -14,6 +14,17 @@ const timestamp = {
 const nullable = (schema: Json, description: string) => ({ ...schema, type: ['string', 'null'], description });
 const noErrors = { type: 'array', maxItems: 0 };
 
+/** A record of a listing in `order=updated_at`: the 14 keys, then `updated_at`. */
+function changedUserSchema(): Json {
+  const user = userSchema();
+  return {
+    ...user,
+    description: `A user record of a listing in \`order=updated_at\`: the ${USER_RECORD_KEYS.length} keys, then \`updated_at\`, in this order.`,
+    required: [...USER_RECORD_KEYS, 'updated_at'],
+    properties: { ...(user.properties as Record<string, Json>), updated_at: { ...timestamp, description: 'when the record or its share with this merchant last changed (UTC)' } },
+  };
+}
+
 function userSchema(): Json {
   const properties: Json = {};
   for (const key of USER_RECORD_KEYS) properties[key] = { type: 'string' };
@@ -49,10 +60,13 @@ function okEnvelope(description: string, data: Json, extra: Json = {}): Json {
 
 export function schemas(): Json {
   const users = { type: 'array', items: schemaRef('User') };
+  // A listing in order=updated_at carries `updated_at`; every other answer the 14 keys.
+  const listed = { type: 'array', items: { oneOf: [schemaRef('User'), schemaRef('ChangedUser')] } };
   return {
     User: userSchema(),
-    UserList: okEnvelope('The whole list (neither `limit` nor `cursor`): no `next_cursor`.', users),
-    UserPage: okEnvelope('One page (`limit` or `cursor`).', users, {
+    ChangedUser: changedUserSchema(),
+    UserList: okEnvelope('The whole list (neither `limit` nor `cursor`): no `next_cursor`. Records are `ChangedUser` in `order=updated_at`.', listed),
+    UserPage: okEnvelope('One page (`limit` or `cursor`). Records are `ChangedUser` in `order=updated_at`.', listed, {
       next_cursor: { type: ['string', 'null'], minLength: 1, description: 'the cursor of the next page; null on the last page' },
     }),
     UserOne: okEnvelope('One user.', { ...users, minItems: 1, maxItems: 1 }),

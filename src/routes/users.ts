@@ -8,7 +8,7 @@ import { MAX_PAGE_SIZE, parseListParams, type ListParams } from '../listing/list
 import { parseQuery } from '../http/query.js';
 import { reply, type Reply } from '../http/responses.js';
 import { pct } from '../signing/index.js';
-import type { Merchant, UserFilter, UserOrder, UserRecord, UserRecordPage } from '../storage/contract.js';
+import type { ChangedUserRecord, Merchant, UserFilter, UserOrder, UserRecord, UserRecordPage } from '../storage/contract.js';
 import { usersJson } from '../listing/user-json.js';
 import { MALFORMED_QUERY, queryParameter, response, schemaRef } from '../openapi/fragments.js';
 import type { Json, OperationDoc } from '../openapi/operation.js';
@@ -25,7 +25,7 @@ async function page(ctx: RequestContext, input: RouteInput, merchant: Merchant, 
   const position = params.cursor === undefined ? undefined : await deps.cursors.open(params.cursor, merchant.id, params.filter, params.order);
   // A cursor without `limit` keeps the page size of the listing it came from.
   const limit = params.limit ?? position!.limit;
-  const query = { merchantId: merchant.id, filter: params.filter, order: params.order, after: position?.after, afterJoined: position?.afterJoined, limit: limit + 1 };
+  const query = { merchantId: merchant.id, filter: params.filter, order: params.order, after: position?.after, afterJoined: position?.afterJoined, afterUpdated: position?.afterUpdated, limit: limit + 1 };
   const users = await deps.storage(ctx).listUsers(query);
   // More follows when the storage found a user past the page, or stopped early (a bounded scan).
   const resume = users.length > limit ? undefined : users.resumeAfter;
@@ -34,13 +34,13 @@ async function page(ctx: RequestContext, input: RouteInput, merchant: Merchant, 
   let nextCursor = 'null';
   let headers: Record<string, string> | undefined;
   if (more) {
-    const cursor = await deps.cursors.seal(merchant.id, params.filter, resume !== undefined ? { after: resume, limit } : { ...positionOf(users.at(-1)!), limit }, params.order);
+    const cursor = await deps.cursors.seal(merchant.id, params.filter, { ...(resume !== undefined ? resumePosition(users) : positionOf(users.at(-1)!)), limit }, params.order);
     nextCursor = JSON.stringify(cursor);
     const listUrl = `${deps.resolveBases(ctx, input.origin)[0]}${deps.basePath}/merchant/users`;
     const next = [['limit', String(limit)], ...params.filterParams, ['cursor', cursor]].map(([k, v]) => `${k}=${pct(v!)}`).join('&');
     headers = { link: `<${listUrl}?${next}>; rel="next"` };
   }
-  return reply(200, `{"status":"ok","data":[${usersJson(users)}],"next_cursor":${nextCursor},"errors":[]}`, headers);
+  return reply(200, `{"status":"ok","data":[${usersJson(users, params.order === 'updated_at')}],"next_cursor":${nextCursor},"errors":[]}`, headers);
 }
 
 /**
@@ -50,20 +50,20 @@ async function page(ctx: RequestContext, input: RouteInput, merchant: Merchant, 
  */
 async function streamAll(ctx: RequestContext, merchant: Merchant, filter: UserFilter, order: UserOrder, deps: HandlerDeps): Promise<Reply> {
   const batchSize = deps.streamBatchSize;
-  const read = (position: { after?: string; afterJoined?: string }) =>
-    deps.storage(ctx).listUsers({ merchantId: merchant.id, filter, order, ...position, limit: batchSize });
+  const withUpdatedAt = order === 'updated_at';
+  const read = (position: Partial<Position>) => deps.storage(ctx).listUsers({ merchantId: merchant.id, filter, order, ...position, limit: batchSize });
   // Where the next batch starts: past a full batch, or where a bounded scan stopped; undefined at the end.
   const nextPosition = (batch: UserRecordPage) =>
-    batch.length === batchSize ? positionOf(batch.at(-1)!) : batch.resumeAfter === undefined ? undefined : { after: batch.resumeAfter };
+    batch.length === batchSize ? positionOf(batch.at(-1)!) : batch.resumeAfter === undefined ? undefined : resumePosition(batch);
   const first = await read({});
   async function* pieces(): AsyncGenerator<string> {
     let batch = first;
-    let piece = `{"status":"ok","data":[${usersJson(batch)}`;
+    let piece = `{"status":"ok","data":[${usersJson(batch, withUpdatedAt)}`;
     let written = batch.length > 0;
     for (let position = nextPosition(batch); position !== undefined; position = nextPosition(batch)) {
       yield piece;
       batch = await read(position);
-      piece = batch.length > 0 ? `${written ? ',' : ''}${usersJson(batch)}` : '';
+      piece = batch.length > 0 ? `${written ? ',' : ''}${usersJson(batch, withUpdatedAt)}` : '';
       written ||= batch.length > 0;
     }
     yield `${piece}],"errors":[]}`;
@@ -71,9 +71,16 @@ async function streamAll(ctx: RequestContext, merchant: Merchant, filter: UserFi
   return reply(200, pieces());
 }
 
-/** The keyset position of a user: its id, and its date_joined for `order=date_joined`. */
-function positionOf(user: UserRecord): { after: string; afterJoined: string } {
-  return { after: user.shared_user_id, afterJoined: user.date_joined };
+type Position = { after: string; afterJoined?: string; afterUpdated?: string };
+
+/** The keyset position of a user: its id, its date_joined for `order=date_joined`, its updated_at for `order=updated_at`. */
+function positionOf(user: UserRecord): Position {
+  return { after: user.shared_user_id, afterJoined: user.date_joined, afterUpdated: (user as Partial<ChangedUserRecord>).updated_at };
+}
+
+/** Where a bounded scan stopped (`resumeAfter`, with `resumeAfterUpdated` in `order=updated_at`). */
+function resumePosition(page: UserRecordPage): Position {
+  return { after: page.resumeAfter!, afterUpdated: page.resumeAfterUpdated };
 }
 
 const STREAM_NOTE =
@@ -85,7 +92,7 @@ const STREAM_NOTE =
 export const listUsersDoc: OperationDoc = {
   tag: 'Users',
   description:
-    "The merchant's users, in the order of `shared_user_id` by Unicode code point. " +
+    "The merchant's users, in the order of `shared_user_id` by Unicode code point (or `order`). " +
     `${STREAM_NOTE} With \`limit\` or \`cursor\`: one page, with \`next_cursor\` (null on the last page) and, when there is a next ` +
     'page, a `Link: <…>; rel="next"` header with its URL. Every parameter at most once. `/merchant/users/` is the same endpoint.',
   readsQuery: true,
@@ -95,6 +102,20 @@ export const listUsersDoc: OperationDoc = {
     queryParameter('active', '`true`: users with `deactivated_at` null; `false`: deactivated users.', { type: 'string', enum: ['true', 'false'] }),
     timestampFilter('joined_after', 'later'),
     timestampFilter('joined_before', 'earlier'),
+    queryParameter(
+      'updated_since',
+      'Keeps users whose record or share changed at or after this time (`updated_at >= updated_since`: inclusive, so a sync that asks again ' +
+        'from the last `updated_at` it saw misses nothing at that microsecond; it sees that record again). Lists in `order=updated_at`, ' +
+        'which may be left out; another `order` is refused. Same forms as `joined_after`.',
+      { type: 'string', format: 'date-time', examples: ['2020-01-31T10:00:00.123456Z'] },
+    ),
+    queryParameter(
+      'order',
+      '`shared_user_id` (the default): by id in code-point order. `date_joined`: oldest first, ties by `shared_user_id`. ' +
+        '`updated_at`: least recently changed first, ties by `shared_user_id`; its records carry a 15th key, `updated_at`. ' +
+        'Cursors keep the order they were issued for.',
+      { type: 'string', enum: ['shared_user_id', 'date_joined', 'updated_at'], default: 'shared_user_id' },
+    ),
   ],
   badRequest: `One error object per problem, \`param\` naming it: an unknown, repeated or invalid parameter, an invalid cursor, or ${MALFORMED_QUERY}`,
   badRequestCodes: ['unknown_parameter', 'invalid_parameter', 'invalid_cursor', 'malformed_request'],

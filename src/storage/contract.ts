@@ -60,6 +60,14 @@ export const USER_RECORD_KEYS = [
   'agreed_to_marketing',
 ] as const satisfies readonly (keyof UserRecord)[];
 
+/**
+ * A user record with the time it last changed for this merchant (docs/protocol.md#changed-since):
+ * what a storage answers in `order: 'updated_at'`. `updated_at` is canonical, like the others.
+ */
+export interface ChangedUserRecord extends UserRecord {
+  updated_at: string;
+}
+
 /** Filters of the list endpoint; timestamps are canonical strings. */
 export interface UserFilter {
   /** true: only `deactivated_at` null; false: only deactivated users. */
@@ -68,18 +76,22 @@ export interface UserFilter {
   joinedAfter?: string;
   /** Exclusive upper bound on `date_joined`. */
   joinedBefore?: string;
+  /** Inclusive lower bound on `updated_at`; only with `order: 'updated_at'`. */
+  updatedSince?: string;
 }
 
 /**
  * The order of a listing (docs/protocol.md#pagination-and-cursors): `shared_user_id` in code-point
- * (UTF-8 byte) order, the default; or `date_joined`, oldest first, ties by `shared_user_id`.
+ * (UTF-8 byte) order, the default; `date_joined`, oldest first, ties by `shared_user_id`; or
+ * `updated_at`, least recently changed first, ties by `shared_user_id` (the records then carry
+ * `updated_at`: `ChangedUserRecord`).
  */
-export type UserOrder = 'shared_user_id' | 'date_joined';
+export type UserOrder = 'shared_user_id' | 'date_joined' | 'updated_at';
 
 /**
  * One keyset page: users of `merchantId` matching `filter`, in `order`, starting strictly after
- * the position `after` (with `order: 'date_joined'`, after `(afterJoined, after)`), at most
- * `limit` of them.
+ * the position `after` (with `order: 'date_joined'`, after `(afterJoined, after)`; with
+ * `order: 'updated_at'`, after `(afterUpdated, after)`), at most `limit` of them.
  */
 export interface UserPageQuery {
   merchantId: string;
@@ -90,18 +102,22 @@ export interface UserPageQuery {
   after?: string;
   /** With `order: 'date_joined'` and `after`: the `date_joined` of that position (canonical). */
   afterJoined?: string;
+  /** With `order: 'updated_at'` and `after`: the `updated_at` of that position (canonical). */
+  afterUpdated?: string;
   limit: number;
 }
 
 /**
  * What `listUsers` answers: the users, in order. A storage that examines a bounded number of
  * users per call may stop before it has `limit` of them (docs/protocol.md#filters); it then sets
- * `resumeAfter`, the `shared_user_id` the listing goes on strictly after (in the default order
- * only). Without `resumeAfter`, fewer than `limit` users means the listing is complete.
- * A plain array is a valid answer.
+ * `resumeAfter`, the `shared_user_id` the listing goes on strictly after (in the default order and
+ * in `order: 'updated_at'`, where `resumeAfterUpdated` is that position's `updated_at`). Without
+ * `resumeAfter`, fewer than `limit` users means the listing is complete. A plain array is a valid
+ * answer; in `order: 'updated_at'` every record is a `ChangedUserRecord`.
  */
 export interface UserRecordPage extends Array<UserRecord> {
   resumeAfter?: string;
+  resumeAfterUpdated?: string;
 }
 
 /** A salt to record for replay protection (docs/protocol.md#signing). */

@@ -18,6 +18,12 @@
  *     at most `SCAN_BUDGET` of them, keeping those in the range. When the budget runs out with
  *     fewer than `limit` kept, the page is short and `resumeAfter` names the last user examined:
  *     the next page goes on from there. A page may then be short, even empty, before the end.
+ * - `order=updated_at` (with or without `updated_since`): an index range read in
+ *   `(updated_at, shared_user_id)` order from `max(updated_since, position)`, all activities in one
+ *   range; `active`, `joined_after` and `joined_before` are checked on the index entries. At most
+ *   `SCAN_BUDGET` entries are examined: when the budget runs out with fewer than `limit` kept, the
+ *   page is short and `resumeAfter`/`resumeAfterUpdated` name the last entry examined. Without those
+ *   filters every page examines `limit` entries.
  */
 import type { UserFilter } from './contract.js';
 

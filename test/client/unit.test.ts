@@ -14,7 +14,7 @@ import { JsonEnvelopeParser, JsonStreamError } from '../../src/client/json-strea
 import { backoffMs, DEFAULT_RETRY, retryAfterMs, retryPolicy } from '../../src/client/retry.js';
 import { createMerchantApi, silentLogger } from '../../src/index.js';
 import { createMemoryStorage } from '../../src/storage/memory/index.js';
-import { conformanceSeed, MERCHANTS } from '../support/seeds.js';
+import { conformanceSeed, GENERATED_USERS, MERCHANTS, SPECIAL_IDS } from '../support/seeds.js';
 
 const record = (id: string, extra: Record<string, string | null> = {}) => ({ shared_user_id: id, first_name: 'Zoë "Q" \\ }{][', state: null, ...extra });
 
@@ -147,6 +147,25 @@ describe('the client against the handler in process (a fetch that calls api.fetc
     const listing = (await client.users().next().catch((e: unknown) => e)) as MerchantApiError;
     expect(listing).toMatchObject({ status: 401, code: 'unauthorized', details: [{ code: 'unauthorized' }] });
     expect(listing.headers.get('www-authenticate')).toContain('Basic');
+  });
+
+  it('asks for order=updated_at and updated_since, and orders by date_joined, as the server lists them', async () => {
+    const urls: string[] = [];
+    const recording: typeof fetch = (input, init) => (urls.push(String(input)), inProcess(input, init));
+    const client = createMerchantClient({ baseUrl: 'http://merchant-api.test', merchantId: main.id, apiKey: main.keys[0], fetch: recording });
+    const changed = [];
+    for await (const user of client.users({ order: 'updated_at', pageSize: 1000 })) changed.push(user);
+    expect(changed).toHaveLength(GENERATED_USERS + SPECIAL_IDS.length);
+    expect(changed.every((user) => typeof user.updated_at === 'string' && Object.keys(user).at(-1) === 'updated_at')).toBe(true);
+    const since = new Date(Date.parse(changed[0]!.updated_at) - 1000);
+    const again = [];
+    for await (const user of client.users({ order: 'updated_at', updatedSince: since, pageSize: 500 })) again.push(user);
+    expect(again).toEqual(changed);
+    expect(urls.at(-1)).toContain(`updated_since=${since.toISOString().replace(/:/g, '%3A')}`);
+    const oldest = await client.users({ order: 'date_joined', pageSize: 3 }).next();
+    expect(Object.keys(oldest.value!)).toHaveLength(14);
+    expect(urls.at(-1)).toContain('order=date_joined');
+    await expect(client.users({ order: 'newest' as never }).next()).rejects.toThrow(TypeError);
   });
 
   it('refuses bad arguments before sending anything', async () => {

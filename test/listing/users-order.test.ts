@@ -75,7 +75,7 @@ describe('order=date_joined', () => {
     const api = apiWith(users);
     const bad = await call(api, `${ORIGIN}/merchant/users?order=email_address`, { headers: AUTH });
     expect(bad.status).toBe(400);
-    expect(bad.body.errors).toEqual([{ code: 'invalid_parameter', message: 'order must be shared_user_id or date_joined.', param: 'order' }]);
+    expect(bad.body.errors).toEqual([{ code: 'invalid_parameter', message: 'order must be shared_user_id, date_joined or updated_at.', param: 'order' }]);
     const first = await call(api, `${ORIGIN}/merchant/users?limit=2&order=date_joined`, { headers: AUTH });
     const cursor = encodeURIComponent(first.body.next_cursor);
     const swapped = await call(api, `${ORIGIN}/merchant/users?limit=2&cursor=${cursor}`, { headers: AUTH });

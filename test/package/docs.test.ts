@@ -135,6 +135,7 @@ describe('links', () => {
       'Replay and timestamps',
       'Users',
       'Pagination and cursors',
+      'Changed since',
       'Filters',
       'Errors',
       'Limits',

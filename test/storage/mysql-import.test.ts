@@ -53,7 +53,7 @@ describe.skipIf(!available)('MySQL bulk import', () => {
     expect(error.imported).toEqual({ summary: expect.objectContaining({ usersInserted: 20, usersUpdated: 0 }), throughLine: 20 });
     expect(await ids('shop')).toEqual(Array.from({ length: 20 }, (_, i) => `p-${String(i).padStart(2, '0')}`));
     const fixed = await ndjson('fixed.ndjson', good);
-    expect(await importUserFile(database.db, fixed, { batchSize: 10 })).toMatchObject({ usersInserted: 5, usersUpdated: 20 });
+    expect(await importUserFile(database.db, fixed, { batchSize: 10 })).toMatchObject({ usersInserted: 5, usersUpdated: 0, usersUnchanged: 20 });
     expect(await ids('shop')).toHaveLength(25);
   });
 
@@ -110,7 +110,7 @@ describe.skipIf(!available)('MySQL bulk import', () => {
     await importSeed(database.db, database.masterKey, { merchants: [], users: Array.from({ length: 100 }, (_, i) => user('shop', `w-${String(i).padStart(3, '0')}`)) });
     const batch = [user('shop', 'w-000x'), user('shop', 'w-010', { first_name: 'Changed' }), user('shop', 'w-050x'), user('shop', 'w-099', { deactivated_at: '2024-01-01T00:00:00.000000+00:00' }), user('shop', 'w-099x')];
     const allocation = await readIdAllocation(database.db);
-    expect(await database.db.transaction().execute((trx) => upsertUsers(trx, batch, allocation))).toEqual({ inserted: 3, updated: 2 });
+    expect(await database.db.transaction().execute((trx) => upsertUsers(trx, batch, allocation))).toEqual({ inserted: 3, updated: 2, unchanged: 0 });
     expect((await storage.getUser('shop', 'w-010'))!.first_name).toBe('Changed');
     expect((await storage.listUsers({ merchantId: 'shop', filter: { active: false }, after: 'w-', limit: 10 })).map((u) => u.shared_user_id)).toEqual(['w-099']);
   });

@@ -217,3 +217,58 @@ describe.skipIf(!available)('migration 0004_key_ids', () => {
     expect((await createMigrator(database.db).migrateTo('0004_key_ids')).error).toBeUndefined();
   });
 });
+
+describe.skipIf(!available)('migration 0005_user_share_updated_at', () => {
+  let database: TestDatabase;
+  const joined = (i: number) => `2020-03-${String((i % 28) + 1).padStart(2, '0')} 10:00:00.${String(i).padStart(6, '0')}`;
+  const columnsOf = async () => (await sql<{ Field: string }>`SHOW COLUMNS FROM user_shares`.execute(database.db)).rows.map((c) => c.Field);
+
+  beforeAll(async () => {
+    database = await createTestDatabase({ migrate: false });
+    expect((await createMigrator(database.db).migrateTo('0003_auth_failures')).error).toBeUndefined();
+    await sql`INSERT INTO merchants (id) VALUES ('m1'), ('m2')`.execute(database.db);
+    for (let i = 1; i <= 40; i++) {
+      await sql`INSERT INTO users (id, first_name, last_name, email_address, street, zip_code, city, state, country, preferred_language, date_joined, deactivated_at, agreed_to_terms_and_conditions, agreed_to_marketing)
+        VALUES (${i}, ${`P${i}`}, 'Last', 'x@example.com', 'Street 1', '10115', 'Berlin', NULL, 'de', 'de', ${joined(i)}, ${i % 4 === 0 ? '2024-01-01 00:00:00' : null}, NULL, NULL)`.execute(database.db);
+      await sql`INSERT INTO user_shares (merchant_id, shared_user_id, user_id, is_active, date_joined) VALUES (${i % 2 ? 'm1' : 'm2'}, ${`u-${String(i).padStart(2, '0')}`}, ${i}, ${i % 4 === 0 ? 0 : 1}, ${joined(i)})`.execute(database.db);
+    }
+  });
+  afterAll(async () => {
+    await database?.drop();
+  });
+
+  it('adds updated_at back-filled from date_joined, with the (merchant_id, updated_at, shared_user_id) index', async () => {
+    const before = (await sql<Record<string, unknown>>`SELECT * FROM user_shares ORDER BY merchant_id, shared_user_id`.execute(database.db)).rows;
+    const { results, error } = await createMigrator(database.db).migrateTo('0005_user_share_updated_at');
+    expect(error).toBeUndefined();
+    expect(results!.at(-1)).toEqual({ migrationName: '0005_user_share_updated_at', direction: 'Up', status: 'Success' });
+    const after = (await sql<Record<string, unknown>>`SELECT * FROM user_shares ORDER BY merchant_id, shared_user_id`.execute(database.db)).rows;
+    expect(after.map(({ updated_at: _, ...row }) => row)).toEqual(before);
+    for (const row of after) expect(row.updated_at).toBe(row.date_joined);
+    const { rows } = await sql<{ Key_name: string; Column_name: string; Seq_in_index: number }>`SHOW INDEX FROM user_shares`.execute(database.db);
+    const index = rows.filter((r) => r.Key_name === 'user_shares_updated').sort((a, b) => a.Seq_in_index - b.Seq_in_index).map((r) => r.Column_name);
+    expect(index.slice(0, 3)).toEqual(['merchant_id', 'updated_at', 'shared_user_id']);
+  });
+
+  it('lists the migrated rows changed since a time, in (updated_at, shared_user_id) order', async () => {
+    const storage = new MysqlStorage({ db: database.db, masterKey: database.masterKey });
+    const since = '2020-03-10T00:00:00.000000+00:00';
+    const page = await storage.listUsers({ merchantId: 'm1', filter: { updatedSince: since }, order: 'updated_at', limit: 100 });
+    const expected = Array.from({ length: 40 }, (_, i) => i + 1)
+      .filter((i) => i % 2 === 1)
+      .map((i) => ({ id: `u-${String(i).padStart(2, '0')}`, at: `${joined(i).replace(' ', 'T')}+00:00` }))
+      .filter((u) => u.at >= since)
+      .sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : compareCodePoints(a.id, b.id)));
+    expect(expected.length).toBeGreaterThan(5);
+    expect(page.map((u) => ({ id: u.shared_user_id, at: (u as { updated_at?: string }).updated_at }))).toEqual(expected);
+    await storage.close();
+  });
+
+  it('goes down without the column and the index, and up again', async () => {
+    expect((await createMigrator(database.db).migrateTo('0003_auth_failures')).error).toBeUndefined();
+    expect(await columnsOf()).not.toContain('updated_at');
+    expect((await sql<{ n: string | number }>`SELECT COUNT(*) AS n FROM user_shares`.execute(database.db)).rows[0]!.n).toBe('40');
+    expect((await createMigrator(database.db).migrateTo('0005_user_share_updated_at')).error).toBeUndefined();
+    expect(await columnsOf()).toContain('updated_at');
+  });
+});

@@ -300,6 +300,16 @@ describe.skipIf(!available)('MySQL storage', () => {
       // order=date_joined: one range per activity, merged.
       expect(await accesses({ ...base, filter: { joinedAfter: stamp(3) }, order: 'date_joined', after: 'u-09', afterJoined: stamp(10) })).toEqual(['user_shares:PRIMARY', 'users:PRIMARY', 'user_shares:user_shares_joined', 'user_shares:user_shares_joined']);
       expect(await accesses({ ...base, filter: { active: true }, order: 'date_joined' })).toEqual(['user_shares:PRIMARY', 'users:PRIMARY', 'user_shares:user_shares_joined']);
+      // order=updated_at: one range of user_shares_updated from updated_since or the position; with
+      // other filters, first the bound of the scan on the same index.
+      const changed = stamp(1);
+      expect(await accesses({ ...base, filter: { updatedSince: changed }, order: 'updated_at' })).toEqual(['user_shares:PRIMARY', 'users:PRIMARY', 'user_shares:user_shares_updated']);
+      expect(await accesses({ ...base, filter: { active: false, joinedAfter: stamp(3) }, order: 'updated_at', after: 'u-09', afterUpdated: changed })).toEqual([
+        'user_shares:user_shares_updated',
+        'user_shares:PRIMARY',
+        'users:PRIMARY',
+        'user_shares:user_shares_updated',
+      ]);
     });
 
     it('refuses, before writing anything, a seed key too long to seal into its column', async () => {
@@ -320,6 +330,7 @@ describe.skipIf(!available)('MySQL storage', () => {
           { migrationName: '0002_user_share_filters', direction: 'Up', status: 'Success' },
           { migrationName: '0003_auth_failures', direction: 'Up', status: 'Success' },
           { migrationName: '0004_key_ids', direction: 'Up', status: 'Success' },
+          { migrationName: '0005_user_share_updated_at', direction: 'Up', status: 'Success' },
         ]);
         expect((await migrateToLatest(scratch.db)).results).toEqual([]);
         expect((await createMigrator(scratch.db).migrateDown()).error).toBeUndefined();

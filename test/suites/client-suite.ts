@@ -147,6 +147,22 @@ export function describeClientSuite(options: { baseUrl: () => string }): void {
       }
     });
 
+    it("lists in order: 'updated_at' with updated_at on every record, from updatedSince, and in order: 'date_joined'", async () => {
+      const changed = await collect(client().users({ order: 'updated_at', pageSize: 600 }));
+      expect(ids([...changed].sort((a, b) => byCodePoint(a.shared_user_id, b.shared_user_id)))).toEqual(ids(expectedUsers(main.id)));
+      const byId = new Map(expectedUsers(main.id).map((u) => [u.shared_user_id, u]));
+      for (const [i, user] of changed.entries()) {
+        const { updated_at: updatedAt, ...record } = user;
+        expect(record).toEqual(byId.get(user.shared_user_id));
+        if (i > 0) expect(changed[i - 1]!.updated_at < updatedAt || (changed[i - 1]!.updated_at === updatedAt && byCodePoint(changed[i - 1]!.shared_user_id, user.shared_user_id) < 0)).toBe(true);
+      }
+      // The sync loop's next round: from the last updated_at seen, inclusive.
+      const last = changed.at(-1)!.updated_at;
+      expect(await collect(client().users({ order: 'updated_at', updatedSince: last }))).toEqual(changed.filter((u) => u.updated_at === last));
+      const oldest = await collect(client().exportUsers({ order: 'date_joined' }));
+      expect(ids(oldest)).toEqual(ids([...expectedUsers(main.id)].sort((a, b) => (a.date_joined < b.date_joined ? -1 : a.date_joined > b.date_joined ? 1 : byCodePoint(a.shared_user_id, b.shared_user_id)))));
+    });
+
     it('a listing that matches nothing is one empty last page', async () => {
       expect(await collect(client().userPages({ joinedAfter: '2100-01-01' }))).toEqual([{ users: [], nextCursor: null }]);
       expect(await collect(client().exportUsers({ joinedAfter: '2100-01-01' }))).toEqual([]);

@@ -440,6 +440,38 @@ export function describeHttpConformance(options: ConformanceOptions): void {
       expect(await list(`joined_after=${quote(after)}&joined_before=${quote(before)}&active=true`)).toEqual(between.filter((u) => u.deactivated_at === null));
     });
 
+    it('lists in order=updated_at with updated_at as a 15th key, from updated_since (inclusive), pages and stream alike', async () => {
+      const changes = async (query: string) => {
+        const seen: Array<Record<string, unknown>> = [];
+        let cursor: string | null = null;
+        do {
+          const answer: { data: Array<Record<string, unknown>>; next_cursor: string | null } = parsed(await call(`/merchant/users?${query}&limit=700${cursor ? `&cursor=${quote(cursor)}` : ''}`, { headers: asMain }));
+          seen.push(...answer.data);
+          cursor = answer.next_cursor;
+        } while (cursor);
+        return seen;
+      };
+      const all = await changes('order=updated_at');
+      const byId = new Map(usersOf(main.id, () => true).map((u) => [u.shared_user_id, u]));
+      expect(all).toHaveLength(byId.size);
+      for (const [i, record] of all.entries()) {
+        const { updated_at: updatedAt, ...rest } = record as { updated_at: string; shared_user_id: string };
+        expect(Object.keys(record).at(-1)).toBe('updated_at');
+        expect(updatedAt).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}\+00:00$/);
+        expect(rest).toEqual(byId.get(rest.shared_user_id as string));
+        if (i > 0) {
+          const previous = all[i - 1]! as { updated_at: string; shared_user_id: string };
+          expect(previous.updated_at < updatedAt || (previous.updated_at === updatedAt && Buffer.compare(Buffer.from(previous.shared_user_id), Buffer.from(rest.shared_user_id as string)) < 0)).toBe(true);
+        }
+      }
+      const newest = (all.at(-1) as { updated_at: string }).updated_at;
+      const since = await changes(`updated_since=${quote(newest)}`);
+      expect(since).toEqual(all.filter((u) => u.updated_at === newest));
+      expect(parsed(await call(`/merchant/users?order=updated_at`, { headers: asMain })).data).toEqual(all);
+      const first = parsed(await call('/merchant/users?limit=1', { headers: asMain })).data[0];
+      expect(Object.keys(first)).toHaveLength(14);
+    });
+
     it('accepts limit 1 and 1000', async () => {
       expect(parsed(await call('/merchant/users?limit=1', { headers: asMain })).data).toHaveLength(1);
       expect(parsed(await call('/merchant/users?limit=1000', { headers: asMain })).data).toHaveLength(1000);

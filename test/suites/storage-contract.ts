@@ -5,7 +5,8 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { compareCodePoints } from '../../src/storage/order.js';
-import type { Storage, UserFilter, UserOrder, UserRecord, UserRecordPage } from '../../src/storage/contract.js';
+import type { ChangedUserRecord, Storage, UserFilter, UserOrder, UserRecord, UserRecordPage } from '../../src/storage/contract.js';
+import { formatEpochSeconds } from '../../src/storage/timestamps.js';
 import type { Seed, SeedUser } from '../../src/storage/seed/seed.js';
 import type { PagePlan } from '../../src/storage/user-pages.js';
 import { contractSeed, M1_ORDER, user } from '../support/seeds.js';
@@ -198,6 +199,28 @@ export function storageContract(name: string, create: (seed: Seed, plan?: PagePl
       const active = await storage.listUsers({ merchantId: 'm1', filter: { active: false }, order: 'date_joined', limit: 100 });
       expect(active.map((u) => u.shared_user_id)).toEqual(['B-002', '😀-emoji']);
     });
+
+    it('lists in order=updated_at with updated_at on each record, from updated_since inclusive and a (updated_at, id) position', async () => {
+      const all = (await storage.listUsers({ merchantId: 'm1', filter: {}, order: 'updated_at', limit: 100 })) as ChangedUserRecord[];
+      // Loaded together: one stamp (the load or the import), so ties are in id order.
+      expect(all.map((u) => u.shared_user_id)).toEqual(M1_ORDER);
+      expect(new Set(all.map((u) => u.updated_at)).size).toBe(1);
+      const stamp = all[0]!.updated_at;
+      expect(stamp).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}\+00:00$/);
+      const { merchant_id: _, ...record } = seed.users.find((u) => u.merchant_id === 'm1' && u.shared_user_id === 'b-003')!;
+      expect(all.find((u) => u.shared_user_id === 'b-003')).toEqual({ ...record, updated_at: stamp });
+      expect(Object.keys(all[0]!)).toEqual([...Object.keys(record), 'updated_at']);
+      const since = async (updatedSince: string) => (await storage.listUsers({ merchantId: 'm1', filter: { updatedSince }, order: 'updated_at', limit: 100 })).map((u) => u.shared_user_id);
+      expect(await since(stamp)).toEqual(M1_ORDER);
+      expect(await since(nextMicrosecond(stamp))).toEqual([]);
+      const rest = await storage.listUsers({ merchantId: 'm1', filter: {}, order: 'updated_at', after: all[2]!.shared_user_id, afterUpdated: stamp, limit: 100 });
+      expect(rest).toEqual(all.slice(3));
+      const inactive = await storage.listUsers({ merchantId: 'm1', filter: { active: false, updatedSince: stamp }, order: 'updated_at', limit: 100 });
+      expect(inactive.map((u) => u.shared_user_id)).toEqual(['B-002', '😀-emoji']);
+      // Other orders keep the 14 keys.
+      expect(Object.keys((await storage.listUsers({ merchantId: 'm1', filter: {}, order: 'date_joined', limit: 1 }))[0]!)).toHaveLength(14);
+      expect(Object.keys((await storage.getUser('m1', 'b-003'))!)).toHaveLength(14);
+    });
   });
 
   describe(`storage contract: ${name}, filtered pages against a full scan`, () => {
@@ -245,6 +268,73 @@ export function storageContract(name: string, create: (seed: Seed, plan?: PagePl
       }
     });
 
+    it('moves a changed record to the end of order=updated_at and leaves an unchanged one where it was', async () => {
+      const merchantId = `changes-${name}`;
+      const first = Array.from({ length: 6 }, (_, i) => user(merchantId, `c-${i}`));
+      await subject.add!({ merchants: [{ id: merchantId, status: 'active', keys: ['k'] }], users: first });
+      const listed = async () => (await pageThrough(subject.storage, merchantId, {}, 'updated_at', 2, 10)) as ChangedUserRecord[];
+      const before = await listed();
+      await waitForNextMillisecond();
+      await subject.add!({ merchants: [], users: [first[4]!, { ...first[1]!, agreed_to_marketing: '2025-01-01T00:00:00.000000+00:00' }, { ...first[3]!, deactivated_at: '2025-01-02T00:00:00.000000+00:00' }] });
+      const after = await listed();
+      expect(after.map((u) => u.shared_user_id)).toEqual(['c-0', 'c-2', 'c-4', 'c-5', ...(after.at(-2)!.shared_user_id === 'c-1' ? ['c-1', 'c-3'] : ['c-3', 'c-1'])]);
+      const at = (list: ChangedUserRecord[], id: string) => list.find((u) => u.shared_user_id === id)!.updated_at;
+      for (const id of ['c-0', 'c-2', 'c-4', 'c-5']) expect(at(after, id)).toBe(at(before, id));
+      for (const id of ['c-1', 'c-3']) expect(at(after, id) > at(before, 'c-5')).toBe(true);
+      const changed = await subject.storage.listUsers({ merchantId, filter: { updatedSince: at(after, after.at(-2)!.shared_user_id) }, order: 'updated_at', limit: 10 });
+      expect(changed.map((u) => u.shared_user_id).sort()).toEqual(['c-1', 'c-3']);
+    });
+
+    it('lists exactly what a model says changed since each round, changes applied in random rounds', async () => {
+      await fc.assert(
+        fc.asyncProperty(randomUsers, fc.array(randomRound, { minLength: 1, maxLength: 4 }), fc.array(randomListing, { minLength: 1, maxLength: 4 }), async (users, rounds, listings) => {
+          const merchantId = `sync-${name}-${++run}`;
+          const model = new Map<string, { user: SeedUser; round: number }>();
+          const initial = users.map((u) => user(merchantId, u.id, { date_joined: u.joined, deactivated_at: u.active ? null : '2024-02-02T00:00:00.000000+00:00' }));
+          await subject.add!({ merchants: [{ id: merchantId, status: 'active', keys: ['k'] }], users: initial });
+          for (const u of initial) model.set(u.shared_user_id, { user: u, round: 0 });
+          const starts: string[] = [];
+          for (const [r, round] of rounds.entries()) {
+            await waitForNextMillisecond();
+            starts.push(formatEpochSeconds(Math.floor(Date.now() / 1000), String((Date.now() % 1000) * 1000).padStart(6, '0')));
+            await waitForNextMillisecond();
+            const batch: SeedUser[] = [];
+            for (const change of round) {
+              const known = [...model.values()];
+              const target = known.length > 0 && change.pick !== undefined ? known[change.pick % known.length]!.user : undefined;
+              const next: SeedUser = target === undefined || change.kind === 'new' ? user(merchantId, `new-${r}-${batch.length}`, { date_joined: STAMPS[change.value % STAMPS.length]! }) : change.kind === 'same' ? target : applyChange(target, change.kind, change.value);
+              if (batch.some((u) => u.shared_user_id === next.shared_user_id)) continue;
+              batch.push(next);
+              const held = model.get(next.shared_user_id);
+              const same = held !== undefined && JSON.stringify(held.user) === JSON.stringify(next);
+              model.set(next.shared_user_id, { user: next, round: same ? held.round : r + 1 });
+            }
+            if (batch.length > 0) await subject.add!({ merchants: [], users: batch });
+          }
+          for (const { filter, limit } of listings) {
+            for (let k = 0; k <= starts.length; k++) {
+              const since = k === 0 ? undefined : starts[k - 1]!;
+              const query: UserFilter = since === undefined ? filter : { ...filter, updatedSince: since };
+              const got = (await pageThrough(subject.storage, merchantId, query, 'updated_at', limit, model.size)) as ChangedUserRecord[];
+              const kept = new Set(fullScan([...model.values()].filter((m) => m.round >= k).map((m) => m.user), merchantId, filter).map((u) => u.shared_user_id));
+              expect(got.map((u) => u.shared_user_id).sort(), JSON.stringify({ query, limit })).toEqual([...kept].sort());
+              // In (updated_at, id) order; a later round always later; the records as the model holds them.
+              for (let i = 1; i < got.length; i++) {
+                const [a, b] = [got[i - 1]!, got[i]!];
+                expect(a.updated_at < b.updated_at || (a.updated_at === b.updated_at && compareCodePoints(a.shared_user_id, b.shared_user_id) < 0)).toBe(true);
+                expect(model.get(a.shared_user_id)!.round).toBeLessThanOrEqual(model.get(b.shared_user_id)!.round);
+              }
+              for (const { updated_at: _, ...record } of got) {
+                const { merchant_id: __, ...expected } = model.get(record.shared_user_id)!.user;
+                expect(record).toEqual(expected);
+              }
+            }
+          }
+        }),
+        { numRuns: 15 },
+      );
+    });
+
     it('answers a filter that matches nothing with an empty last page', async () => {
       const merchantId = `nothing-${name}`;
       await subject.add!({ merchants: [{ id: merchantId, status: 'active', keys: ['k'] }], users: Array.from({ length: 20 }, (_, i) => user(merchantId, `n-${i}`)) });
@@ -253,6 +343,9 @@ export function storageContract(name: string, create: (seed: Seed, plan?: PagePl
         expect([...page]).toEqual([]);
         expect(page.resumeAfter).toBeUndefined();
       }
+      const future = await subject.storage.listUsers({ merchantId, filter: { updatedSince: '9999-12-31T23:59:59.999999+00:00' }, order: 'updated_at', limit: 10 });
+      expect([...future]).toEqual([]);
+      expect(future.resumeAfter).toBeUndefined();
     });
   });
 }
@@ -270,6 +363,41 @@ const FILTERS: UserFilter[] = [{}, { active: true }, { active: false }, { joined
 // Ids that catch ordering bugs: case, U+E000-U+FFFF against astral characters, prefixes.
 const randomId = fc.string({ unit: fc.constantFrom('a', 'b', 'B', '-', '中', '\ue000', '😀', 'z'), minLength: 1, maxLength: 4 });
 const randomUsers = fc.uniqueArray(fc.record({ id: randomId, joined: fc.constantFrom(...STAMPS), active: fc.boolean() }), { selector: (u) => u.id, maxLength: 30 });
+/** One round of changes: each one to a known user (changed or sent as it is) or a new user. */
+const randomRound = fc.array(
+  fc.record({ kind: fc.constantFrom('same', 'name', 'deactivate', 'reactivate', 'consent', 'address', 'joined', 'new'), pick: fc.option(fc.nat(), { nil: undefined }), value: fc.nat({ max: 9 }) }),
+  { minLength: 1, maxLength: 8 },
+);
+
+function applyChange(u: SeedUser, kind: string, value: number): SeedUser {
+  switch (kind) {
+    case 'name':
+      return { ...u, first_name: `${u.first_name}${value}` };
+    case 'deactivate':
+      return { ...u, deactivated_at: STAMPS[value % STAMPS.length]! };
+    case 'reactivate':
+      return { ...u, deactivated_at: null };
+    case 'consent':
+      return { ...u, agreed_to_marketing: u.agreed_to_marketing === null ? STAMPS[value % STAMPS.length]! : null };
+    case 'address':
+      return { ...u, street: `Weg ${value}`, city: value % 2 ? 'Köln' : u.city };
+    default:
+      return { ...u, date_joined: STAMPS[value % STAMPS.length]! };
+  }
+}
+
+/** Resolves once the wall clock is past the millisecond it was in, so the next stamp is later. */
+async function waitForNextMillisecond(): Promise<void> {
+  const start = Date.now();
+  while (Date.now() <= start) await new Promise((resolve) => setImmediate(resolve));
+}
+
+function nextMicrosecond(stamp: string): string {
+  const micros = Number(stamp.slice(20, 26)) + 1;
+  if (micros < 1_000_000) return `${stamp.slice(0, 20)}${String(micros).padStart(6, '0')}+00:00`;
+  return formatEpochSeconds(Date.parse(`${stamp.slice(0, 19)}Z`) / 1000 + 1);
+}
+
 const randomListing = fc.record({
   filter: fc.record({ active: fc.constantFrom(undefined, true, false), joinedAfter: fc.constantFrom(...BOUNDS), joinedBefore: fc.constantFrom(...BOUNDS) }).map(withoutUndefined),
   order: fc.constantFrom<UserOrder>('shared_user_id', 'date_joined'),
@@ -298,7 +426,7 @@ export function fullScan(users: SeedUser[], merchantId: string, filter: UserFilt
  */
 export async function pageThrough(storage: Storage, merchantId: string, filter: UserFilter, order: UserOrder, limit: number, expected: number): Promise<UserRecord[]> {
   const users: UserRecord[] = [];
-  let position: { after?: string; afterJoined?: string } = {};
+  let position: { after?: string; afterJoined?: string; afterUpdated?: string } = {};
   for (let pages = 0; ; pages++) {
     if (pages > 10 * expected + 20) throw new Error('the listing does not end');
     const page: UserRecordPage = await storage.listUsers({ merchantId, filter, order, ...position, limit });
@@ -306,10 +434,15 @@ export async function pageThrough(storage: Storage, merchantId: string, filter: 
     users.push(...page);
     if (page.length === limit) {
       const last = page.at(-1)!;
-      position = { after: last.shared_user_id, afterJoined: last.date_joined };
+      position = { after: last.shared_user_id, afterJoined: last.date_joined, afterUpdated: (last as Partial<ChangedUserRecord>).updated_at };
     } else if (page.resumeAfter !== undefined) {
-      // Only a scan in id order stops early, and it moves on.
-      expect(order).toBe('shared_user_id');
+      // Only a scan in id order or in updated_at order stops early, and it moves on.
+      expect(order).not.toBe('date_joined');
+      if (order === 'updated_at') {
+        expect(page.resumeAfterUpdated).toBeDefined();
+        position = { after: page.resumeAfter, afterUpdated: page.resumeAfterUpdated };
+        continue;
+      }
       if (position.after !== undefined) expect(compareCodePoints(page.resumeAfter, position.after)).toBeGreaterThan(0);
       if (page.length > 0) expect(compareCodePoints(page.resumeAfter, page.at(-1)!.shared_user_id)).toBeGreaterThanOrEqual(0);
       position = { after: page.resumeAfter };

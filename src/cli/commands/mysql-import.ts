@@ -127,7 +127,7 @@ function describe(summary: ImportSummary): string {
   const parts = [
     `${summary.merchantsCreated} merchant(s) created, ${summary.merchantsUpdated} updated${statuses}`,
     `${summary.keysAdded} key(s) added`,
-    `${summary.usersInserted} user(s) inserted, ${summary.usersUpdated} updated`,
+    `${summary.usersInserted} user(s) inserted, ${summary.usersUpdated} updated, ${summary.usersUnchanged} unchanged`,
   ];
   if (summary.keysLeftRevoked > 0) parts.push(`${summary.keysLeftRevoked} key(s) in the file were revoked before and stay revoked`);
   return parts.join('; ');

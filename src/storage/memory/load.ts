@@ -81,7 +81,7 @@ export async function readMemoryStorage(
       const user = parseUserRecord(value, where, scratch);
       if (user) {
         if (!merchantIds.has(user.merchantId)) pending.push({ merchantId: user.merchantId, at: where });
-        if (!index.add(user.merchantId, user.record)) scratch.push(`${where}.shared_user_id: appears twice for merchant "${user.merchantId}"`);
+        if (!index.add(user.merchantId, user.record, user.updatedAt)) scratch.push(`${where}.shared_user_id: appears twice for merchant "${user.merchantId}"`);
       }
       flush(place.line);
     },

@@ -42,7 +42,10 @@ export class MemoryStorage implements Storage {
     this.#merchants.set(merchant.id, { id: merchant.id, status: merchant.status, keys: [...merchant.keys] });
   }
 
-  /** Adds or replaces a user shared with `merchantId`. */
+  /**
+   * Adds or replaces a user shared with `merchantId`, stamping its `updated_at` with now; a record
+   * equal to the one held changes nothing, `updated_at` included (docs/protocol.md#changed-since).
+   */
   putUser(merchantId: string, record: UserRecord): void {
     this.#users.put(merchantId, pickRecord(record));
   }

@@ -1,14 +1,21 @@
 /**
- * The memory storage's users (docs/protocol.md#users): per merchant, the records by id, and four
- * sorted lists of the same records that serve every listing in bounded work, following the plan
- * of `./user-pages.ts` (the MySQL storage follows it too, with the same constants):
+ * The memory storage's users (docs/protocol.md#users): per merchant, the records by id with the
+ * time each last changed, and five sorted lists of the same records that serve every listing in
+ * bounded work, following the plan of `./user-pages.ts` (the MySQL storage follows it too, with
+ * the same constants):
  * - by `shared_user_id` in code-point order, one list per activity (`deactivated_at` null or
  *   not): id order, with or without `active`, is a merge of at most two lists from the position;
  * - by `(date_joined, shared_user_id)`, one list per activity: date ranges are counted by binary
- *   search, small ones read, and `order=date_joined` merges at most two lists from the position.
+ *   search, small ones read, and `order=date_joined` merges at most two lists from the position;
+ * - by `(updated_at, shared_user_id)`, one list: `order=updated_at` reads it from the position,
+ *   checking the other filters, at most `scanBudget` entries a page.
  * Every write keeps the lists in step (`put`); a bulk load appends and sorts once (`add`, `seal`).
+ * `updated_at` comes from the seed, else it is the load time; `put` stamps a changed record with
+ * a clock that never goes back (docs/protocol.md#changed-since).
  */
-import type { UserPageQuery, UserRecord, UserRecordPage } from '../contract.js';
+import type { ChangedUserRecord, UserPageQuery, UserRecord, UserRecordPage } from '../contract.js';
+import { USER_RECORD_KEYS } from '../contract.js';
+import { formatEpochSeconds } from '../timestamps.js';
 import { compareCodePoints } from '../order.js';
 import type { SeedUser } from '../seed/seed.js';
 import { DEFAULT_PAGE_PLAN, hasDateFilter, type PagePlan } from '../user-pages.js';
@@ -19,6 +26,12 @@ let examined = 0;
 /** Index 0: deactivated users; 1: active users. */
 type ByActivity = [UserRecord[], UserRecord[]];
 
+/** A user's record with the time it last changed (canonical). */
+interface Change {
+  record: UserRecord;
+  updatedAt: string;
+}
+
 // UTF-16 order equals code-point order unless a surrogate meets U+E000-U+FFFF: ids without any
 // unit from U+D800 up compare with the native `<`, which needs no per-character loop as compareCodePoints does.
 const NOT_CODE_UNIT_ORDERED = /[\uD800-\uFFFF]/;
@@ -26,9 +39,10 @@ const NOT_CODE_UNIT_ORDERED = /[\uD800-\uFFFF]/;
 const nativeCompare = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 
 class MerchantUsers {
-  readonly records = new Map<string, UserRecord>();
+  readonly records = new Map<string, Change>();
   readonly byId: ByActivity = [[], []];
   readonly byJoined: ByActivity = [[], []];
+  byUpdated: Change[] = [];
   /** Until an id needs it, ids compare with the native `<`. */
   compareIds: (a: string, b: string) => number = nativeCompare;
   /** Records were appended by `add` and the lists are not sorted yet. */
@@ -37,6 +51,8 @@ class MerchantUsers {
   readonly compareById = (x: UserRecord, y: UserRecord): number => this.compareIds(x.shared_user_id, y.shared_user_id);
   readonly compareByJoined = (x: UserRecord, y: UserRecord): number =>
     x.date_joined < y.date_joined ? -1 : x.date_joined > y.date_joined ? 1 : this.compareIds(x.shared_user_id, y.shared_user_id);
+  readonly compareByUpdated = (x: Change, y: Change): number =>
+    x.updatedAt < y.updatedAt ? -1 : x.updatedAt > y.updatedAt ? 1 : this.compareIds(x.record.shared_user_id, y.record.shared_user_id);
 
   noteId(id: string): void {
     if (this.compareIds === nativeCompare && NOT_CODE_UNIT_ORDERED.test(id)) this.compareIds = compareCodePoints;
@@ -48,7 +64,19 @@ class MerchantUsers {
       this.byId[a] = this.#sortById(this.byId[a]);
       this.byJoined[a] = this.#sortByJoined(this.byJoined[a]);
     }
+    this.byUpdated = this.#sortByUpdated(this.byUpdated);
     this.unsorted = false;
+  }
+
+  // A seed without `updated_at` stamps every user with the load time: then id order is the order,
+  // merged from the two sorted id lists in linear time.
+  #sortByUpdated(list: Change[]): Change[] {
+    if (isSorted(list, this.compareByUpdated)) return list;
+    if (list.some((change) => change.updatedAt !== list[0]!.updatedAt)) return list.sort(this.compareByUpdated);
+    const cursors = this.byId.map((ids) => ({ list: ids, at: 0, end: ids.length }));
+    const merged: Change[] = [];
+    for (let record = next(cursors, this.compareById); record !== undefined; record = next(cursors, this.compareById)) merged.push(this.records.get(record.shared_user_id)!);
+    return merged;
   }
 
   // Sorting a large seed with a comparator of strings held up its loading
@@ -59,7 +87,7 @@ class MerchantUsers {
     if (isSorted(list, this.compareById)) return list;
     if (this.compareIds !== nativeCompare) return list.sort(this.compareById);
     const ids = list.map((record) => record.shared_user_id).sort();
-    return ids.map((id) => this.records.get(id)!);
+    return ids.map((id) => this.records.get(id)!.record);
   }
 
   #sortByJoined(list: UserRecord[]): UserRecord[] {
@@ -87,7 +115,7 @@ class MerchantUsers {
 
 const SECOND_DIGITS = [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18];
 
-function isSorted(list: UserRecord[], compare: (x: UserRecord, y: UserRecord) => number): boolean {
+function isSorted<T>(list: T[], compare: (x: T, y: T) => number): boolean {
   for (let i = 1; i < list.length; i++) if (compare(list[i - 1]!, list[i]!) > 0) return false;
   return true;
 }
@@ -97,6 +125,10 @@ export class MemoryUserIndex {
   readonly #merchants = new Map<string, MerchantUsers>();
   readonly #plan: PagePlan;
   #count = 0;
+  /** The latest `updated_at` held or handed out (canonical, so string order is time order): the clock never goes below it. */
+  #latest = '';
+  /** The stamp of users loaded without `updated_at`: the load time, taken once. */
+  #loadStamp: string | undefined;
 
   /** `plan`: the bounds of `./user-pages.ts` (tests only; the defaults are what MySQL uses). */
   constructor(plan: PagePlan = DEFAULT_PAGE_PLAN) {
@@ -107,11 +139,11 @@ export class MemoryUserIndex {
   static fromSeedUsers(users: Iterable<SeedUser>, plan?: PagePlan): MemoryUserIndex {
     const index = new MemoryUserIndex(plan);
     const repeated: SeedUser[] = [];
-    for (const { merchant_id, ...record } of users) {
-      if (!index.add(merchant_id, record)) repeated.push({ merchant_id, ...record });
+    for (const { merchant_id, updated_at, ...record } of users) {
+      if (!index.add(merchant_id, record, updated_at)) repeated.push({ merchant_id, updated_at, ...record });
     }
     index.seal();
-    for (const { merchant_id, ...record } of repeated) index.put(merchant_id, record);
+    for (const { merchant_id, updated_at, ...record } of repeated) index.put(merchant_id, record, updated_at);
     return index;
   }
 
@@ -127,37 +159,49 @@ export class MemoryUserIndex {
 
   /** The user `sharedUserId` of `merchantId`, or undefined. */
   get(merchantId: string, sharedUserId: string): UserRecord | undefined {
-    return this.#merchants.get(merchantId)?.records.get(sharedUserId);
+    return this.#merchants.get(merchantId)?.records.get(sharedUserId)?.record;
   }
 
-  /** Adds or replaces a user (the record is kept as given), keeping every list sorted. */
-  put(merchantId: string, record: UserRecord): void {
+  /**
+   * Adds or replaces a user (the record is kept as given), keeping every list sorted. A record
+   * equal to the one held changes nothing; otherwise it is stamped `updatedAt`, by default now.
+   * Returns whether anything changed.
+   */
+  put(merchantId: string, record: UserRecord, updatedAt?: string): boolean {
     const users = this.#usersOf(merchantId);
     users.sort();
     users.noteId(record.shared_user_id);
     const old = users.records.get(record.shared_user_id);
     if (old) {
-      remove(users.byId[activity(old)], old, users.compareById);
-      remove(users.byJoined[activity(old)], old, users.compareByJoined);
+      if (updatedAt === undefined && sameRecord(old.record, record)) return false;
+      remove(users.byId[activity(old.record)], old.record, users.compareById);
+      remove(users.byJoined[activity(old.record)], old.record, users.compareByJoined);
+      remove(users.byUpdated, old, users.compareByUpdated);
     } else {
       this.#count++;
     }
+    const change: Change = { record, updatedAt: updatedAt === undefined ? this.#now() : this.#held(updatedAt) };
     insert(users.byId[activity(record)], record, users.compareById);
     insert(users.byJoined[activity(record)], record, users.compareByJoined);
-    users.records.set(record.shared_user_id, record);
+    insert(users.byUpdated, change, users.compareByUpdated);
+    users.records.set(record.shared_user_id, change);
+    return true;
   }
 
   /**
    * Bulk load: appends a user without sorting (call `seal` when done). Returns false, adding
    * nothing, when the merchant already has a user with this id.
    */
-  add(merchantId: string, record: UserRecord): boolean {
+  add(merchantId: string, record: UserRecord, updatedAt?: string): boolean {
     const users = this.#usersOf(merchantId);
     if (users.records.has(record.shared_user_id)) return false;
-    users.records.set(record.shared_user_id, record);
+    // The load time as it is, even before a seed's stamps from the future: only changes must come after them.
+    const change: Change = { record, updatedAt: this.#held(updatedAt ?? (this.#loadStamp ??= formatMicros(Date.now() * 1000))) };
+    users.records.set(record.shared_user_id, change);
     users.noteId(record.shared_user_id);
     users.byId[activity(record)].push(record);
     users.byJoined[activity(record)].push(record);
+    users.byUpdated.push(change);
     users.unsorted = true;
     this.#count++;
     return true;
@@ -168,13 +212,27 @@ export class MemoryUserIndex {
     for (const users of this.#merchants.values()) users.sort();
   }
 
+  /** A stamp for a change made now: the wall clock in microseconds, never below one already held. */
+  #now(): string {
+    const wall = formatMicros(Date.now() * 1000);
+    this.#latest = wall > this.#latest ? wall : nextMicrosecond(this.#latest);
+    return this.#latest;
+  }
+
+  /** A stamp given by the seed or the caller (canonical), remembered so that later stamps come after it. */
+  #held(updatedAt: string): string {
+    if (updatedAt > this.#latest) this.#latest = updatedAt;
+    return updatedAt;
+  }
+
   /** One page (see `UserPageQuery`, `UserRecordPage` and `./user-pages.ts`). */
-  page({ merchantId, filter, order, after, afterJoined, limit: requested }: UserPageQuery): UserRecordPage {
+  page({ merchantId, filter, order, after, afterJoined, afterUpdated, limit: requested }: UserPageQuery): UserRecordPage {
     const users = this.#merchants.get(merchantId);
     const limit = Math.floor(requested);
     examined = 0;
     if (!users || !(limit >= 1)) return [];
     users.sort();
+    examined = 0;
     const lists = (byActivity: ByActivity) => (filter.active === undefined ? byActivity : [byActivity[filter.active ? 1 : 0]]);
     const { joinedAfter, joinedBefore } = filter;
     // Where each date-ordered list enters and leaves the range [joinedAfter, joinedBefore] (exclusive bounds).
@@ -182,6 +240,8 @@ export class MemoryUserIndex {
       joinedAfter === undefined ? 0 : search(list, (r) => r.date_joined <= joinedAfter),
       joinedBefore === undefined ? list.length : search(list, (r) => r.date_joined < joinedBefore),
     ];
+
+    if (order === 'updated_at') return this.#changedPage(users, { merchantId, filter, after, afterUpdated, limit });
 
     if (order === 'date_joined') {
       const ranges = lists(users.byJoined).map((list) => {
@@ -236,6 +296,38 @@ export class MemoryUserIndex {
     return page;
   }
 
+  /** `order=updated_at`: from the later of `updatedSince` and the position, at most `scanBudget` entries examined. */
+  #changedPage(users: MerchantUsers, { filter, after, afterUpdated, limit }: UserPageQuery): UserRecordPage {
+    const list = users.byUpdated;
+    const { active, joinedAfter, joinedBefore, updatedSince } = filter;
+    let at = updatedSince === undefined ? 0 : search(list, (c) => c.updatedAt < updatedSince);
+    if (afterUpdated !== undefined) {
+      // The empty id sorts before every id: without `after`, the timestamp itself is included.
+      const position = { updatedAt: afterUpdated, record: { shared_user_id: after ?? '' } } as Change;
+      at = Math.max(at, search(list, (c) => users.compareByUpdated(c, position) <= 0));
+    }
+    const page: UserRecordPage = [];
+    for (let scanned = 0; at < list.length; at++) {
+      const { record, updatedAt } = list[at]!;
+      examined++;
+      if (
+        (active === undefined || (record.deactivated_at === null) === active) &&
+        (joinedAfter === undefined || record.date_joined > joinedAfter) &&
+        (joinedBefore === undefined || record.date_joined < joinedBefore)
+      ) {
+        const changed: ChangedUserRecord = { ...record, updated_at: updatedAt };
+        page.push(changed);
+        if (page.length === limit) break;
+      }
+      if (++scanned === this.#plan.scanBudget) {
+        page.resumeAfter = record.shared_user_id;
+        page.resumeAfterUpdated = updatedAt;
+        break;
+      }
+    }
+    return page;
+  }
+
   #usersOf(merchantId: string): MerchantUsers {
     let users = this.#merchants.get(merchantId);
     if (!users) this.#merchants.set(merchantId, (users = new MerchantUsers()));
@@ -282,7 +374,7 @@ function merge(cursors: Cursor[], compare: (x: UserRecord, y: UserRecord) => num
 }
 
 /** The first index of the sorted `list` whose record is not `before` (a prefix predicate). */
-function search(list: UserRecord[], before: (record: UserRecord) => boolean): number {
+function search<T>(list: T[], before: (entry: T) => boolean): number {
   let lo = 0;
   let hi = list.length;
   while (lo < hi) {
@@ -294,11 +386,28 @@ function search(list: UserRecord[], before: (record: UserRecord) => boolean): nu
   return lo;
 }
 
-function insert(list: UserRecord[], record: UserRecord, compare: (x: UserRecord, y: UserRecord) => number): void {
+/** The canonical timestamp 1 µs after `stamp` (the same at the very end of year 9999). */
+function nextMicrosecond(stamp: string): string {
+  const micros = Number(stamp.slice(20, 26)) + 1;
+  if (micros < 1_000_000) return `${stamp.slice(0, 20)}${String(micros).padStart(6, '0')}${stamp.slice(26)}`;
+  const seconds = Date.parse(`${stamp.slice(0, 19)}Z`) / 1000 + 1;
+  return new Date(seconds * 1000).getUTCFullYear() > 9999 ? stamp : formatEpochSeconds(seconds);
+}
+
+/** Unix microseconds as a canonical timestamp. */
+function formatMicros(micros: number): string {
+  return formatEpochSeconds(Math.floor(micros / 1e6), String(micros % 1e6).padStart(6, '0'));
+}
+
+function sameRecord(x: UserRecord, y: UserRecord): boolean {
+  return USER_RECORD_KEYS.every((key) => x[key] === y[key]);
+}
+
+function insert<T>(list: T[], record: T, compare: (x: T, y: T) => number): void {
   list.splice(search(list, (r) => compare(r, record) < 0), 0, record);
 }
 
-function remove(list: UserRecord[], record: UserRecord, compare: (x: UserRecord, y: UserRecord) => number): void {
+function remove<T>(list: T[], record: T, compare: (x: T, y: T) => number): void {
   const at = search(list, (r) => compare(r, record) < 0);
   if (list[at] === record) list.splice(at, 1);
 }

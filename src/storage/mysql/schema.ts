@@ -54,6 +54,8 @@ export interface UserSharesTable {
   is_active: number;
   /** The user's `date_joined`, `DATETIME(6)` text in UTC. */
   date_joined: string;
+  /** When the record or the share last changed, `DATETIME(6)` text in UTC (migration 0005). */
+  updated_at: ColumnType<string, string | undefined, string>;
 }
 
 /** Salts used inside the timestamp window, per merchant (replay protection). */

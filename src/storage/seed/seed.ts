@@ -13,9 +13,13 @@ export interface SeedMerchant {
   keys: string[];
 }
 
-/** A user record plus the merchant it is shared with. */
+/**
+ * A user record plus the merchant it is shared with, and optionally when it last changed
+ * (canonical; the memory storage keeps it, the MySQL import stamps its own time).
+ */
 export interface SeedUser extends UserRecord {
   merchant_id: string;
+  updated_at?: string;
 }
 
 export interface Seed {
@@ -40,7 +44,7 @@ export class SeedError extends Error {
 const NULLABLE = new Set(['state', 'deactivated_at', 'agreed_to_terms_and_conditions', 'agreed_to_marketing']);
 const TIMESTAMPS = new Set(['date_joined', 'deactivated_at', 'agreed_to_terms_and_conditions', 'agreed_to_marketing']);
 const LOWER_CASE = new Set(['country', 'preferred_language']);
-const SEED_USER_KEYS = new Set<string>(['merchant_id', ...USER_RECORD_KEYS]);
+const SEED_USER_KEYS = new Set<string>(['merchant_id', 'updated_at', ...USER_RECORD_KEYS]);
 
 /** Validates a parsed seed document; throws `SeedError` listing every problem. */
 export function parseSeed(document: unknown): Seed {
@@ -120,7 +124,7 @@ export function parseSeedUser(value: unknown, at: string, problems: string[]): S
  * Validates one seed user like `parseSeedUser`, answering its merchant id and the record with
  * exactly the 14 record keys (what the memory storage keeps, without a copy).
  */
-export function parseUserRecord(value: unknown, at: string, problems: string[]): { merchantId: string; record: UserRecord } | undefined {
+export function parseUserRecord(value: unknown, at: string, problems: string[]): { merchantId: string; record: UserRecord; updatedAt?: string } | undefined {
   if (!isObject(value)) {
     problems.push(`${at}: must be an object`);
     return undefined;
@@ -129,8 +133,10 @@ export function parseUserRecord(value: unknown, at: string, problems: string[]):
   if (fast) return fast as { merchantId: string; record: UserRecord };
   const before = problems.length;
   const merchantId = identifier(value.merchant_id, `${at}.merchant_id`, problems);
-  const record = readUserFields(value, at, problems, {}, before) as unknown as UserRecord | undefined;
-  return record && { merchantId: merchantId!, record };
+  const record = readUserFields(value, at, problems, {}, before) as unknown as (UserRecord & { updated_at?: string }) | undefined;
+  if (!record) return undefined;
+  const { updated_at: updatedAt, ...fields } = record;
+  return updatedAt === undefined ? { merchantId: merchantId!, record } : { merchantId: merchantId!, record: fields, updatedAt };
 }
 
 /**
@@ -232,6 +238,13 @@ function readUserFields(value: Record<string, unknown>, at: string, problems: st
     } else {
       user[key] = LOWER_CASE.has(key) ? field.toLowerCase() : field;
     }
+  }
+  // Optional: when the record last changed (docs/protocol.md#the-seed-document).
+  if (value.updated_at !== undefined) {
+    const updatedAt = value.updated_at;
+    const canonical = typeof updatedAt !== 'string' ? undefined : isCanonicalTimestamp(updatedAt) ? updatedAt : canonicalTimestamp(updatedAt);
+    if (canonical === undefined) problems.push(`${at}.updated_at: not an ISO 8601 timestamp`);
+    else user.updated_at = canonical;
   }
   for (const key of Object.keys(value)) {
     if (!SEED_USER_KEYS.has(key)) problems.push(`${at}.${key}: unknown field`);

@@ -30,7 +30,10 @@ export interface ImportSummary {
   keysAdded: number;
   keysLeftRevoked: number;
   usersInserted: number;
+  /** Users whose record changed (their `updated_at` moved). */
   usersUpdated: number;
+  /** Users already there with the same record, left as they were (`updated_at` too). */
+  usersUnchanged: number;
 }
 
 /** Options of the imports. */
@@ -68,13 +71,13 @@ export class ImportValidationError extends Error {
   ) {
     super(
       imported
-        ? `Stopped after line ${imported.throughLine} (${imported.summary.usersInserted + imported.summary.usersUpdated} users imported): ${problemCount} problem(s); first: ${problems[0] ?? ''}`
+        ? `Stopped after line ${imported.throughLine} (${imported.summary.usersInserted + imported.summary.usersUpdated + imported.summary.usersUnchanged} users imported): ${problemCount} problem(s); first: ${problems[0] ?? ''}`
         : `Nothing imported: ${problemCount} problem(s); first: ${problems[0] ?? ''}`,
     );
   }
 }
 
-const emptySummary = (): ImportSummary => ({ merchantsCreated: 0, merchantsUpdated: 0, merchantStatusesChanged: 0, merchantStatusesKept: 0, keysAdded: 0, keysLeftRevoked: 0, usersInserted: 0, usersUpdated: 0 });
+const emptySummary = (): ImportSummary => ({ merchantsCreated: 0, merchantsUpdated: 0, merchantStatusesChanged: 0, merchantStatusesKept: 0, keysAdded: 0, keysLeftRevoked: 0, usersInserted: 0, usersUpdated: 0, usersUnchanged: 0 });
 
 /**
  * Imports a validated seed (`parseSeed`) in one transaction. `masterKey`
@@ -108,6 +111,7 @@ export async function importSeed(db: Kysely<MerchantApiDatabase>, masterKey: Mas
       const result = await upsertUsers(trx, seed.users.slice(start, start + batchSize), allocation);
       summary.usersInserted += result.inserted;
       summary.usersUpdated += result.updated;
+      summary.usersUnchanged += result.unchanged;
       options.onProgress?.(Math.min(start + batchSize, seed.users.length), seed.users.length);
     }
     return summary;
@@ -179,6 +183,7 @@ export async function importUserFile(db: Kysely<MerchantApiDatabase>, path: stri
       const result = await db.transaction().execute((trx) => upsertUsers(trx, users, allocation!));
       summary.usersInserted += result.inserted;
       summary.usersUpdated += result.updated;
+      summary.usersUnchanged += result.unchanged;
       done += users.size;
       writtenThroughLine = last;
       bytesWritten += bytes;

@@ -1,8 +1,15 @@
 /**
  * Idempotent batch upsert of seed users: a user already shared with the merchant under that id
- * is updated in place (the person keeps one row even if other merchants see it under other ids,
- * and the filter columns of every share of it follow); a new one gets a `users` row and a
- * `user_shares` row carrying its `is_active` and `date_joined` (migration 0002).
+ * is updated in place when its record differs (the person keeps one row even if other merchants
+ * see it under other ids, and the filter columns and `updated_at` of every share of it follow),
+ * and left alone, `updated_at` included, when it does not; a new one gets a `users` row and a
+ * `user_shares` row carrying its `is_active` and `date_joined` (migration 0002) and `updated_at`.
+ *
+ * `updated_at` (migration 0005, docs/protocol.md#changed-since): one stamp per batch, taken after
+ * locking the batch's merchants' rows, so writers of one merchant take turns and each batch's
+ * stamp is later than every stamp committed before it (the server's UTC time, or 1 µs past the
+ * latest stamp of those merchants when the clock is behind it). A listing that saw a stamp never
+ * misses a change committed after it: the change carries a later stamp.
  *
  * Written for millions of rows (docs/mysql.md#import):
  * - which ids exist is asked with one range read per merchant (a batch in key order, the usual
@@ -20,7 +27,7 @@ import { compareCodePoints } from '../../order.js';
 import type { SeedUser } from '../../seed/seed.js';
 import { InfileWriter, registerInfile, releaseInfile } from './infile.js';
 import { USER_FIELDS, USER_FIELD_MAX_LENGTH, type MerchantApiDatabase, type UsersTable } from '../schema.js';
-import { mysqlErrorCode, toSqlDatetime } from '../sql-values.js';
+import { canonicalColumn, mysqlErrorCode, toSqlDatetime } from '../sql-values.js';
 
 type Trx = Transaction<MerchantApiDatabase>;
 
@@ -90,12 +97,13 @@ export class UserBatch {
 }
 
 /** Upserts one batch inside `trx`; a key repeated in the batch keeps its last record. */
-export async function upsertUsers(trx: Trx, batch: SeedUser[] | UserBatch, allocation: IdAllocation): Promise<{ inserted: number; updated: number }> {
+export async function upsertUsers(trx: Trx, batch: SeedUser[] | UserBatch, allocation: IdAllocation): Promise<{ inserted: number; updated: number; unchanged: number }> {
   let prepared = batch instanceof UserBatch ? batch : undefined;
   if (!prepared) {
     prepared = new UserBatch();
     for (const user of batch as SeedUser[]) prepared.add(user);
   }
+  const stamp = await changeStamp(trx, [...prepared.byMerchant.keys()]);
   const updates: Array<{ id: string; user: SeedUser }> = [];
   const news: SeedUser[] = [];
   for (const [merchantId, users] of prepared.byMerchant) {
@@ -106,9 +114,45 @@ export async function upsertUsers(trx: Trx, batch: SeedUser[] | UserBatch, alloc
       else updates.push({ id, user });
     }
   }
-  if (updates.length > 0) await updateUsers(trx, updates);
-  if (news.length > 0) await insertNewUsers(trx, news, allocation, prepared.prepared(news.length));
-  return { inserted: news.length, updated: updates.length };
+  const changed = updates.length > 0 ? await changedUsers(trx, updates) : [];
+  if (changed.length > 0) await updateUsers(trx, changed, stamp);
+  if (news.length > 0) await insertNewUsers(trx, news, allocation, stamp, prepared.prepared(news.length));
+  return { inserted: news.length, updated: changed.length, unchanged: updates.length - changed.length };
+}
+
+/**
+ * The batch's `updated_at` (`DATETIME(6)` text), after locking the rows of its merchants (in id
+ * order, so two writers never wait on each other crosswise): the server's UTC time, or 1 µs past
+ * the latest stamp of those merchants if that is not earlier (a clock set back).
+ */
+async function changeStamp(trx: Trx, merchantIds: string[]): Promise<string> {
+  const ids = [...merchantIds].sort(compareCodePoints);
+  if (ids.length === 0) return (await sql<{ now: string }>`SELECT DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%d %H:%i:%s.%f') AS now`.execute(trx)).rows[0]!.now;
+  await sql`SELECT id FROM merchants WHERE id IN (${sql.join(ids)}) ORDER BY id FOR UPDATE`.execute(trx);
+  let stamp = '';
+  for (const id of ids) {
+    // A locking read: the latest committed stamp, not the transaction's snapshot.
+    const { rows } = await sql<{ stamp: string }>`SELECT DATE_FORMAT(GREATEST(UTC_TIMESTAMP(6), COALESCE(MAX(updated_at) + INTERVAL 1 MICROSECOND, UTC_TIMESTAMP(6))), '%Y-%m-%d %H:%i:%s.%f') AS stamp
+      FROM user_shares WHERE merchant_id = ${id} LOCK IN SHARE MODE`.execute(trx);
+    if (rows[0]!.stamp > stamp) stamp = rows[0]!.stamp;
+  }
+  return stamp;
+}
+
+/** The users of `updates` whose stored record differs from the new one (read by primary key). */
+async function changedUsers(trx: Trx, updates: Array<{ id: string; user: SeedUser }>): Promise<Array<{ id: string; user: SeedUser }>> {
+  const stored = new Map<string, Record<string, string | null>>();
+  const dates = new Set<string>(['date_joined', 'deactivated_at', 'agreed_to_terms_and_conditions', 'agreed_to_marketing']);
+  const columns = sql.join(USER_FIELDS.map((field) => (dates.has(field) ? sql`${canonicalColumn(field)} AS ${sql.ref(field)}` : sql.ref(field))));
+  for (let i = 0; i < updates.length; i += 1000) {
+    const ids = updates.slice(i, i + 1000).map(({ id }) => id);
+    const { rows } = await sql<Record<string, string | null> & { id: string | number }>`SELECT id, ${columns} FROM users WHERE id IN (${sql.join(ids)})`.execute(trx);
+    for (const row of rows) stored.set(String(row.id), row);
+  }
+  return updates.filter(({ id, user }) => {
+    const row = stored.get(id);
+    return row === undefined || USER_FIELDS.some((field) => row[field] !== user[field]);
+  });
 }
 
 /** The user ids of the shares that exist among `ids` of `merchantId`. */
@@ -148,8 +192,8 @@ async function existingShares(trx: Trx, merchantId: string, ids: string[]): Prom
   return found;
 }
 
-/** Updates existing users in place, then the filter columns of every share of each of them. */
-async function updateUsers(trx: Trx, updates: Array<{ id: string; user: SeedUser }>): Promise<void> {
+/** Updates existing users in place, then the filter columns and `updated_at` of every share of each of them. */
+async function updateUsers(trx: Trx, updates: Array<{ id: string; user: SeedUser }>, stamp: string): Promise<void> {
   const assignments = Object.fromEntries(USER_FIELDS.map((field) => [field, sql.raw(`VALUES(${field})`)]));
   for (let i = 0; i < updates.length; i += 1000) {
     const chunk = updates.slice(i, i + 1000);
@@ -159,12 +203,12 @@ async function updateUsers(trx: Trx, updates: Array<{ id: string; user: SeedUser
       .onDuplicateKeyUpdate(assignments)
       .execute();
     await sql`UPDATE user_shares s INNER JOIN users u ON u.id = s.user_id
-      SET s.is_active = (u.deactivated_at IS NULL), s.date_joined = u.date_joined
+      SET s.is_active = (u.deactivated_at IS NULL), s.date_joined = u.date_joined, s.updated_at = ${stamp}
       WHERE s.user_id IN (${sql.join(chunk.map(({ id }) => id))})`.execute(trx);
   }
 }
 
-async function insertNewUsers(trx: Trx, users: SeedUser[], allocation: IdAllocation, prepared?: { users: Buffer[]; shares: Buffer[] }): Promise<void> {
+async function insertNewUsers(trx: Trx, users: SeedUser[], allocation: IdAllocation, stamp: string, prepared?: { users: Buffer[]; shares: Buffer[] }): Promise<void> {
   if (!allocation.consecutive) {
     // Interleaved allocation (lock mode 2) may hand one statement scattered ids: one row at a time, exact ids.
     const ids: bigint[] = [];
@@ -172,16 +216,16 @@ async function insertNewUsers(trx: Trx, users: SeedUser[], allocation: IdAllocat
       const result = await trx.insertInto('users').values(userColumns(user)).executeTakeFirstOrThrow();
       ids.push(result.insertId!);
     }
-    await insertShares(trx, users, ids);
+    await insertShares(trx, users, ids, stamp);
     return;
   }
   const text = prepared ?? loadDataText(users);
   const first = await loadUsers(trx, text.users, users.length, allocation);
   if (first === undefined) {
-    await insertShares(trx, users, await insertUsers(trx, users, allocation));
+    await insertShares(trx, users, await insertUsers(trx, users, allocation), stamp);
     return;
   }
-  await loadShares(trx, text.shares, users.length, first, allocation);
+  await loadShares(trx, text.shares, users.length, first, allocation, stamp);
 }
 
 const USER_COLUMN_LIST = USER_FIELDS.join(', ');
@@ -204,9 +248,11 @@ async function loadUsers(trx: Trx, text: Buffer[], rows: number, allocation: IdA
   return loaded === undefined ? undefined : BigInt(loaded);
 }
 
-/** LOAD DATA of the shares: row number `@row` of the batch gets the user id `first + @row * step`. */
-async function loadShares(trx: Trx, text: Buffer[], rows: number, first: bigint, allocation: IdAllocation): Promise<void> {
-  await loadData(trx, text, 'user_shares', 'merchant_id, shared_user_id, @row, is_active, date_joined', rows, allocation, `user_id = ${first} + @row * ${allocation.step}`);
+/** LOAD DATA of the shares: row number `@row` of the batch gets the user id `first + @row * step`, each the batch's stamp. */
+async function loadShares(trx: Trx, text: Buffer[], rows: number, first: bigint, allocation: IdAllocation, stamp: string): Promise<void> {
+  // The stamp is `DATETIME(6)` text the server wrote (digits, '-', ':', '.', ' '): safe to inline.
+  const set = `user_id = ${first} + @row * ${allocation.step}, updated_at = '${stamp}'`;
+  await loadData(trx, text, 'user_shares', 'merchant_id, shared_user_id, @row, is_active, date_joined', rows, allocation, set);
 }
 
 /**
@@ -260,7 +306,7 @@ async function insertUsers(trx: Trx, users: SeedUser[], allocation: IdAllocation
   return ids;
 }
 
-async function insertShares(trx: Trx, users: SeedUser[], ids: bigint[]): Promise<void> {
+async function insertShares(trx: Trx, users: SeedUser[], ids: bigint[], stamp: string): Promise<void> {
   for (let i = 0; i < users.length; i += 5000) {
     await trx
       .insertInto('user_shares')
@@ -271,6 +317,7 @@ async function insertShares(trx: Trx, users: SeedUser[], ids: bigint[]): Promise
           user_id: ids[i + j]!.toString(),
           is_active: user.deactivated_at === null ? 1 : 0,
           date_joined: toSqlDatetime(user.date_joined),
+          updated_at: stamp,
         })),
       )
       .execute();

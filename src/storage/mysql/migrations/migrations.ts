@@ -14,6 +14,7 @@ import { Migrator, sql, type Kysely, type Migration, type MigrationProvider, typ
 import { userShareFilters } from './migration-0002.js';
 import { authFailures } from './migration-0003.js';
 import { keyIds } from './migration-0004.js';
+import { userShareUpdatedAt } from './migration-0005.js';
 
 const TEXT = 'VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci';
 const TABLE_OPTIONS = 'ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci';
@@ -94,6 +95,7 @@ export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0002_user_share_filters': userShareFilters,
   '0003_auth_failures': authFailures,
   '0004_key_ids': keyIds,
+  '0005_user_share_updated_at': userShareUpdatedAt,
 });
 
 /** A `MigrationProvider` serving `migrations` from code (no files to ship). */

@@ -9,13 +9,16 @@
  *   checked on the index entries, and bounded by `SCAN_BUDGET` when the range is large;
  * - date ranges (counted, read for a small range, or listed in `order=date_joined`):
  *   `user_shares_joined (merchant_id, is_active, date_joined, shared_user_id)`, one range per
- *   `is_active` value, merged.
+ *   `is_active` value, merged;
+ * - `order=updated_at` (migration 0005): `user_shares_updated (merchant_id, updated_at,
+ *   shared_user_id, is_active, date_joined)`, one range from `updated_since` or the position, the
+ *   other filters checked on the index entries, bounded by `SCAN_BUDGET` when there are any.
  * Index hints make the plans fixed: the optimizer's estimates cannot turn a bounded read into a
  * scan. `utf8mb4_nopad_bin` makes id order the code-point order the API promises. Users are
  * joined for the page's rows only.
  */
 import { sql, type CompiledQuery, type Kysely, type RawBuilder } from 'kysely';
-import type { UserFilter, UserPageQuery, UserRecord, UserRecordPage } from '../../contract.js';
+import type { ChangedUserRecord, UserFilter, UserPageQuery, UserRecord, UserRecordPage } from '../../contract.js';
 import { DEFAULT_PAGE_PLAN, hasDateFilter, type PagePlan } from '../../user-pages.js';
 import type { MerchantApiDatabase } from '../schema.js';
 import { canonicalColumn, toSqlDatetime } from '../sql-values.js';
@@ -71,6 +74,17 @@ export async function selectUserPage(db: Db, query: UserPageQuery, trace?: State
     return (await db.executeQuery(compiled)).rows;
   };
   if (query.order === 'date_joined') return toRecords(await run(joinedOrderPage(query, limit)));
+  if (query.order === 'updated_at') {
+    if (!filtersEntries(query.filter)) return toChangedRecords(await run(updatedOrderPage(query, limit)));
+    // Filters checked on the entries: examine at most scanBudget of them, up to the scanBudget-th.
+    const [bound] = await run(updatedScanBound(query, plan.scanBudget));
+    const page: UserRecordPage = toChangedRecords(await run(updatedOrderPage(query, limit, bound)));
+    if (bound !== undefined && page.length < limit) {
+      page.resumeAfter = bound.shared_user_id;
+      page.resumeAfterUpdated = bound.updated_at;
+    }
+    return page;
+  }
   if (!hasDateFilter(query.filter)) return toRecords(await run(idOrderPage(query, limit)));
   const [counted] = await run(countJoinedRange(query, plan.seekLimit));
   if (Number(counted?.n ?? 0) <= plan.seekLimit) return toRecords(await run(smallRangePage(query, limit)));
@@ -247,8 +261,66 @@ function joinedOrderPage({ merchantId, filter, after, afterJoined }: UserPageQue
     ORDER BY p.date_joined, p.shared_user_id LIMIT ${limit}`;
 }
 
+/** True when the filter keeps fewer than every entry of an `updated_at` range (active or dates). */
+function filtersEntries(filter: UserFilter): boolean {
+  return filter.active !== undefined || hasDateFilter(filter);
+}
+
+/** Where an `order=updated_at` listing starts: `updated_since` (inclusive) and after the position `(afterUpdated, after)`. */
+function updatedStart({ filter, after, afterUpdated }: UserPageQuery, table = 'user_shares'): RawBuilder<unknown>[] {
+  const updated = sql.ref(`${table}.updated_at`);
+  const id = sql.ref(`${table}.shared_user_id`);
+  const conditions: RawBuilder<unknown>[] = [];
+  if (filter.updatedSince !== undefined) conditions.push(sql`${updated} >= ${toSqlDatetime(filter.updatedSince)}`);
+  if (afterUpdated !== undefined) {
+    const position = toSqlDatetime(afterUpdated);
+    // Two ranges of the index: the rest of the position's timestamp, then every later one.
+    conditions.push(sql`(${updated} > ${position} OR (${updated} = ${position} AND ${id} > ${after ?? ''}))`);
+  }
+  return conditions;
+}
+
+interface UpdatedBound {
+  updated_at: string;
+  shared_user_id: string;
+}
+
+/** The `budget`-th entry of the `updated_at` range from the start (any activity, any date): where a scan stops. */
+function updatedScanBound(query: UserPageQuery, budget: number): RawBuilder<UpdatedBound> {
+  const conditions = [sql`user_shares.merchant_id = ${query.merchantId}`, ...updatedStart(query)];
+  return sql<UpdatedBound>`SELECT ${canonicalColumn('user_shares.updated_at')} AS updated_at, shared_user_id FROM user_shares FORCE INDEX (user_shares_updated)
+    WHERE ${and(conditions)} ORDER BY user_shares.updated_at, user_shares.shared_user_id LIMIT 1 OFFSET ${budget - 1}`;
+}
+
+/**
+ * `order=updated_at`: the next `limit` entries of `user_shares_updated` from the start (up to
+ * `upTo`, inclusive) that the other filters keep, checked on the entries; users joined for them.
+ */
+function updatedOrderPage(query: UserPageQuery, limit: number, upTo?: UpdatedBound): RawBuilder<ChangedUserRow> {
+  const { merchantId, filter } = query;
+  const conditions = [sql`user_shares.merchant_id = ${merchantId}`, ...updatedStart(query), ...dateConditions(filter, 'user_shares')];
+  if (filter.active !== undefined) conditions.push(sql`user_shares.is_active = ${filter.active ? 1 : 0}`);
+  if (upTo !== undefined) {
+    const bound = toSqlDatetime(upTo.updated_at);
+    conditions.push(sql`(user_shares.updated_at < ${bound} OR (user_shares.updated_at = ${bound} AND user_shares.shared_user_id <= ${upTo.shared_user_id}))`);
+  }
+  return sql<ChangedUserRow>`SELECT ${COLUMNS}, ${canonicalColumn('p.updated_at')} AS updated_at FROM (SELECT shared_user_id, updated_at FROM user_shares FORCE INDEX (user_shares_updated)
+      WHERE ${and(conditions)} ORDER BY updated_at, shared_user_id LIMIT ${limit}) AS p
+    INNER JOIN user_shares s ON s.merchant_id = ${merchantId} AND s.shared_user_id = p.shared_user_id
+    INNER JOIN users u ON u.id = s.user_id
+    ORDER BY p.updated_at, p.shared_user_id`;
+}
+
 function toRecords(rows: UserRow[]): UserRecordPage {
   return rows.map(toRecord);
+}
+
+interface ChangedUserRow extends UserRow {
+  updated_at: string;
+}
+
+function toChangedRecords(rows: ChangedUserRow[]): UserRecordPage {
+  return rows.map((row): ChangedUserRecord => ({ ...toRecord(row), updated_at: row.updated_at }));
 }
 
 // Built key by key so the record has exactly the 14 keys, in the API's order.
