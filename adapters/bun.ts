@@ -4,6 +4,7 @@
  * so this only maps options and bounds the graceful close.
  */
 import { errorResponse, MerchantApiError, type MerchantApi } from '../src/index.js';
+import { unmetExpectation } from './expectation.js';
 import type { BunGlobal } from './runtime-types.js';
 import { closeWithin, listenUrl, resolveServeOptions, type Served, type ServeOptions } from './serve-options.js';
 
@@ -30,10 +31,11 @@ export async function serve(api: MerchantApi, options: ServeOptions = {}): Promi
     // instead of an absolute URL; Node's adapter answers those 400, so do we.
     // Bun joins repeated Host lines into one value ("a, b"), which no valid
     // Host contains; RFC 9112 section 3.2 makes such a request a 400.
+    // The adapter's own refusals go through the pipeline too: JSON, logged and counted, with the request's id.
     fetch: (request, bunServer) => {
-      if (request.url.startsWith('/') || request.headers.get('host')?.includes(',')) return errorResponse(BAD_HOST, { head: request.method === 'HEAD' });
+      const badHost = request.url.startsWith('/') || request.headers.get('host')?.includes(',');
       const peer = bunServer.requestIP(request);
-      return api.fetch(request, { clientAddress: peer?.address, clientPort: peer?.port, pathAsSent: true });
+      return api.fetch(request, { clientAddress: peer?.address, clientPort: peer?.port, pathAsSent: true, refusal: badHost ? BAD_HOST : unmetExpectation(request.headers.get('expect')) });
     },
     // api.fetch never rejects; should Bun itself fail, answer our JSON 500, not Bun's HTML page.
     error: (error) => errorResponse(error),
@@ -50,6 +52,11 @@ export async function serve(api: MerchantApi, options: ServeOptions = {}): Promi
   // in-flight responses (streams included) finish; stop(true) cuts the rest.
   return {
     url: listenUrl(Boolean(tls), hostname, server.port),
-    close: () => (closing ??= closeWithin(server.stop(), shutdownTimeout, () => server.stop(true))),
+    close: () =>
+      (closing ??= closeWithin(server.stop(), shutdownTimeout, () => {
+        // Cut by the handler first, so each cut stream is logged (stream_aborted, its access line) before close() resolves.
+        api.abortStreams?.();
+        return server.stop(true);
+      })),
   };
 }

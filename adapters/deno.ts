@@ -3,7 +3,9 @@
  * options and result as `merchant-api/node`. Deno already speaks
  * `Request`/`Response`, so this only maps options and bounds the graceful close.
  */
+import { hasDotSegment } from '../src/http/url.js';
 import { errorResponse, MerchantApiError, type MerchantApi } from '../src/index.js';
+import { unmetExpectation } from './expectation.js';
 import type { DenoGlobal } from './runtime-types.js';
 import { closeWithin, listenUrl, resolveServeOptions, type Served, type ServeOptions } from './serve-options.js';
 
@@ -61,17 +63,21 @@ export async function serve(api: MerchantApi, options: ServeOptions = {}): Promi
     },
     (request, info) => {
       const checked = normalised(request);
-      return checked ? api.fetch(checked, { clientAddress: info.remoteAddr.hostname, clientPort: info.remoteAddr.port, pathAsSent: true }) : errorResponse(BAD_TARGET, { head: request.method === 'HEAD' });
+      const peer = { clientAddress: info.remoteAddr.hostname, clientPort: info.remoteAddr.port, pathAsSent: true };
+      // The adapter's own refusals go through the pipeline too: JSON, logged and counted, with the request's id.
+      if (!checked) return api.fetch(request, { ...peer, refusal: BAD_TARGET });
+      // Deno's request.url is the target as sent, dot segments included (normalised() resolves them).
+      return api.fetch(checked, { ...peer, dotSegments: hasDotSegment(request.url), refusal: unmetExpectation(request.headers.get('expect')) });
     },
   );
   let closing: Promise<void> | undefined;
   // shutdown() stops accepting and resolves when in-flight requests (streams
-  // included) have finished. After the timeout this stops waiting, but Deno
-  // (2.9) cannot cut the connections left: aborting the server's signal once
-  // a graceful shutdown has begun throws BadResource. They end when the
-  // process exits, as the standalone server does right after.
+  // included) have finished. Deno (2.9) cannot cut the connections left after
+  // the timeout (aborting the server's signal once a graceful shutdown has
+  // begun throws BadResource), but the handler can cut its streamed answers:
+  // Deno then ends those responses unfinished, and each is logged.
   return {
     url: listenUrl(Boolean(tls), hostname, port),
-    close: () => (closing ??= closeWithin(server.shutdown(), shutdownTimeout)),
+    close: () => (closing ??= closeWithin(server.shutdown(), shutdownTimeout, () => api.abortStreams?.())),
   };
 }

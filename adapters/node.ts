@@ -6,6 +6,8 @@ import { getRequestListener } from '@hono/node-server';
 import { createServer, STATUS_CODES, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
+import { hasDotSegment } from '../src/http/url.js';
+import { EXPECTATION_FAILED } from './expectation.js';
 import { addressKey, errorResponse, MerchantApiError, type MerchantApi } from '../src/index.js';
 import { closeWithin, listenUrl, resolveServeOptions, type Served, type ServeOptions } from './serve-options.js';
 
@@ -27,12 +29,23 @@ const BAD_REQUEST = new MerchantApiError('malformed_request', 'The request could
  * expressApp.use('/merchant-api', listener); // with basePath: '/merchant-api'
  */
 export function createRequestListener(api: MerchantApi): RequestListener {
+  // The request being handed to Hono's listener: it builds the Request at once, so its error handler runs before the next one.
+  let handing: IncomingMessage | undefined;
   const listener = getRequestListener(
     (request, env) => {
       const incoming = (env as { incoming: IncomingMessage }).incoming;
-      return api.fetch(request, { clientAddress: incoming.socket.remoteAddress, clientPort: incoming.socket.remotePort, header: nodeHeader(incoming, request), pathAsSent: true });
+      return api.fetch(request, {
+        refusal: refusals.get(incoming),
+        clientAddress: incoming.socket.remoteAddress,
+        clientPort: incoming.socket.remotePort,
+        header: nodeHeader(incoming, request),
+        pathAsSent: true,
+        // req.url is the target as sent; the Request's URL has its dot segments resolved away.
+        dotSegments: hasDotSegment(incoming.url ?? ''),
+      });
     },
-    { errorHandler: () => errorResponse(BAD_REQUEST) },
+    // Hono could not build the Request (a bad Host): answered by the pipeline from a stand-in, so it is logged and counted.
+    { errorHandler: () => refuseWithoutRequest(api, BAD_REQUEST, handing?.socket, handing && headerOf(handing.headers)) },
   ) as (req: IncomingMessage, res: ServerResponse) => void;
   return (req, res) => {
     // Express (and Connect) strip the mount prefix from req.url and keep the
@@ -41,10 +54,60 @@ export function createRequestListener(api: MerchantApi): RequestListener {
     const { originalUrl } = req as IncomingMessage & { originalUrl?: unknown };
     if (typeof originalUrl === 'string' && originalUrl !== req.url) req.url = originalUrl;
     const lines = duplicatedLines(req.rawHeaders);
-    if (lines === TWO_HOST_LINES) return void answerTwoHosts(req, res);
+    if (lines === TWO_HOST_LINES) {
+      refusals.set(req, TWO_HOSTS);
+      res.shouldKeepAlive = false;
+    }
     if (lines === TWO_AUTHORIZATION_LINES) twoAuthorizations.add(req);
-    listener(req, res);
+    handing = req;
+    try {
+      listener(req, res);
+    } finally {
+      handing = undefined;
+    }
   };
+}
+
+/** Requests the adapter answers itself (two Host lines, an unmet Expect), with the answer: the pipeline renders, logs and counts it. */
+const refusals = new WeakMap<IncomingMessage, MerchantApiError>();
+
+/**
+ * Answers a request whose `Expect` is not `100-continue` (Node's
+ * `checkExpectation` event, which would otherwise answer a bare 417) with the
+ * JSON 417, through the pipeline. Node meets `100-continue` itself.
+ */
+export function answerExpectations(server: Server, listener: RequestListener): void {
+  server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
+    refusals.set(req, EXPECTATION_FAILED);
+    res.shouldKeepAlive = false;
+    listener(req, res);
+  });
+}
+
+/** A header reader over Node's parsed headers, for a refusal made without a Request. */
+function headerOf(headers: IncomingMessage['headers']): (name: string) => string | null {
+  return (name) => {
+    const value = headers[name];
+    return typeof value === 'string' ? value : null;
+  };
+}
+
+/**
+ * The pipeline's answer to a refusal made before any Request exists (a bad
+ * Host, or a request Node's parser refused): a stand-in Request carries the
+ * method and scheme, the socket its address, and `header` the request id the
+ * client sent, when it could be read.
+ */
+function refuseWithoutRequest(api: MerchantApi, refusal: MerchantApiError, socket: Socket | undefined, header?: (name: string) => string | null, method = 'GET'): Promise<Response> {
+  const scheme = (socket as { encrypted?: boolean } | undefined)?.encrypted ? 'https' : 'http';
+  // The Fetch API refuses to build these methods; the access line then says GET.
+  const usable = /^(CONNECT|TRACE|TRACK)$/.test(method) ? 'GET' : method;
+  return api.fetch(new Request(`${scheme}://localhost/`, { method: usable }), {
+    refusal,
+    clientAddress: socket?.remoteAddress,
+    clientPort: socket?.remotePort,
+    header: header ?? (() => null),
+  });
 }
 
 /** Requests with two Authorization lines, of which Node's `req.headers` shows only the first. */
@@ -98,12 +161,6 @@ function duplicatedLines(rawHeaders: string[]): number {
   return found;
 }
 
-async function answerTwoHosts(req: IncomingMessage, res: ServerResponse): Promise<void> {
-  const response = errorResponse(TWO_HOSTS, { head: req.method === 'HEAD' });
-  res.writeHead(response.status, { ...Object.fromEntries(response.headers), connection: 'close' });
-  res.end(req.method === 'HEAD' ? undefined : await response.text());
-}
-
 /**
  * Closes a new connection, before it is read, from an address that already
  * holds `perAddress`: one client opening (or reopening as fast as they are
@@ -141,9 +198,12 @@ function limitConnectionsPerAddress(server: Server, perAddress: number, ipv6Pref
 
 /**
  * Answers what Node's HTTP parser rejects before any listener runs (oversized
- * headers, garbage) with JSON instead of a bare status line.
+ * headers, garbage, a control character in a header) with JSON instead of a
+ * bare status line. Given the API, the answer is the pipeline's: an access
+ * line and metrics, the client's X-Request-Id when it can be read from what
+ * arrived, and HSTS over TLS.
  */
-export function answerClientErrors(server: Server): void {
+export function answerClientErrors(server: Server, api?: MerchantApi): void {
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Socket) => {
     if (error.code === 'ECONNRESET' || !socket.writable) {
       socket.destroy();
@@ -156,8 +216,12 @@ export function answerClientErrors(server: Server): void {
           ? new MerchantApiError('request_timeout', 'The request took too long to arrive.')
           : new MerchantApiError('malformed_request', 'The request could not be parsed.');
     // The one error renderer writes it; the socket gets it as raw HTTP, since no response object exists yet.
-    const response = errorResponse(refusal);
-    void response.text().then((body) => {
+    const packet = (error as { rawPacket?: Buffer }).rawPacket?.toString('latin1') ?? '';
+    const method = /^[A-Z]{1,16}(?= )/.exec(packet)?.[0];
+    const requestId = /\r\nx-request-id:[ \t]*([^\r\n]{1,128})\r\n/i.exec(packet)?.[1]?.trim() ?? null;
+    const answered = api ? refuseWithoutRequest(api, refusal, socket, (name) => (name === 'x-request-id' ? requestId : null), method) : Promise.resolve(errorResponse(refusal));
+    void answered.then(async (response) => {
+      const body = await response.text();
       let head = `HTTP/1.1 ${response.status} ${STATUS_CODES[response.status]}\r\n`;
       response.headers.forEach((value, name) => (head += `${name}: ${value}\r\n`));
       socket.end(`${head}connection: close\r\n\r\n${body}`);
@@ -189,7 +253,8 @@ export async function serve(api: MerchantApi, options: ServeOptions = {}): Promi
   const server: Server = tls ? createHttpsServer({ ...serverOptions, cert: tls.cert, key: tls.key }, listener) : createServer(serverOptions, listener);
   server.maxConnections = limits.maxConnections;
   limitConnectionsPerAddress(server, limits.maxConnectionsPerAddress, ipv6Prefix, options.onConnectionsCapped);
-  answerClientErrors(server);
+  answerClientErrors(server, api);
+  answerExpectations(server, listener);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, hostname, () => {
@@ -199,19 +264,21 @@ export async function serve(api: MerchantApi, options: ServeOptions = {}): Promi
   });
   const address = server.address();
   const bound = typeof address === 'object' && address ? address.port : port;
-  return { url: listenUrl(Boolean(tls), hostname, bound), close: () => closeGracefully(server, shutdownTimeout) };
+  return { url: listenUrl(Boolean(tls), hostname, bound), close: () => closeGracefully(server, shutdownTimeout, api) };
 }
 
 /**
  * Stops accepting and waits for in-flight requests, closing keep-alive
  * connections as soon as they are idle; after `timeoutMs` cuts what is left.
  */
-function closeGracefully(server: Server, timeoutMs: number): Promise<void> {
+function closeGracefully(server: Server, timeoutMs: number, api: MerchantApi): Promise<void> {
   if (!server.listening) return Promise.resolve();
   const idleSweep = setInterval(() => server.closeIdleConnections(), 50);
   const closed = new Promise<void>((resolve) => server.close(() => resolve()));
   server.closeIdleConnections();
   return closeWithin(closed, timeoutMs, () => {
+    // Cut by the handler first, so each cut stream is logged (stream_aborted, its access line) before close() resolves.
+    api.abortStreams?.();
     server.closeAllConnections();
     return closed;
   }).finally(() => clearInterval(idleSweep));

@@ -19,6 +19,9 @@ const api = createMerchantApi({ storage });
 // PORT (default 8787; 0 picks a free port), so the Bun and Deno examples can run side by side.
 const port = Number(process.env.PORT || 8787);
 if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`PORT must be a whole number from 0 to 65535 (got "${process.env.PORT}")`);
+// The memory storage refuses a ts of the second it started in (a process before it may have
+// accepted that URL then): listening from the next second, every request signed from now on works.
+await new Promise((resolve) => setTimeout(resolve, 1000 - (Date.now() % 1000)));
 const server = await serve(api, { port });
 console.log(`merchant-api listening on ${server.url} (Deno)`);
 console.log(`Try: curl '${signUrl('demo-secret', `${server.url}/validatesignature`, { cp: 'demo-merchant' })}'`);

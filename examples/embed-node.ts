@@ -24,8 +24,11 @@ const server = createServer((req, res) => {
   res.end('Hello from the host application\n');
 });
 // Optional: malformed requests that Node rejects before any route get JSON too.
-answerClientErrors(server);
+answerClientErrors(server, api);
 
+// The memory storage refuses a ts of the second it started in (a process before it may have
+// accepted that URL then): listening from the next second, every request signed from now on works.
+await new Promise((resolve) => setTimeout(resolve, 1000 - (Date.now() % 1000)));
 server.listen(Number(process.env.PORT ?? 3000), '127.0.0.1', () => {
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : 3000;

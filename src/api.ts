@@ -30,6 +30,13 @@ export type { MerchantApiOptions } from './options.js';
 export interface MerchantApi {
   /** Answers one request. Never rejects: every failure is a JSON response. */
   fetch(request: Request, info?: RequestInfo): Promise<Response>;
+  /**
+   * Cuts every streamed answer still being written (a shutdown that stops
+   * waiting for them): each ends unfinished for its client, and is logged as
+   * `stream_aborted` and by its access line with `aborted`. The adapters'
+   * `close()` calls it once `shutdownTimeout` has passed.
+   */
+  abortStreams?(): void;
 }
 
 /**
@@ -90,6 +97,7 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
       ? undefined
       : new ThrottleGate(shareThrottle(new FailureThrottle(options.throttle), { store: storage.throttleStore?.(), now: resolved.now, logger }), logger, resolved.now, resolved.ipv6Prefix);
 
+  const inFlight = new Set<() => void>();
   const fetch = createPipeline({
     routes: ROUTES,
     deps,
@@ -101,6 +109,12 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
     throttle,
     tarpit: options.tarpit === false ? undefined : new Tarpit(options.tarpit),
     listings: new ListingSlots(resolved.merchantConcurrency, logger),
+    inFlight,
   });
-  return { fetch };
+  return {
+    fetch,
+    abortStreams() {
+      for (const cut of [...inFlight]) cut();
+    },
+  };
 }

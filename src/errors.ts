@@ -17,6 +17,7 @@ export type MerchantApiErrorCode =
   | 'uri_too_long'
   | 'request_timeout'
   | 'headers_too_large'
+  | 'expectation_failed'
   | 'storage_unavailable'
   | 'too_many_requests'
   | 'internal_error';
@@ -33,6 +34,7 @@ const statusByCode: Record<MerchantApiErrorCode, number> = {
   uri_too_long: 414,
   request_timeout: 408,
   headers_too_large: 431,
+  expectation_failed: 417,
   storage_unavailable: 503,
   too_many_requests: 429,
   internal_error: 500,

@@ -121,6 +121,8 @@ class Client implements MerchantClient {
 
   async user(sharedUserId: string, options: RequestOptions = {}): Promise<UserRecord> {
     if (typeof sharedUserId !== 'string' || sharedUserId === '') throw new TypeError('user(): sharedUserId must be a non-empty string.');
+    // URLs drop such segments (/merchant/users/. is the list), so no storage accepts them as ids.
+    if (sharedUserId === '.' || sharedUserId === '..') throw new TypeError(`user(): no user has the id "${sharedUserId}": URLs drop such path segments.`);
     const url = `${this.baseUrl}/merchant/users/${pct(sharedUserId)}`;
     return this.transport.call({ method: 'GET', url }, () => url, this.basicAuth(), options.signal, (body) => {
       const user = listBody(body).data[0];

@@ -58,6 +58,7 @@ export function signatureCode(status: number, message: string | undefined): Sign
   if (status === 405) return 'method_not_allowed';
   if (status === 408) return 'request_timeout';
   if (status === 431) return 'headers_too_large';
+  if (status === 417) return 'expectation_failed';
   if (status === 404) return 'not_found';
   if (status >= 500) return 'internal_error';
   if (text.startsWith('Missing required parameter')) return 'missing_parameter';

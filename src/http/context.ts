@@ -5,6 +5,7 @@
 
 import { isIP } from 'node:net';
 import type { AuthFailureReason } from '../auth/basic-auth.js';
+import type { MerchantApiError } from '../errors.js';
 
 export type { AuthFailureReason };
 
@@ -63,6 +64,21 @@ export interface RequestInfo {
    * `serve` and Node listener set it.
    */
   pathAsSent?: boolean;
+  /**
+   * The request target as sent had a `.` or `..` path segment (plain or
+   * percent-encoded, `hasDotSegment`), which the URL parser removed: such a
+   * request is a 404, since no resource has one (`/merchant/users/.` must not
+   * become the list). The Node and Deno adapters set it; Bun removes them
+   * before any code of ours sees the request.
+   */
+  dotSegments?: boolean;
+  /**
+   * The adapter's own answer to this request (a parser error, an `Expect`
+   * it does not meet, two Host lines): the pipeline answers it as it answers
+   * its own errors, so it has an access line, metrics, hooks, the request's
+   * `X-Request-Id`, `nosniff` and, over TLS, HSTS.
+   */
+  refusal?: MerchantApiError;
 }
 
 const VALID_REQUEST_ID = /^[\x21-\x7e]{1,128}$/;

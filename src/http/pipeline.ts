@@ -14,7 +14,7 @@ import { createMatcher, NOT_FOUND } from '../routes/match.js';
 import type { HandlerDeps, Route } from '../routes/route.js';
 import { allowedMethods } from '../routes/table.js';
 import { createContext, type RequestContext, type RequestInfo } from './context.js';
-import { errorReply } from './error-reply.js';
+import { errorReply, isUnavailable } from './error-reply.js';
 import { HookAnswer, type MerchantApiHooks } from './hooks.js';
 import { toResponse, type ErrorShape, type Reply } from './responses.js';
 import { matchPath, splitUrl } from './url.js';
@@ -38,6 +38,8 @@ export interface PipelineParts {
   tarpit: Tarpit | undefined;
   /** The slots of routes limited to `listings`. */
   listings: ListingSlots;
+  /** Where each streamed answer still being written leaves the function that cuts it (`abortStreams`). */
+  inFlight: Set<() => void>;
 }
 
 /** A reply, and what to call once its body is handed over (a slot to give back). */
@@ -69,7 +71,8 @@ export function createPipeline(parts: PipelineParts): (request: Request, info?: 
   function failed(ctx: RequestContext, error: unknown, shape: ErrorShape): Reply | Response {
     if (error instanceof HookAnswer) return error.response;
     if (error instanceof MerchantApiError) {
-      ctx.errorCode = error.code;
+      // Logs, hooks and traces name the code the client got: a 503 is `storage_unavailable` whatever it carries.
+      ctx.errorCode = isUnavailable(error) ? 'storage_unavailable' : error.code;
     } else {
       ctx.errorCode = 'internal_error';
       logger.error({ event: 'unexpected_error', request_id: ctx.requestId, route: ctx.route ?? null, ...describeError(error) });
@@ -108,7 +111,7 @@ export function createPipeline(parts: PipelineParts): (request: Request, info?: 
       // Served over TLS (here or at a proxy the URL reflects): browsers are told to keep to HTTPS.
       if (ctx.request.url.startsWith('https:')) extra['strict-transport-security'] = 'max-age=31536000';
       const done = onFinish || answer.release ? finisher(ctx, answer.status, started, answer.release) : undefined;
-      response = toResponse(answer, head, extra, done);
+      response = toResponse(answer, head, extra, done, parts.inFlight);
     }
     if (!onResponse) return response;
     try {
@@ -126,9 +129,10 @@ export function createPipeline(parts: PipelineParts): (request: Request, info?: 
     let shape: ErrorShape = 'envelope';
     let answer: Answer | Response;
     try {
+      if (info?.refusal) throw info.refusal;
       const { origin, path: received, search } = splitUrl(request.url);
       // The path the merchant called, the base path put back where a mount stripped it.
-      const located = matchPath(match, received, basePath, info?.pathAsSent === true);
+      const located = info?.dotSegments ? undefined : matchPath(match, received, basePath, info?.pathAsSent === true);
       if (!located) throw NOT_FOUND;
       const { found: { route, params }, path } = located;
       ctx.route = route.pattern;

@@ -28,7 +28,7 @@ const utf8 = new TextEncoder();
  * included where the length is known, and no body. `done` learns the bytes
  * handed over once the body is complete (or, for a stream, cut).
  */
-export function toResponse(reply: Reply, head: boolean, extra?: Record<string, string>, done?: (bytes: number, aborted: boolean) => void): Response {
+export function toResponse(reply: Reply, head: boolean, extra?: Record<string, string>, done?: (bytes: number, aborted: boolean) => void, inFlight?: Set<() => void>): Response {
   // A fresh object each time: @hono/node-server's Response writes Content-Length into it.
   const headers: Record<string, string> = { 'content-type': 'application/json', 'cache-control': 'no-store' };
   if (reply.headers) Object.assign(headers, reply.headers);
@@ -49,30 +49,51 @@ export function toResponse(reply: Reply, head: boolean, extra?: Record<string, s
     done?.(0, false);
     return new Response(new ReadableStream({ pull: (c) => c.close() }, { highWaterMark: 0 }), { status: reply.status, headers });
   }
-  return new Response(streamOf(body, done), { status: reply.status, headers });
+  return new Response(streamOf(body, done, inFlight), { status: reply.status, headers });
 }
 
 /**
  * A pull stream over JSON pieces: one piece per read, so a slow client holds
  * back the storage reads. A failure part-way aborts the stream rather than
  * closing it: the client sees a truncated body, never a valid-looking short list.
+ * While it runs, `inFlight` holds a function that cuts it (a shutdown that
+ * stops waiting for it); `done` is called once, however it ends.
  */
-function streamOf(pieces: AsyncIterable<string>, done?: (bytes: number, aborted: boolean) => void): ReadableStream<Uint8Array> {
+function streamOf(pieces: AsyncIterable<string>, done?: (bytes: number, aborted: boolean) => void, inFlight?: Set<() => void>): ReadableStream<Uint8Array> {
   const iterator = pieces[Symbol.asyncIterator]();
   let bytes = 0;
+  let finished = false;
+  const finish = (aborted: boolean) => {
+    if (finished) return false;
+    finished = true;
+    inFlight?.delete(cut);
+    done?.(bytes, aborted);
+    return true;
+  };
+  let controller: ReadableStreamDefaultController<Uint8Array> | undefined;
+  function cut(): void {
+    if (!finish(true)) return;
+    // The runtime ends the response unfinished, and the storage reads stop.
+    controller?.error(new Error('The response was cut: the server is shutting down.'));
+    void Promise.resolve(iterator.return?.()).catch(() => undefined);
+  }
   return new ReadableStream<Uint8Array>(
     {
+      start(c) {
+        controller = c;
+        inFlight?.add(cut);
+      },
       async pull(controller) {
         let next: IteratorResult<string>;
         try {
           next = await iterator.next();
         } catch (error) {
-          done?.(bytes, true);
-          controller.error(error);
+          if (finish(true)) controller.error(error);
           return;
         }
+        if (finished) return;
         if (next.done) {
-          done?.(bytes, false);
+          finish(false);
           controller.close();
           return;
         }
@@ -81,7 +102,7 @@ function streamOf(pieces: AsyncIterable<string>, done?: (bytes: number, aborted:
         controller.enqueue(chunk);
       },
       async cancel() {
-        done?.(bytes, true);
+        finish(true);
         await iterator.return?.();
       },
     },

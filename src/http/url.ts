@@ -58,3 +58,17 @@ export function normaliseBasePath(basePath: string | undefined): string {
   if (!basePath.startsWith('/') || /[?#]/.test(basePath)) throw new TypeError(`basePath "${basePath}" must be a path starting with "/".`);
   return new URL(basePath.replace(/\/+$/, ''), 'http://x').pathname;
 }
+
+/** A `.` or `..` segment, plain or percent-encoded (`%2e`, `.%2E`), in a path. */
+const DOT_SEGMENT = /\/(?:\.|%2e){1,2}(?=[/?#]|$)/i;
+
+/**
+ * True when the path of a request target, as the client sent it (origin- or
+ * absolute-form), has a `.` or `..` segment. URL parsers resolve them away,
+ * so only an adapter that sees the raw target can tell.
+ */
+export function hasDotSegment(target: string): boolean {
+  if (!target.includes('.') && !target.includes('%')) return false;
+  const query = target.search(/[?#]/);
+  return DOT_SEGMENT.test(query === -1 ? target : target.slice(0, query));
+}

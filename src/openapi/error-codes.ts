@@ -24,6 +24,7 @@ export const ERROR_CODES: Record<MerchantApiErrorCode, string> = {
   uri_too_long: `a query string longer than ${MAX_QUERY_LENGTH} characters`,
   request_timeout: 'the request did not arrive within the server\'s header or request timeout (the Node adapter)',
   headers_too_large: 'the request line and headers are larger than the runtime accepts (the Node adapter)',
+  expectation_failed: 'an `Expect` header other than `100-continue` (answered by the adapters)',
   storage_unavailable: 'the storage failed or missed its deadline',
   too_many_requests: 'throttled after failed authentications, or too many listings of one merchant at once',
   internal_error: 'an unexpected failure (a bug); the answer says nothing about it',

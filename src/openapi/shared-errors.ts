@@ -59,6 +59,10 @@ export function sharedErrors(route: Route, operation: OperationDoc, allowed: str
         'envelope shape, code `headers_too_large`; Bun answers a bare status line with no body.',
       envelopeError(['headers_too_large']),
     ),
+    '417': adapterResponse(
+      'An `Expect` header other than `100-continue`, on every runtime. Answered by the adapter, in the envelope shape, code `expectation_failed`.',
+      envelopeError(['expectation_failed']),
+    ),
     '500': response(
       'An unexpected failure (a bug). The body says nothing about it. Should the runtime itself fail, the Bun and Deno adapters answer in the envelope shape.',
       routeOrAdapterError(route, codesWithStatus(500), ['internal_error']),

@@ -10,7 +10,7 @@ import { reply, type Reply } from '../http/responses.js';
 import { pct } from '../signing/index.js';
 import type { ChangedUserRecord, Merchant, UserFilter, UserOrder, UserRecord, UserRecordPage } from '../storage/contract.js';
 import { usersJson } from '../listing/user-json.js';
-import { MALFORMED_QUERY, queryParameter, response, schemaRef } from '../openapi/fragments.js';
+import { MALFORMED_QUERY, queryParameter, ref, response, schemaRef } from '../openapi/fragments.js';
 import type { Json, OperationDoc } from '../openapi/operation.js';
 import type { HandlerDeps, RouteInput } from './route.js';
 
@@ -94,7 +94,8 @@ export const listUsersDoc: OperationDoc = {
   description:
     "The merchant's users, in the order of `shared_user_id` by Unicode code point (or `order`). " +
     `${STREAM_NOTE} With \`limit\` or \`cursor\`: one page, with \`next_cursor\` (null on the last page) and, when there is a next ` +
-    'page, a `Link: <…>; rel="next"` header with its URL. Every parameter at most once. `/merchant/users/` is the same endpoint.',
+    'page, a `Link: <…>; rel="next"` header with its URL. Every parameter at most once. `/merchant/users/` is the same endpoint; ' +
+    'a path sent with a `.` or `..` segment below it (`/merchant/users/.`, `/merchant/users/%2E`), which URL parsers resolve to this one, is a 404 (Node and Deno).',
   readsQuery: true,
   parameters: [
     queryParameter('limit', `Page size, 1 to ${MAX_PAGE_SIZE}.`, { type: 'integer', minimum: 1, maximum: MAX_PAGE_SIZE }),
@@ -126,6 +127,7 @@ export const listUsersDoc: OperationDoc = {
       { oneOf: [schemaRef('UserPage'), schemaRef('UserList')] },
       ['Link'],
     ),
+    '404': ref('responses', 'NotFound'),
   },
 };
 

@@ -11,7 +11,7 @@ const EXPECTED: Record<string, string[]> = {
   '.': ['MAX_ID_LENGTH', 'MerchantApiError', 'StorageUnavailableError', 'USER_RECORD_KEYS', 'addressKey', 'createJsonLogger', 'createMerchantApi', 'errorResponse', 'silentLogger'],
   './signing': ['canonicalMessage', 'pct', 'sign', 'signUrl', 'verify'],
   './metrics': ['answerScrape', 'createMetrics'],
-  './node': ['answerClientErrors', 'createRequestListener', 'serve'],
+  './node': ['answerClientErrors', 'answerExpectations', 'createRequestListener', 'serve'],
   './bun': ['serve'],
   './deno': ['serve'],
   './storage/memory': ['MAX_MAX_SALTS', 'MemoryStorage', 'SeedError', 'SeedSyntaxError', 'createMemoryStorage', 'loadMemoryStorage', 'parseSeed'],

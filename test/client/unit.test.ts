@@ -177,6 +177,9 @@ describe('the client against the handler in process (a fetch that calls api.fetc
     await expect(client.userPages({ pageSize: 1001 }).next()).rejects.toThrow(RangeError);
     await expect(client.users({ joinedAfter: new Date(Number.NaN) }).next()).rejects.toThrow(RangeError);
     await expect(client.user('')).rejects.toThrow(TypeError);
+    // A URL resolves them away: /merchant/users/. is the list on a server that cannot see the raw path (Bun).
+    await expect(client.user('.')).rejects.toThrow(/no user has the id "\."/);
+    await expect(client.user('..')).rejects.toThrow(TypeError);
     expect(sent).toBe(0);
     expect(() => createMerchantClient({ baseUrl: 'ftp://x', merchantId: 'm', apiKey: 'k' })).toThrow(/http or https/);
     expect(() => createMerchantClient({ baseUrl: 'http://x?y=1', merchantId: 'm', apiKey: 'k' })).toThrow(/query/);

@@ -26,7 +26,8 @@ async function flood(url: string, merchant: { id: string; keys: readonly string[
     Array.from({ length: concurrency }, async () => {
       while (next < count) {
         next++;
-        const signed = signedUrl({ secret: merchant.keys[0]!, url: `${url}/validatesignature`, cp: merchant.id });
+        // Signed at the current second (the server listens from the second after its start), which the Retry-After bounds count from.
+        const signed = signedUrl({ secret: merchant.keys[0]!, url: `${url}/validatesignature`, cp: merchant.id, ts: String(Math.floor(Date.now() / 1000)) });
         answers.push({ ...(await send(signed)), url: signed });
       }
     }),

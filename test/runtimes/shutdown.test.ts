@@ -74,3 +74,49 @@ for (const runtime of RUNTIMES) {
     });
   });
 }
+
+/** The access line and the stream_aborted event of the one streamed list, from the server's output. */
+function cutStreamLines(output: string): { access: Record<string, unknown>[]; aborted: Record<string, unknown>[] } {
+  const lines = output.split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as Record<string, unknown>);
+  return {
+    access: lines.filter((line) => line.event === 'request' && line.route === '/merchant/users'),
+    aborted: lines.filter((line) => line.event === 'stream_aborted'),
+  };
+}
+
+for (const runtime of RUNTIMES) {
+  describe(`a streamed list cut on ${runtime}`, () => {
+    it('cut at shutdown (SHUTDOWN_TIMEOUT passed): its access line with aborted and a stream_aborted event are written before exit', async () => {
+      const server = await startServer(runtime, CLI[runtime], { SEED_FILE: seed.path, SHUTDOWN_TIMEOUT: '500' }, ['serve']);
+      try {
+        const { response, firstChunk } = await startSlowList(server.url);
+        server.child.kill('SIGTERM');
+        expect(await server.exited).toBe(0);
+        const { access, aborted } = cutStreamLines(server.output());
+        expect(aborted).toHaveLength(1);
+        expect(access).toHaveLength(1);
+        expect(access[0]).toMatchObject({ status: 200, aborted: true, request_id: aborted[0]!.request_id });
+        expect(aborted[0]!.bytes).toBe(access[0]!.bytes);
+        await expect(readRest(response, firstChunk)).rejects.toThrow();
+      } finally {
+        await server.stop(1000);
+      }
+    });
+
+    it('cut by the client: its access line with aborted and a stream_aborted event', async () => {
+      const server = await startServer(runtime, CLI[runtime], { SEED_FILE: seed.path }, ['serve']);
+      try {
+        const { response } = await startSlowList(server.url);
+        response.destroy();
+        await server.waitFor(/"event":"request"[^\n]*"aborted":true/);
+        const { access, aborted } = cutStreamLines(server.output());
+        expect(access).toHaveLength(1);
+        expect(aborted).toHaveLength(1);
+        expect(access[0]).toMatchObject({ status: 200, aborted: true, request_id: aborted[0]!.request_id });
+      } finally {
+        await server.stop(1000);
+      }
+    });
+  });
+}
+

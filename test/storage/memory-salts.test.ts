@@ -7,7 +7,7 @@
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { createMerchantApi } from '../../src/api.js';
 import { MerchantApiError, StorageUnavailableError } from '../../src/errors.js';
 import { errorHeaders } from '../../src/http/error-reply.js';
@@ -168,7 +168,7 @@ describe('caps', () => {
   });
 
   it('answers the caps through the handler: 429 and 503 in the validatesignature shape, with Retry-After', async () => {
-    const storage = new MemoryStorage({ merchants: [{ id: 'a', status: 'active', keys: ['ka'] }, { id: 'b', status: 'active', keys: ['kb'] }, { id: 'c', status: 'active', keys: ['kc'] }], users: [] }, { maxSalts: 4 });
+    const storage = new MemoryStorage({ merchants: [{ id: 'a', status: 'active', keys: ['ka'] }, { id: 'b', status: 'active', keys: ['kb'] }, { id: 'c', status: 'active', keys: ['kc'] }], users: [] }, { maxSalts: 4, startedAt: Date.now() / 1000 - 60 });
     const api = createMerchantApi({ storage, logger: silentLogger, tracing: false });
     const call = async (merchant: string) => {
       const response = await api.fetch(new Request(signUrl(`k${merchant}`, 'http://api.test/validatesignature', { cp: merchant })));
@@ -197,8 +197,9 @@ describe('caps', () => {
 
 describe('after a restart', () => {
   it('refuses a ts from before the storage was created, with the documented message; a replay is still a replay', async () => {
-    const now = Math.floor(Date.now() / 1000);
     const storage = new MemoryStorage();
+    // The next second: a ts of the second the storage was created in is refused too (the test below).
+    const now = Math.floor(Date.now() / 1000) + 1;
     const refused = await storage.recordSalt({ merchantId: 'm', salt: 'old', expiresAt: now - 5 + 300, now, ts: now - 5 }).catch((error: unknown) => error);
     expect(refused).toBeInstanceOf(MerchantApiError);
     expect(refused).toMatchObject({ code: 'invalid_parameter', status: 400, message: 'Invalid timestamp: ts is before this server started; sign the request again with the current time.' });
@@ -214,7 +215,22 @@ describe('after a restart', () => {
     const response = await api.fetch(new Request(signedBefore));
     expect(response.status).toBe(400);
     expect(await response.text()).toBe('{"status":"error","message":"Invalid timestamp: ts is before this server started; sign the request again with the current time.","is_valid":false}');
-    expect((await api.fetch(new Request(signUrl('ka', 'http://api.test/validatesignature', { cp: 'a' })))).status).toBe(200);
+    // Signed in the second after the start (a ts of the start's own second is refused: see below).
+    expect((await api.fetch(new Request(signUrl('ka', 'http://api.test/validatesignature', { cp: 'a' }, { now: () => Date.now() + 1000 })))).status).toBe(200);
+  });
+
+  it('refuses after a restart a URL accepted earlier in the same second: the start is kept to the millisecond', async () => {
+    // Early in a second (polled for), so that both lives fall in it: the case a start rounded down to its second let through.
+    await vi.waitFor(() => expect(Date.now() % 1000).toBeLessThan(300), { timeout: 2000, interval: 5 });
+    const seed = { merchants: [{ id: 'a', status: 'active' as const, keys: ['ka'] }], users: [] };
+    const before = createMerchantApi({ storage: new MemoryStorage(seed, { startedAt: Date.now() / 1000 - 60 }), logger: silentLogger, tracing: false });
+    const url = signUrl('ka', 'http://api.test/validatesignature', { cp: 'a' });
+    expect((await before.fetch(new Request(url))).status).toBe(200);
+    // The process restarts: a new storage, created after the URL was accepted.
+    const restarted = createMerchantApi({ storage: new MemoryStorage(seed), logger: silentLogger, tracing: false });
+    const replay = await restarted.fetch(new Request(url));
+    expect(replay.status).toBe(400);
+    expect(await replay.text()).toContain('ts is before this server started');
   });
 
   it('reads the start on the handler\'s clock, and takes an explicit startedAt', async () => {

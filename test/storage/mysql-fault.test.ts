@@ -4,7 +4,9 @@
  * shape within the bounded time and /readyz is 503; once it is back, service
  * resumes by itself, with no restart of anything.
  */
+import { createConnection } from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createMerchantClient, type RetryInfo } from '../../src/client/index.js';
 import { createMerchantApi, silentLogger, type MerchantApi } from '../../src/index.js';
 import { signUrl } from '../../src/signing/index.js';
 import { createMysqlKysely, importSeed, MysqlStorage } from '../../src/storage/mysql/index.js';
@@ -60,18 +62,27 @@ describe.skipIf(!available)('MySQL cut off behind a TCP proxy', () => {
     expect((await get(signed(), {})).body).toEqual({ status: 'ok', is_valid: true });
   };
 
+  /** Every 503: Retry-After, the generic message in the endpoint's shape, nothing of the operator's message. */
+  const expectGeneric503 = (response: Response, body: unknown, path: string) => {
+    expect(response.status, path).toBe(503);
+    expect(response.headers.get('retry-after'), path).toBe('1');
+    const generic = 'The storage is unavailable; try again shortly.';
+    if (path.includes('validatesignature')) expect(body).toEqual({ status: 'error', message: generic, is_valid: false });
+    else if (path !== '/readyz') expect(body).toEqual({ status: 'error', data: [], errors: [{ code: 'storage_unavailable', message: generic }] });
+    expect(JSON.stringify(body)).not.toMatch(/MySQL|E[A-Z]{3,}|PROTOCOL/);
+  };
+
   const expectUnavailable = async () => {
     for (const path of ['/readyz', '/merchant/users', '/merchant/users?limit=1', '/merchant/users/u-1']) {
       const { response, ms, body } = await get(path);
       expect(response.status, path).toBe(503);
       expect(response.headers.get('content-type')).toBe('application/json');
       expect(ms, path).toBeLessThan(STORAGE_TIMEOUT + 1000);
-      if (path !== '/readyz') expect(body).toMatchObject({ status: 'error', data: [], errors: [{ code: 'storage_unavailable' }] });
+      expectGeneric503(response, body, path);
     }
     const { response, ms, body } = await get(signed(), {});
-    expect(response.status).toBe(503);
     expect(ms).toBeLessThan(STORAGE_TIMEOUT + 1000);
-    expect(body).toMatchObject({ status: 'error', is_valid: false, message: expect.any(String) });
+    expectGeneric503(response, body, '/validatesignature');
   };
 
   it('serves through the proxy', expectServing);
@@ -116,4 +127,63 @@ describe.skipIf(!available)('MySQL cut off behind a TCP proxy', () => {
       expect(new Set(after.map((r) => r.response.status))).toEqual(new Set([200]));
     }
   }, 30_000);
+
+  it('a connection killed mid-query (KILL CONNECTION) is the generic 503 with Retry-After; only the operator event names the driver code', async () => {
+    const lines: Record<string, unknown>[] = [];
+    const record = (level: string) => (fields: object) => lines.push({ level, ...fields });
+    const logger = { debug: record('debug'), info: record('info'), warn: record('warn'), error: record('error') };
+    const seen: { onError: unknown[]; onFinish: unknown[] } = { onError: [], onFinish: [] };
+    const hooks = { onError: (_: unknown, error: unknown) => void seen.onError.push((error as { code?: unknown }).code), onFinish: (ctx: { errorCode?: string }) => void seen.onFinish.push(ctx.errorCode) };
+    const killing = createMerchantApi({ storage, storageTimeout: 10_000, logger, hooks, throttle: false });
+    const admin = await createConnection({ uri: urlOf(database.name) });
+    try {
+      for (const [path, headers] of [['/merchant/users/u-1', auth], [signed(), {}]] as const) {
+        // The merchant read waits for the table lock: the statement is in flight on a pool connection when it is killed.
+        await admin.query('LOCK TABLES merchants WRITE, merchant_keys WRITE');
+        const answer = killing.fetch(new Request(path.startsWith('http') ? path : `${BASE}${path}`, { headers }));
+        let victim: number | undefined;
+        for (let tries = 0; victim === undefined && tries < 500; tries++) {
+          const [rows] = await admin.query('SELECT ID FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID() AND INFO LIKE ?', [database.name, '%merchants%']);
+          victim = (rows as { ID: number }[])[0]?.ID;
+          if (victim === undefined) await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+        expect(victim, 'the merchant read waiting for the lock').toBeDefined();
+        await admin.query(`KILL CONNECTION ${Number(victim)}`);
+        const response = await answer;
+        await admin.query('UNLOCK TABLES');
+        expectGeneric503(response, await response.json(), path);
+      }
+    } finally {
+      await admin.end();
+    }
+    const events = lines.filter((line) => line.event === 'storage_unavailable');
+    expect(events).toHaveLength(2);
+    for (const event of events) expect(event.code).toMatch(/^(PROTOCOL_CONNECTION_LOST|ER_CONNECTION_KILLED)$/);
+    const access = lines.filter((line) => line.event === 'request');
+    expect(access.map((line) => [line.status, line.code])).toEqual([[503, 'storage_unavailable'], [503, 'storage_unavailable']]);
+    expect(seen).toEqual({ onError: ['storage_unavailable', 'storage_unavailable'], onFinish: ['storage_unavailable', 'storage_unavailable'] });
+    expect(JSON.stringify(lines)).not.toContain('MySQL merchant read failed');
+    expect((await get('/merchant/users/u-1')).response.status).toBe(200);
+  });
+
+  it("the client waits the 503's Retry-After, and its retry succeeds once MySQL is back", async () => {
+    const retries: RetryInfo[] = [];
+    const client = createMerchantClient({
+      baseUrl: BASE,
+      merchantId: 'shop',
+      apiKey: 'shop-key',
+      fetch: (input, init) => api.fetch(new Request(input, init)),
+      retries: {
+        onRetry: (info) => {
+          retries.push(info);
+          // Back before the wait is over: the retry the Retry-After asked for is the one that succeeds.
+          void proxy.start();
+        },
+      },
+    });
+    await proxy.stop();
+    const user = await client.user('u-1');
+    expect(user.shared_user_id).toBe('u-1');
+    expect(retries.map((r) => [r.status, r.delayMs])).toEqual([[503, 1000]]);
+  });
 });

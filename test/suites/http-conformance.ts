@@ -35,6 +35,7 @@ export const MALFORMED = {
   'Basic credentials decoding to invalid UTF-8': (h: string) => get(h, '/merchant/users', `Authorization: Basic ${Buffer.from([0xc3, 0x28, 0x3a, 0x6b]).toString('base64')}\r\n`),
   'Basic credentials without a colon': (h: string) => get(h, '/merchant/users', `Authorization: Basic ${Buffer.from('shop-main').toString('base64')}\r\n`),
   'Basic credentials with a NUL': (h: string) => get(h, '/merchant/users', `Authorization: Basic ${Buffer.from('shop-main\0:x').toString('base64')}\r\n`),
+  'an Expect other than 100-continue': (h: string) => get(h, '/healthz', 'Expect: bogus\r\n'),
   'a POST with a body': (h: string) => `POST /validatesignature HTTP/1.1\r\nHost: ${h}\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello`,
 } as const;
 
@@ -49,6 +50,11 @@ export interface ConformanceOptions {
    * JSON). Listed per runtime so the README's table is tested.
    */
   runtimeAnswers?: Partial<Record<MalformedCase, number>>;
+  /**
+   * The runtime resolves `.` and `..` path segments before the handler sees
+   * the request (Bun): they are then answered as the resolved path.
+   */
+  resolvesDotSegments?: boolean;
 }
 
 const AUTH = `Authorization: Basic ${Buffer.from(`${MERCHANTS.main.id}:${MERCHANTS.main.keys[0]}`).toString('base64')}\r\n`;
@@ -526,6 +532,23 @@ export function describeHttpConformance(options: ConformanceOptions): void {
         const response = await call(path, { headers: asMain });
         expect(response.status).toBe(404);
         expect(parsed(response)).toMatchObject({ status: 'error', errors: [{ code: 'not_found', message: expect.any(String) }] });
+      }
+    });
+
+    it('answers 404 to a dot segment below /merchant/users, plain or percent-encoded, rather than the path it resolves to', async () => {
+      const { host, port } = new URL(base());
+      // With the segments resolved: the list, the list, the list, one user, /merchant/, /merchant/.
+      const resolved = [200, 200, 200, 200, 404, 404];
+      const paths = ['/merchant/users/.', '/merchant/users/%2E', '/merchant/users/%2e/', '/merchant/users/./u-00001', '/merchant/users/..', '/merchant/users/.%2E'];
+      for (const [i, path] of paths.entries()) {
+        const response = await sendRaw(Number(port), get(host, path, AUTH));
+        expectJsonHeaders(response);
+        if (options.resolvesDotSegments) {
+          expect([path, response.status]).toEqual([path, resolved[i]]);
+          continue;
+        }
+        expect([path, response.status]).toEqual([path, 404]);
+        expect(JSON.parse(response.body)).toMatchObject({ status: 'error', errors: [{ code: 'not_found' }] });
       }
     });
 

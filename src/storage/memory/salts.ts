@@ -35,8 +35,10 @@ export interface SaltStoreOptions {
    */
   maxSalts?: number;
   /**
-   * Unix seconds, on the handler's clock: a signature whose `ts` is earlier is refused, since
-   * salts seen before then are not known. Default: when the store was created.
+   * Unix seconds (a fraction allowed), on the handler's clock: a signature whose `ts` is earlier is
+   * refused, since salts seen before then are not known. Default: when the store was created, to
+   * the millisecond, so that a `ts` of the second it was created in is refused (a previous process
+   * may have accepted it in that second).
    */
   startedAt?: number;
 }
@@ -203,8 +205,7 @@ export class SaltStore {
     this.#table = new Int32Array(this.#capacity * WORDS);
     this.#epoch = Math.floor(now);
     this.#now = Number.NEGATIVE_INFINITY;
-    // The creation time on the handler's clock, which tests may set apart from the system's.
-    this.#startedAt ??= Math.floor(this.#createdAt / 1000) + (Math.floor(now) - Math.floor(Date.now() / 1000));
+    this.#startedAt ??= createdOnHandlerClock(this.#createdAt, now);
   }
 
   /** A new clock second: salts that expired before it no longer count. */
@@ -261,4 +262,18 @@ export class SaltStore {
     table[to + 2] = 0;
     this.#occupied--;
   }
+}
+
+/**
+ * When the store was created (`createdAtMs`, the system's clock), in Unix seconds to the millisecond
+ * on the handler's clock, given its `now` (whole seconds). Rounding the start down to its second
+ * let a URL accepted in that second by the process before be accepted again (`ts` not before it).
+ * The handler's clock is the system's, read a moment before and floored, unless a test set it apart:
+ * then the creation is measured back from `now`, on that clock.
+ */
+function createdOnHandlerClock(createdAtMs: number, now: number): number {
+  const apartMs = Math.floor(now) * 1000 - Date.now();
+  // The same clock: floored, and read up to a second before (a slow event loop), hence up to 2 s behind.
+  const sameClock = apartMs > -2000 && apartMs <= 0;
+  return (createdAtMs + (sameClock ? 0 : apartMs)) / 1000;
 }

@@ -53,6 +53,7 @@ const UNREACHABLE = new Set([
   'EAI_AGAIN',
   'PROTOCOL_CONNECTION_LOST',
   'PROTOCOL_SEQUENCE_TIMEOUT',
+  'ER_CONNECTION_KILLED',
   'ER_CON_COUNT_ERROR',
   'ER_SERVER_SHUTDOWN',
   'ER_LOCK_WAIT_TIMEOUT',
@@ -78,6 +79,8 @@ export function storageError(error: unknown, operation: string): Error {
   if (code === 'ER_NO_SUCH_TABLE' || code === 'ER_BAD_FIELD_ERROR') hint = ': the schema is missing or old, run `merchant-api migrate`';
   else if (code !== undefined && UNREACHABLE.has(code)) hint = ': MySQL is unreachable or too slow';
   else if ((error as Error | null)?.message === 'Pool is closed.') hint = ': the pool is closed';
-  // `code` on the error itself: the handler's log line keeps an error's name and code only.
-  return Object.assign(new StorageUnavailableError(`MySQL ${operation} failed (${code ?? 'no code'})${hint}.`, { cause }), { code: code ?? 'MYSQL_ERROR' });
+  // The driver's code stays on the cause: the error's own code is `storage_unavailable`, which
+  // the renderer answers as the generic 503 with Retry-After, and the access log, hooks and traces
+  // report; only the operator's `storage_unavailable` event reads the cause's code (describeError).
+  return new StorageUnavailableError(`MySQL ${operation} failed (${code ?? 'no code'})${hint}.`, { cause });
 }

@@ -114,7 +114,7 @@ class RedisState implements RedisStateStorage {
     let reply: unknown;
     try {
       await this.#policy.ensure();
-      await this.#markLife(now);
+      await this.#markLife(this.#precise(now));
       const { key, marker } = this.#keys.salt(merchantId, salt);
       const lives = Math.max(1, Math.ceil(expiresAt - now)) + this.#margin;
       reply = await this.#connection.run(RECORD_SALT, [marker, key], [Math.floor(now), lives, ts === undefined ? '' : Math.floor(ts)]);
@@ -127,7 +127,7 @@ class RedisState implements RedisStateStorage {
     if (verdict.markerWritten) {
       // A marker was missing, so Redis lost data since the markers were written: write the others now, not at each group's next request.
       this.#marked = undefined;
-      void this.#markLife(now).catch(() => undefined);
+      void this.#markLife(this.#precise(now)).catch(() => undefined);
     }
     if (verdict.kind === 'before-marker') throw new MerchantApiError('invalid_parameter', BEFORE_MARKER_MESSAGE);
     return verdict.kind === 'new';
@@ -161,13 +161,25 @@ class RedisState implements RedisStateStorage {
   }
 
   /**
+   * A salt's `now` (whole seconds) to the millisecond, from the handler's clock when that agrees with
+   * it (the same second, or the next one: a later time only refuses more). A clock set apart from
+   * the record's (a test's) leaves it as it is.
+   */
+  #precise(now: number): number {
+    const clock = (this.#options.now ?? Date.now)() / 1000;
+    const apart = Math.floor(clock) - Math.floor(now);
+    return apart === 0 || apart === 1 ? clock : now;
+  }
+
+  /**
    * Writes every missing life marker, once per instance, and again after a loss or a failure; `now` in
-   * Unix seconds. The first time, a marker says since when this instance runs, as the memory storage
-   * refuses a ts from before its start; after that a missing marker is a loss, which may have taken
-   * salts of this very second, so it is written with the next second, as the script does.
+   * Unix seconds. The first time, a marker says since when this instance runs, to the millisecond, as
+   * the memory storage refuses a ts from before its start: a marker missing then may be a loss that
+   * took salts of this very second (a ts equal to its whole second is before it, so refused); after
+   * that a missing marker is a loss, written with the next second, as the script does.
    */
   #markLife(now: number): Promise<void> {
-    const since = Math.floor(now) + (this.#markedOnce ? 1 : 0);
+    const since = this.#markedOnce ? Math.floor(now) + 1 : Math.round(now * 1000) / 1000;
     this.#marked ??= Promise.all(Array.from({ length: SALT_GROUPS }, (_, group) => this.#connection.run(MARK_LIFE, [this.#keys.lifeMarker(group)], [since]))).then(
       () => {
         this.#markedOnce = true;

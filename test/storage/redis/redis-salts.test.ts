@@ -196,6 +196,29 @@ describe.skipIf(!available)('salts on Redis', () => {
     expect((await call(a.api, signedUrl({ cp: 'm2', key: 'key-two', ts: NOW + 15 }))).body?.is_valid).toBe(true);
   });
 
+  it('refuses a URL accepted before a loss when an instance starting in the same second writes the markers (to the millisecond)', async () => {
+    let clock = NOW_MS - 5000;
+    const a = instance({ clock: () => clock });
+    await connected(a.connection);
+    await a.storage.redisReady();
+    clock = NOW_MS + 100;
+    const url = signedUrl({ ts: NOW });
+    expect((await call(a.api, url)).body?.is_valid).toBe(true);
+    // Redis loses everything; 0.5 s later, in the same second, another instance starts and writes the markers first.
+    redis.cli('flushall');
+    clock = NOW_MS + 600;
+    const b = instance({ clock: () => clock });
+    await connected(b.connection);
+    await b.storage.redisReady();
+    expect(redis.cli('get', 'merchant-api:{000}life').trim()).toBe(String(NOW + 0.6));
+    for (const each of [b, a]) {
+      const replay = await call(each.api, url);
+      expect(replay.status).toBe(400);
+      expect(replay.body.message).toMatch(/before the replay store began/);
+    }
+    expect((await call(b.api, signedUrl({ ts: NOW + 1 }))).body?.is_valid).toBe(true);
+  });
+
   it('fails closed: Redis away is a 503 for signed requests, and they work again when it is back', async () => {
     let clock = NOW_MS;
     const a = instance({ clock: () => clock });
