@@ -89,8 +89,8 @@ afterAll(() => {
 });
 
 describe('the packed tarball', () => {
-  it('holds the built package, the demo seed, docs, README, LICENSE and CHANGELOG, and nothing else', () => {
-    const allowed = /^(package\.json|README\.md|LICENSE|CHANGELOG\.md|examples\/seed\.json|docs\/[\w.-]+\.md|dist\/[\w./-]+\.(js|cjs|d\.ts|d\.cts|map))$/;
+  it('holds the built package, the demo seed, the monitoring examples, docs, README, LICENSE and CHANGELOG, and nothing else', () => {
+    const allowed = /^(package\.json|README\.md|LICENSE|CHANGELOG\.md|examples\/seed\.json|examples\/monitoring\/[\w.-]+\.(json|yml)|docs\/[\w.-]+\.md|dist\/[\w./-]+\.(js|cjs|d\.ts|d\.cts|map))$/;
     expect(packedFiles.filter((file) => !allowed.test(file))).toEqual([]);
     for (const dir of ['src/', 'adapters/', 'test/', 'bench/', '.ci/', 'node_modules/', 'coverage/']) {
       expect(packedFiles.filter((file) => file.startsWith(dir))).toEqual([]);
