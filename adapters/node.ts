@@ -169,7 +169,7 @@ function duplicatedLines(rawHeaders: string[]): number {
  * would carry. An IPv6 client counts by its network (`addressKey`): its
  * other addresses are free to it.
  */
-function limitConnectionsPerAddress(server: Server, perAddress: number, ipv6Prefix: number, onCapped?: (address: string, limit: number) => void): void {
+function limitConnectionsPerAddress(server: Server, perAddress: number, ipv6Prefix: number, onCapped?: (address: string, limit: number) => void, answer?: (socket: Socket) => void): void {
   if (perAddress >= server.maxConnections) return;
   const open = new Map<string, number>();
   // Addresses told about since they reached the cap.
@@ -179,7 +179,8 @@ function limitConnectionsPerAddress(server: Server, perAddress: number, ipv6Pref
     const address = addressKey(socket.remoteAddress, ipv6Prefix);
     const held = open.get(address) ?? 0;
     if (held >= perAddress) {
-      socket.destroy();
+      if (answer) answer(socket);
+      else socket.destroy();
       if (!capped.has(address)) {
         capped.add(address);
         onCapped?.(address, perAddress);
@@ -194,6 +195,31 @@ function limitConnectionsPerAddress(server: Server, perAddress: number, ipv6Pref
       if (left < perAddress) capped.delete(address);
     });
   });
+}
+
+/** How long a capped connection may stay open after its answer, for the client to read it: then it is cut. */
+const CAPPED_LINGER_MS = 1000;
+
+/**
+ * A connection over `maxConnectionsPerAddress` gets the pipeline's 429
+ * (JSON, Retry-After, an access line and a metric count, as every limit)
+ * written at once, unread, and is then closed. What the client sends is
+ * drained, so that the close is not a reset that loses the answer, and the
+ * connection is cut after CAPPED_LINGER_MS whatever the client does.
+ */
+function answerCappedConnection(api: MerchantApi, socket: Socket, limit: number): void {
+  socket.on('error', () => socket.destroy());
+  socket.resume();
+  const cut = setTimeout(() => socket.destroy(), CAPPED_LINGER_MS);
+  cut.unref();
+  socket.once('close', () => clearTimeout(cut));
+  const refusal = new MerchantApiError('too_many_requests', `Too many connections from this address at once (at most ${limit}); close one or retry later.`, { retryAfter: 1 });
+  void refuseWithoutRequest(api, refusal, socket).then(async (response) => {
+    const body = await response.text();
+    let head = `HTTP/1.1 ${response.status} ${STATUS_CODES[response.status]}\r\n`;
+    response.headers.forEach((value, name) => (head += `${name}: ${value}\r\n`));
+    if (!socket.destroyed) socket.end(`${head}connection: close\r\n\r\n${body}`);
+  }, () => socket.destroy());
 }
 
 /**
@@ -252,7 +278,9 @@ export async function serve(api: MerchantApi, options: ServeOptions = {}): Promi
   };
   const server: Server = tls ? createHttpsServer({ ...serverOptions, cert: tls.cert, key: tls.key }, listener) : createServer(serverOptions, listener);
   server.maxConnections = limits.maxConnections;
-  limitConnectionsPerAddress(server, limits.maxConnectionsPerAddress, ipv6Prefix, options.onConnectionsCapped);
+  // Over TLS an answer would cost the handshake the cap is there to spare: such a connection is closed unread.
+  const answerCapped = tls ? undefined : (socket: Socket) => answerCappedConnection(api, socket, limits.maxConnectionsPerAddress);
+  limitConnectionsPerAddress(server, limits.maxConnectionsPerAddress, ipv6Prefix, options.onConnectionsCapped, answerCapped);
   answerClientErrors(server, api);
   answerExpectations(server, listener);
   await new Promise<void>((resolve, reject) => {

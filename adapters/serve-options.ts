@@ -29,7 +29,7 @@ export interface ServeOptions {
   reusePort?: boolean;
   /**
    * Told when an address (an IPv6 one: its network) reaches `limits.maxConnectionsPerAddress` and its
-   * next connection is closed unread; once until the address holds fewer
+   * next connection is refused (answered 429 and closed; over TLS closed unread); once until the address holds fewer
    * again, so a flood of connections is one call, not thousands. Node only.
    */
   onConnectionsCapped?: (clientAddress: string, limit: number) => void;

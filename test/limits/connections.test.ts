@@ -64,15 +64,17 @@ for (const runtime of RUNTIMES) {
 }
 
 /** A connection from `localAddress` that sends nothing; resolves once it is connected, with whether the server closed it within `withinMs`. */
-function idleConnection(port: number, localAddress: string, withinMs: number): Promise<{ socket: Socket; closedByServer: boolean }> {
+function idleConnection(port: number, localAddress: string, withinMs: number): Promise<{ socket: Socket; closedByServer: boolean; received: string }> {
   return new Promise((resolve, reject) => {
     const socket = connect({ port, host: '127.0.0.1', localAddress });
+    let received = '';
+    socket.on('data', (chunk: Buffer) => (received += chunk.toString('latin1')));
     socket.on('error', () => {});
     socket.once('connect', () => {
-      const timer = setTimeout(() => resolve({ socket, closedByServer: false }), withinMs);
+      const timer = setTimeout(() => resolve({ socket, closedByServer: false, received }), withinMs);
       socket.once('close', () => {
         clearTimeout(timer);
-        resolve({ socket, closedByServer: true });
+        resolve({ socket, closedByServer: true, received });
       });
     });
     socket.once('error', reject);
@@ -94,13 +96,24 @@ function healthFrom(url: string, localAddress: string): Promise<number> {
 describe('connections per address on node', () => {
   const server = useCliServer('node', conformanceSeed(), { MAX_CONNECTIONS_PER_ADDRESS: '5' });
 
-  it('closes a sixth connection from one address as it arrives, and serves another address', async () => {
+  it('answers a sixth connection from one address with a 429 as it arrives and closes it, and serves another address', async () => {
     const port = Number(new URL(server.url).port);
     const held = await Promise.all(Array.from({ length: 5 }, () => idleConnection(port, '127.0.0.1', 500)));
     try {
       expect(held.map((c) => c.closedByServer)).toEqual([false, false, false, false, false]);
-      expect((await idleConnection(port, '127.0.0.1', 2000)).closedByServer).toBe(true);
-      expect((await idleConnection(port, '127.0.0.1', 2000)).closedByServer).toBe(true);
+      for (let i = 0; i < 2; i++) {
+        const capped = await idleConnection(port, '127.0.0.1', 5000);
+        expect(capped.closedByServer).toBe(true);
+        // The limit's answer, as every limit gives it: JSON, Retry-After, a request id, nosniff.
+        const [head, body] = capped.received.split('\r\n\r\n');
+        expect(head).toMatch(/^HTTP\/1\.1 429 Too Many Requests\r\n/);
+        expect(head).toMatch(/\r\nretry-after: 1\r\n/i);
+        expect(head).toMatch(/\r\nx-request-id: [\w-]+\r\n/i);
+        expect(head).toMatch(/\r\nx-content-type-options: nosniff\r\n/i);
+        expect(JSON.parse(body!)).toMatchObject({ status: 'error', errors: [{ code: 'too_many_requests', message: expect.stringMatching(/^Too many connections from this address/) }] });
+      }
+      // Each answer has its access line, as every answer.
+      await server.process.waitFor(/"status":429[^\n]*"client_address":"127\.0\.0\.1"[^\n]*"code":"too_many_requests"[\s\S]*"status":429[^\n]*"code":"too_many_requests"/);
       // Logged once for the address, not once per connection closed.
       await server.process.waitFor(/"event":"connections_per_address_reached"/);
       expect(server.process.output().match(/"event":"connections_per_address_reached","client_address":"127\.0\.0\.1","limit":5/g)).toHaveLength(1);
