@@ -5,7 +5,7 @@ import { silentLogger } from '../../src/observe/logger.js';
 import { MemoryStorage } from '../../src/storage/memory/index.js';
 import { USER_RECORD_KEYS } from '../../src/storage/contract.js';
 import { basic, call, ORIGIN, testApi } from '../support/api.js';
-import { M1_ORDER, user } from '../support/seeds.js';
+import { contractSeed, M1_ORDER, user } from '../support/seeds.js';
 
 const M1 = basic('m1', 'key-one');
 const list = (query = '') => `${ORIGIN}/merchant/users${query}`;
@@ -21,6 +21,11 @@ describe('Basic authentication', () => {
     ['no colon', { authorization: `Basic ${btoa('m1key-one')}` }],
     ['bad base64', { authorization: 'Basic !!!notbase64' }],
     ['another scheme', { authorization: 'Bearer abc' }],
+    ['right credentials under another scheme', { authorization: basic('m1', 'key-one').authorization!.replace('Basic', 'Bearer') }],
+    ['right credentials without a scheme', { authorization: basic('m1', 'key-one').authorization!.replace('Basic ', '') }],
+    ['base64 with a misplaced padding', { authorization: `Basic ${btoa('m1:key-one').replace(/=*$/, '')}=x` }],
+    ['base64 padded where it may not be', { authorization: 'Basic bTE6a2V5LW9uZQ=' }],
+    ['base64 with a space inside (atob would skip it)', { authorization: `Basic ${btoa('m1:key-one').replace('a2V5', 'a2V5 ')}` }],
     ['invalid UTF-8 inside the base64', { authorization: `Basic ${btoa('m1:\xff\xfe')}` }],
   ];
   for (const [name, headers] of cases) {
@@ -32,6 +37,44 @@ describe('Basic authentication', () => {
       expect(text).toBe('{"status":"error","data":[],"errors":[{"code":"unauthorized","message":"Valid merchant credentials are required (HTTP Basic: merchant id and API key)."}]}');
     });
   }
+
+  it('refuses an Authorization header longer than 4096 characters, even with the right key', async () => {
+    // 'long:' and a 3061-character key are 3066 bytes: 4088 base64 characters.
+    const key = 'k'.repeat(3061);
+    const seed = contractSeed();
+    seed.merchants.push({ id: 'long', status: 'active', keys: [key] });
+    const api = createMerchantApi({ storage: new MemoryStorage(seed), logger: silentLogger });
+    const encoded = btoa(`long:${key}`);
+    expect(encoded).toHaveLength(4088);
+    // The spaces after the scheme count in the header's length, not in the credentials.
+    const header = (spaces: number) => ({ authorization: `Basic${' '.repeat(spaces)}${encoded}` });
+    expect(header(3).authorization).toHaveLength(4096);
+    expect((await call(api, list(), { headers: header(3) })).status).toBe(200);
+    const { status, response } = await call(api, list(), { headers: header(4) });
+    expect(status).toBe(401);
+    expect(response.headers.get('www-authenticate')).toBe(challenge);
+  });
+
+  it('refuses a NUL in the id or the key, an empty id and no colon before any storage sees it (a storage may end strings at NUL)', async () => {
+    const inner = new MemoryStorage(contractSeed());
+    const looked: string[] = [];
+    // A storage that, as C strings do, ends an id at its first NUL.
+    const truncating = new Proxy(inner, {
+      get(target, name) {
+        const value = Reflect.get(target, name, target);
+        if (name !== 'getMerchant') return typeof value === 'function' ? value.bind(target) : value;
+        return (id: string) => (looked.push(id), target.getMerchant(id.split('\u0000')[0]!));
+      },
+    });
+    const api = createMerchantApi({ storage: truncating, logger: silentLogger });
+    expect((await call(api, list(), { headers: M1 })).status).toBe(200);
+    looked.length = 0;
+    for (const credentials of ['m1\u0000anything:key-one', 'm1:key-one\u0000', ':key-one', 'm1key-one']) {
+      const headers = { authorization: `Basic ${Buffer.from(credentials).toString('base64')}` };
+      expect((await call(api, list(), { headers })).status).toBe(401);
+    }
+    expect(looked).toEqual([]);
+  });
 
   it('accepts any active key and a lower-case scheme', async () => {
     const { api } = testApi();
@@ -252,8 +295,11 @@ describe('pages and cursors', () => {
   it('400 invalid_cursor for a tampered cursor, one from another merchant, and one with changed filters', async () => {
     const { api } = testApi();
     const cursor = (await call(api, list('?limit=2&active=true'), { headers: M1 })).body.next_cursor as string;
-    const tampered = cursor.slice(0, -3) + (cursor.endsWith('A') ? 'B' : 'A') + cursor.slice(-2);
+    // The replacement differs from the character it replaces, so the cursor always changes.
+    const tampered = cursor.slice(0, -3) + (cursor.at(-3) === 'A' ? 'B' : 'A') + cursor.slice(-2);
     const flipped = cursor.replace(/\.([^.]+)\./, (_, iv: string) => `.${iv.startsWith('A') ? 'B' : 'A'}${iv.slice(1)}.`);
+    expect(tampered).not.toBe(cursor);
+    expect(flipped).not.toBe(cursor);
     for (const [query, headers] of [
       [`?limit=2&active=true&cursor=${tampered}`, M1],
       [`?limit=2&active=true&cursor=${flipped}`, M1],
@@ -261,12 +307,54 @@ describe('pages and cursors', () => {
       [`?limit=2&active=false&cursor=${cursor}`, M1],
       [`?limit=2&cursor=${cursor}`, M1],
       [`?limit=2&active=true&joined_after=2000-01-01&cursor=${cursor}`, M1],
+      [`?limit=2&active=true&joined_before=2100-01-01&cursor=${cursor}`, M1],
     ] as const) {
       const { status, body } = await call(api, list(query), { headers });
       expect(status).toBe(400);
       expect(body.errors).toEqual([{ code: 'invalid_cursor', message: expect.any(String), param: 'cursor' }]);
     }
     expect((await call(api, list(`?limit=2&active=true&cursor=${cursor}`), { headers: M1 })).status).toBe(200);
+  });
+
+  it('binds a cursor to every filter: each one added, dropped or changed is 400 invalid_cursor', async () => {
+    const { api } = testApi();
+    const filters = ['active=true', 'joined_after=2019-01-01', 'joined_before=2020-01-05'];
+    const first = `?limit=1&${filters.join('&')}`;
+    const cursor = (await call(api, list(first), { headers: M1 })).body.next_cursor as string;
+    expect(typeof cursor).toBe('string');
+    expect((await call(api, list(`${first}&cursor=${cursor}`), { headers: M1 })).status).toBe(200);
+    for (const [i, filter] of filters.entries()) {
+      const [name] = filter.split('=');
+      const others = filters.filter((_, j) => j !== i);
+      const changed = name === 'active' ? 'active=false' : `${name}=2019-06-01`;
+      for (const query of [others.join('&'), [...others, changed].join('&')]) {
+        const { status, body } = await call(api, list(`?limit=1&${query}&cursor=${cursor}`), { headers: M1 });
+        expect({ query, status, code: body.errors?.[0]?.code }).toEqual({ query, status: 400, code: 'invalid_cursor' });
+      }
+    }
+    // And the other way: a cursor from a listing without a filter does not serve one with it.
+    const bare = (await call(api, list('?limit=1'), { headers: M1 })).body.next_cursor as string;
+    for (const filter of filters) expect((await call(api, list(`?limit=1&${filter}&cursor=${bare}`), { headers: M1 })).status).toBe(400);
+  });
+
+  it('names the reason of a refused cursor: other filters, another order, or not one of ours', async () => {
+    const { api } = testApi();
+    const cursor = (await call(api, list('?limit=2&active=true'), { headers: M1 })).body.next_cursor as string;
+    const message = async (query: string) => (await call(api, list(query), { headers: M1 })).body.errors[0].message;
+    expect(await message(`?limit=2&cursor=${cursor}`)).toBe('cursor was issued for other filters (active, joined_after, joined_before, updated_since); send the same filters as the first page.');
+    expect(await message(`?limit=2&active=true&order=date_joined&cursor=${cursor}`)).toBe('cursor was issued for another order; send the same order as the first page.');
+    expect(await message(`?limit=2&active=true&cursor=${cursor.slice(0, -1)}`)).toBe('cursor is not a next_cursor this server issued for this listing.');
+  });
+
+  it('takes the cursor secret as text or as its UTF-8 bytes alike, and refuses one shorter than 32 bytes', async () => {
+    const secret = 'a shared secret of at least thirty-two bytes';
+    const text = testApi({ cursorSecret: secret }).api;
+    const bytes = testApi({ cursorSecret: new TextEncoder().encode(secret) }).api;
+    const cursor = (await call(text, list('?limit=2'), { headers: M1 })).body.next_cursor as string;
+    expect((await call(bytes, list(`?limit=2&cursor=${cursor}`), { headers: M1 })).status).toBe(200);
+    expect(() => testApi({ cursorSecret: 'x'.repeat(31) })).toThrow('cursorSecret must be at least 32 bytes long.');
+    expect(() => testApi({ cursorSecret: new Uint8Array(31) })).toThrow('cursorSecret must be at least 32 bytes long.');
+    expect(() => testApi({ cursorSecret: 'é'.repeat(16) })).not.toThrow();
   });
 
   it('rejects a cursor sealed under another secret, and accepts one from an instance sharing the secret', async () => {

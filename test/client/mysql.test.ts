@@ -2,7 +2,7 @@
  * `merchant-api/client` against the standalone server on the MySQL storage,
  * on Node, Bun and Deno: the conformance seed imported into a fresh MariaDB
  * database, three servers on it, and test/suites/client-suite.ts against each.
- * Skips locally without MariaDB; in CI (CI=true) a missing MariaDB fails
+ * Skips locally without MariaDB; in CI (`CI` set) a missing MariaDB fails
  * (test/support/mysql.ts).
  */
 import { afterAll, beforeAll, describe } from 'vitest';

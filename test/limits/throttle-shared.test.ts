@@ -25,8 +25,15 @@ import { assertStoreCountsAsTheLocalThrottle } from '../support/throttle-store-r
 
 const available = await mysqlAvailable();
 const POLL_MS = 50;
-/** Long enough for every instance to have read the others' changes a few times. */
-const spread = () => new Promise((resolve) => setTimeout(resolve, POLL_MS * 5));
+/**
+ * Waits until `one` refuses `merchant` from `address` (a block it made or read
+ * from the others' changes). The probe names the merchant with an empty key:
+ * a block in force refuses it first; until then it is a malformed 401, which
+ * counts for the address alone and never for the merchant.
+ */
+async function untilRefused(one: { call(path: string, headers: Record<string, string>, address: string): Promise<Response> }, merchant: string, address: string): Promise<void> {
+  await vi.waitFor(async () => expect((await one.call('/merchant/users', basic(merchant, ''), address)).status).toBe(429), { timeout: 10_000, interval: POLL_MS });
+}
 
 interface Logged {
   level: string;
@@ -79,7 +86,7 @@ describe.skipIf(!available)('the throttle shared by two instances on MySQL', () 
     await vi.waitFor(async () => expect(await pairRow(address)).toMatchObject({ failures: 9 }));
     expect((await a.call('/merchant/users', basic('m1', 'wrong-9'), address)).status).toBe(401);
     await vi.waitFor(async () => expect(await pairRow(address)).toMatchObject({ failures: 0, blocks: 1, blocked_until: NOW + 300 }));
-    await spread();
+    await untilRefused(b, 'm1', address);
     for (const one of [a, b]) {
       const refused = await one.call('/merchant/users', basic('m1', 'key-one'), address);
       expect(refused.status).toBe(429);
@@ -96,7 +103,7 @@ describe.skipIf(!available)('the throttle shared by two instances on MySQL', () 
     await vi.waitFor(async () => expect(await pairRow('2001:db8:7:7::/64')).toMatchObject({ failures: 0, blocks: 1 }));
     const { rows: addresses } = await sql<{ address: string }>`SELECT DISTINCT address FROM auth_failures WHERE address LIKE '2001:db8:7:7:%'`.execute(database.db);
     expect(addresses).toEqual([{ address: '2001:db8:7:7::/64' }]);
-    await spread();
+    await untilRefused(b, 'm1', '2001:db8:7:7:abcd::99');
     expect((await b.call('/merchant/users', basic('m1', 'key-one'), '2001:db8:7:7:abcd::99')).status).toBe(429);
     expect((await b.call('/merchant/users', basic('m1', 'key-one'), '2001:db8:7:8::1')).status).toBe(200);
   });
@@ -106,13 +113,13 @@ describe.skipIf(!available)('the throttle shared by two instances on MySQL', () 
     const address = '203.0.113.2';
     for (let i = 0; i < 10; i++) await a.call(signedUrl({ key: 'wrong-key' }), {}, address);
     await vi.waitFor(async () => expect(await pairRow(address)).toMatchObject({ blocks: 1, blocked_until: NOW + 300 }));
-    await spread();
+    await untilRefused(b, 'm1', address);
     const right = await b.call(signedUrl(), {}, address);
     expect(right.status).toBe(429);
     expect(await right.json()).toMatchObject({ status: 'error', is_valid: false });
     // Started after the block, reading no changes for a minute: it reads the blocks in force at start.
     const later = instance({ sharing: { pollIntervalMs: 60_000 } });
-    await spread();
+    await untilRefused(later, 'm1', address);
     expect((await later.call('/merchant/users', basic('m1', 'key-one'), address)).status).toBe(429);
     expect(await pairRow(address)).toMatchObject({ failures: 0, blocks: 1 });
   });
@@ -122,10 +129,16 @@ describe.skipIf(!available)('the throttle shared by two instances on MySQL', () 
     const address = '203.0.113.3';
     for (let i = 0; i < 9; i++) await a.call('/merchant/users', basic('m1', 'nope'), address);
     await vi.waitFor(async () => expect(await pairRow(address)).toMatchObject({ failures: 9 }));
-    await spread();
-    expect((await b.call('/merchant/users', basic('m1', 'key-one'), address)).status).toBe(200);
-    await vi.waitFor(async () => expect(await pairRow(address)).toMatchObject({ failures: 0, blocks: 0 }));
-    await spread();
+    // b resets the pair in the store on a success once it has read a's failures (within its poll
+    // interval): a success before that resets nothing (a write per success would cost every request one).
+    await vi.waitFor(
+      async () => {
+        expect((await b.call('/merchant/users', basic('m1', 'key-one'), address)).status).toBe(200);
+        expect(await pairRow(address)).toMatchObject({ failures: 0, blocks: 0 });
+      },
+      { timeout: 10_000, interval: POLL_MS },
+    );
+    // a may not have read the reset yet: the store's answer to its next failure carries it.
     for (let i = 0; i < 9; i++) expect((await a.call('/merchant/users', basic('m1', 'nope'), address)).status).toBe(401);
     await vi.waitFor(async () => expect(await pairRow(address)).toMatchObject({ failures: 9 }));
     expect((await a.call('/merchant/users', basic('m1', 'key-one'), address)).status).toBe(200);
@@ -143,7 +156,7 @@ describe.skipIf(!available)('the throttle shared by two instances on MySQL', () 
       expect(response.status).not.toBe(429);
     }
     await vi.waitFor(async () => expect(await rows(network)).toEqual([{ scope: 'address', merchant_id: '', failures: 0, blocks: 0, blocked_until: NOW + 3600 }]));
-    await spread();
+    for (const one of [a, b]) await untilRefused(one, 'm2', address);
     for (const one of [a, b]) {
       const refused = await one.call('/merchant/users', basic('m2', 'key-two'), address);
       expect(refused.status).toBe(429);
@@ -220,7 +233,8 @@ describe.skipIf(!available)('the throttle shared by two instances on MySQL', () 
       for (let i = 0; i < 10; i++) expect((await a.call('/merchant/users/a-001', basic('m1', 'wrong'), address)).status).toBe(401);
       expect((await a.call('/merchant/users/a-001', basic('m1', 'key-one'), address)).status).toBe(429);
       await vi.waitFor(() => expect(logger.lines.some((line) => line.fields.event === 'throttle_store_unavailable')).toBe(true));
-      await spread();
+      // Further writes fail as well (other addresses, so that the counts checked below stay as they are): still one line.
+      for (let i = 0; i < 5; i++) expect((await a.call('/merchant/users/a-001', basic('m2', 'wrong'), `203.0.113.${20 + i}`)).status).toBe(401);
       expect(logger.lines.filter((line) => line.fields.event === 'throttle_store_unavailable')).toEqual([
         { level: 'error', fields: expect.objectContaining({ error: 'StorageUnavailableError' }) },
       ]);
@@ -246,22 +260,23 @@ describe.skipIf(!available)('two servers on MySQL share blocks, on every runtime
   });
 
   for (const runtime of RUNTIMES) {
-    it(`on ${runtime}: 10 bad keys split across two servers block the merchant on both within about a second; both stop cleanly`, async () => {
+    it(`on ${runtime}: 10 bad keys split across two servers block the merchant on both; both stop cleanly`, async () => {
       const env = { DATABASE_URL: database.url, MASTER_KEY: database.masterKeyText, ACCESS_LOG: 'false' };
       const servers: ServerProcess[] = [];
       try {
         servers.push(await startServer(runtime, CLI[runtime], env), await startServer(runtime, CLI[runtime], env));
         const users = (server: ServerProcess, key: string) => fetch(`${server.url}/merchant/users`, { headers: basic(`${runtime}-shop`, key) });
+        const failures = async () =>
+          (await sql<{ failures: number }>`SELECT failures FROM auth_failures WHERE scope = 'pair' AND merchant_id = ${`${runtime}-shop`}`.execute(database.db)).rows[0]?.failures;
         for (let i = 0; i < 9; i++) expect((await users(servers[i % 2]!, 'wrong')).status).toBe(401);
-        // The first server's writes answered: it can learn the block the tenth failure makes on the second only by reading it.
-        await new Promise((resolve) => setTimeout(resolve, 300));
+        // The first server's writes are in: it can learn the block the tenth failure makes on the second only by reading it.
+        await vi.waitFor(async () => expect(await failures()).toBe(9), { timeout: 10_000 });
         expect((await users(servers[1]!, 'wrong')).status).toBe(401);
-        // The second server blocks once the tenth failure's write has answered (a millisecond or so).
-        await new Promise((resolve) => setTimeout(resolve, 300));
-        expect((await users(servers[1]!, `${runtime}-key`)).status).toBe(429);
-        // Each server reads the others' changes once a second.
-        await new Promise((resolve) => setTimeout(resolve, 2500));
-        expect((await users(servers[0]!, `${runtime}-key`)).status).toBe(429);
+        // Each server reads the others' changes once a second; the probe (an empty key) counts for the address alone.
+        for (const server of servers) {
+          await vi.waitFor(async () => expect((await users(server, '')).status).toBe(429), { timeout: 10_000, interval: 100 });
+          expect((await users(server, `${runtime}-key`)).status).toBe(429);
+        }
       } finally {
         const codes = await Promise.all(servers.map((server) => server.stop()));
         expect(codes).toEqual(servers.map(() => 0));

@@ -10,6 +10,7 @@ import { silentLogger } from '../../src/observe/logger.js';
 import { MemoryStorage } from '../../src/storage/memory/index.js';
 import type { Storage } from '../../src/storage/contract.js';
 import { FailureThrottle } from '../../src/limits/throttle.js';
+import { DEFAULTS } from '../../src/defaults.js';
 import { basic, NOW_MS, ORIGIN, signedUrl } from '../support/api.js';
 import { contractSeed } from '../support/seeds.js';
 
@@ -96,13 +97,41 @@ describe('throttling failed authentication', () => {
     expect((await call('/healthz')).status).toBe(200);
   });
 
-  it('keeps no entry per invented merchant id, and stays within its caps', async () => {
-    const throttle = new FailureThrottle({ maxEntries: 50 });
-    for (let i = 0; i < 10_000; i++) throttle.failed(`10.0.${i >> 8}.${i & 255}`, i % 2 ? undefined : 'real', 1000);
-    expect(throttle.size.addresses).toBeLessThanOrEqual(50);
-    expect(throttle.size.pairs).toBeLessThanOrEqual(50);
+  it('keeps no entry per invented merchant id: only existing merchants get a pair', () => {
+    const throttle = new FailureThrottle();
+    for (let i = 0; i < 1000; i++) throttle.failed('192.0.2.9', undefined, 1000);
+    expect(throttle.size).toEqual({ addresses: 1, pairs: 0 });
+    for (let i = 0; i < 3; i++) throttle.failed(`192.0.2.${10 + i}`, 'real', 1000);
+    expect(throttle.size).toEqual({ addresses: 4, pairs: 3 });
+  });
+
+  it('never blocks a pair for a merchant id that does not exist, however often it fails', async () => {
     const { call } = throttledApi();
-    for (let i = 0; i < 50; i++) await call('/merchant/users', basic(`invented-${i}`, 'x'));
+    // Past the pair limit (10) with one invented id, below the address limit (100): all answered 401.
+    for (let i = 0; i < 30; i++) expect((await call('/merchant/users', basic('invented', `x-${i}`))).status).toBe(401);
+    for (let i = 0; i < 30; i++) expect((await call(signedUrl({ cp: 'invented' }))).status).toBe(404);
+    const next = await call('/merchant/users', basic('invented', 'x'));
+    expect(next.status).toBe(401);
+    expect(next.headers.get('ratelimit-policy')).toBeNull();
+  });
+
+  it('forgets the oldest entries beyond maxEntries', () => {
+    const throttle = new FailureThrottle({ maxEntries: 50 });
+    for (let i = 0; i < 10_000; i++) throttle.failed(`10.0.${i >> 8}.${i & 255}`, 'real', 1000);
+    expect(throttle.size).toEqual({ addresses: 50, pairs: 50 });
+    // The newest pair kept its failure (9 more make 10: blocked); the oldest was forgotten (9 more make 9).
+    for (let i = 0; i < 9; i++) throttle.failed('10.0.39.15', 'real', 1000);
+    for (let i = 0; i < 9; i++) throttle.failed('10.0.0.0', 'real', 1000);
+    expect(throttle.blocked('10.0.39.15', () => 'real', 1000)?.scope).toBe('pair');
+    expect(throttle.blocked('10.0.0.0', () => 'real', 1000)).toBeUndefined();
+  });
+
+  it('checks its options; an option given as undefined keeps its default', () => {
+    for (const name of ['pairFailures', 'pairBlockSeconds', 'pairMaxBlockSeconds', 'addressFailures', 'addressWindowSeconds', 'addressBlockSeconds', 'maxEntries']) {
+      for (const value of [0, -1, 1.5, Number.NaN]) expect(() => new FailureThrottle({ [name]: value }), `${name}: ${value}`).toThrow(`throttle.${name} must be a whole number, at least 1.`);
+      expect(new FailureThrottle({ [name]: 1 }).rules).toMatchObject({ [name]: 1 });
+    }
+    expect(new FailureThrottle({ pairFailures: undefined }).rules).toEqual(DEFAULTS.throttle);
   });
 
   it('counts nothing without a client address, and nothing when turned off', async () => {
@@ -122,41 +151,86 @@ describe('throttling failed authentication', () => {
     expect((await call('/merchant/users', { ...basic('m1', 'key-one'), 'x-forwarded-for': '192.0.2.51' }, '10.0.0.1')).status).toBe(200);
   });
 
-  it('matches a model of the rules over random sequences of failures and successes', () => {
-    const event = fc.record({ address: fc.constantFrom('a', 'b'), merchant: fc.constantFrom('m', 'n', undefined), ok: fc.boolean(), dt: fc.integer({ min: 0, max: 400 }) });
-    fc.assert(
-      fc.property(fc.array(event, { maxLength: 300 }), (events) => {
-        const throttle = new FailureThrottle();
-        const pairs = new Map<string, { n: number; blocks: number; until: number }>();
-        let now = 1_000_000;
-        for (const e of events) {
-          now += e.dt;
-          const pair = pairs.get(`${e.address}/${e.merchant}`) ?? { n: 0, blocks: 0, until: 0 };
-          const expectedBlocked = e.merchant !== undefined && pair.until > now;
-          const block = throttle.blocked(e.address, () => e.merchant, now);
-          if (block?.scope === 'address') return; // the address rule is checked elsewhere
-          expect(block !== undefined).toBe(expectedBlocked);
-          if (block) continue;
-          if (e.ok && e.merchant !== undefined) {
-            throttle.succeeded(e.address, e.merchant);
-            pairs.delete(`${e.address}/${e.merchant}`);
-          } else if (!e.ok) {
-            throttle.failed(e.address, e.merchant, now);
-            if (e.merchant !== undefined) {
-              pair.n++;
-              if (pair.n >= 10) {
-                pair.until = now + Math.min(3600, 300 * 2 ** pair.blocks);
-                pair.blocks++;
-                pair.n = 0;
+  it('starts an address window again once addressWindowSeconds have passed, not a second earlier', () => {
+    const rules = { addressFailures: 3, addressWindowSeconds: 100, addressBlockSeconds: 30 };
+    const reset = new FailureThrottle(rules);
+    for (const t of [1000, 1050, 1100]) reset.failed('a', undefined, t);
+    expect(reset.blocked('a', () => undefined, 1100)).toBeUndefined();
+    const within = new FailureThrottle(rules);
+    for (const t of [1000, 1050, 1099]) within.failed('a', undefined, t);
+    expect(within.blocked('a', () => undefined, 1099)).toEqual({ scope: 'address', retryAfter: 30, limit: 3, window: 100 });
+  });
+
+  it('counts 100 failures of an address within the hour through the handler, and starts again after it', async () => {
+    const { call, advance } = throttledApi();
+    for (let i = 0; i < 99; i++) await call('/merchant/users', basic(`invented-${i}`, 'x'));
+    advance(3599);
+    expect((await call('/merchant/users', basic('invented', 'x'))).status).toBe(401);
+    expect((await call('/merchant/users', basic('m2', 'key-two'))).status).toBe(429);
+    const later = throttledApi();
+    for (let i = 0; i < 99; i++) await later.call('/merchant/users', basic(`invented-${i}`, 'x'));
+    later.advance(3600);
+    expect((await later.call('/merchant/users', basic('invented', 'x'))).status).toBe(401);
+    expect((await later.call('/merchant/users', basic('m2', 'key-two'))).status).toBe(200);
+  });
+
+  // Small limits, so that random sequences reach address blocks, their end and new windows as often as pair blocks.
+  const SMALL = { pairFailures: 3, pairBlockSeconds: 10, pairMaxBlockSeconds: 50, addressFailures: 5, addressWindowSeconds: 100, addressBlockSeconds: 30 };
+  for (const [name, rules, maxDt] of [
+    ['the default rules', DEFAULTS.throttle, 400],
+    ['small limits', SMALL, 15],
+  ] as const) {
+    it(`matches a model of the rules, address and pair, over random sequences of failures and successes (${name})`, () => {
+      const event = fc.record({ address: fc.constantFrom('a', 'b'), merchant: fc.constantFrom('m', 'n', undefined), ok: fc.boolean(), dt: fc.integer({ min: 0, max: maxDt }) });
+      let addressBlocks = 0;
+      fc.assert(
+        fc.property(fc.array(event, { minLength: 20, maxLength: 300, size: 'max' }), (events) => {
+          const throttle = new FailureThrottle(rules);
+          const pairs = new Map<string, { n: number; blocks: number; until: number }>();
+          const addresses = new Map<string, { n: number; start: number; until: number }>();
+          let now = 1_000_000;
+          for (const e of events) {
+            now += e.dt;
+            const pairKey = `${e.address}/${e.merchant}`;
+            const pair = pairs.get(pairKey) ?? { n: 0, blocks: 0, until: 0 };
+            const address = addresses.get(e.address);
+            const expected =
+              address !== undefined && address.until > now
+                ? { scope: 'address', retryAfter: address.until - now, limit: rules.addressFailures, window: rules.addressWindowSeconds }
+                : e.merchant !== undefined && pair.until > now
+                  ? { scope: 'pair', retryAfter: pair.until - now, limit: rules.pairFailures, window: rules.pairBlockSeconds }
+                  : undefined;
+            expect(throttle.blocked(e.address, () => e.merchant, now)).toEqual(expected);
+            if (expected) continue;
+            if (e.ok && e.merchant !== undefined) {
+              throttle.succeeded(e.address, e.merchant);
+              pairs.delete(pairKey);
+            } else if (!e.ok) {
+              throttle.failed(e.address, e.merchant, now);
+              const counted = address === undefined || now - address.start >= rules.addressWindowSeconds ? { n: 0, start: now, until: address?.until ?? 0 } : address;
+              counted.n++;
+              if (counted.n >= rules.addressFailures) {
+                Object.assign(counted, { n: 0, start: now, until: now + rules.addressBlockSeconds });
+                addressBlocks++;
               }
-              pairs.set(`${e.address}/${e.merchant}`, pair);
+              addresses.set(e.address, counted);
+              if (e.merchant !== undefined) {
+                pair.n++;
+                if (pair.n >= rules.pairFailures) {
+                  pair.until = now + Math.min(rules.pairMaxBlockSeconds, rules.pairBlockSeconds * 2 ** pair.blocks);
+                  pair.blocks++;
+                  pair.n = 0;
+                }
+                pairs.set(pairKey, pair);
+              }
             }
           }
-        }
-      }),
-      { numRuns: 300 },
-    );
-  });
+        }),
+        { numRuns: 300 },
+      );
+      if (rules === SMALL) expect(addressBlocks).toBeGreaterThan(100);
+    });
+  }
 });
 
 describe('IPv6 clients, counted per network', () => {

@@ -6,7 +6,7 @@
  * parser, counts exactly the requests made.
  */
 import parsePrometheusTextFormat from 'parse-prometheus-text-format';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { basicAuth, send, type RecordedExchange } from '../support/http-client.js';
 import type { ServerProcess } from '../support/processes.js';
 import { conformanceSeed, MERCHANTS } from '../support/seeds.js';
@@ -105,8 +105,8 @@ export function describeObservability(options: ObservabilityOptions): void {
       expect(delta('merchant_api_auth_failures_total', { reason: 'wrong_key' })).toBe(4);
       // The scrapes themselves are not API requests.
       expect(delta('merchant_api_requests_total', {})).toBe(14);
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      expect(accessLines() - linesBefore).toBe(14);
+      // The server writes its access lines to a pipe: they arrive soon after the answers.
+      await vi.waitFor(() => expect(accessLines() - linesBefore).toBe(14), { timeout: 10_000 });
     });
   });
 }

@@ -13,13 +13,14 @@ import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { createConnection, type Connection } from 'mysql2/promise';
 import { freePort } from './redis.js';
+import { inCi } from './ci.js';
 
 const MARIADBD = process.env.MARIADBD ?? '/usr/sbin/mariadbd';
 const INSTALL_DB = process.env.MARIADB_INSTALL_DB ?? '/usr/bin/mariadb-install-db';
 
 export function replicaAvailable(): boolean {
   if (existsSync(MARIADBD) && existsSync(INSTALL_DB)) return true;
-  if (process.env.CI === 'true') throw new Error(`The read-replica suite must run in CI, but ${MARIADBD} or ${INSTALL_DB} is missing.`);
+  if (inCi()) throw new Error(`The read-replica suite must run in CI, but ${MARIADBD} or ${INSTALL_DB} is missing.`);
   console.warn(['', `!!! Read-replica suite SKIPPED: ${MARIADBD} or ${INSTALL_DB} is missing`, '!!! Install them with: apt-get install mariadb-server', ''].join('\n'));
   return false;
 }

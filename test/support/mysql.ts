@@ -1,10 +1,11 @@
 /**
  * Real MariaDB for the MySQL suites: each caller gets a fresh database
  * `merchant_api_test_<random>` on `MYSQL_URL`, dropped afterwards. When no
- * server answers: in CI (CI=true) the suites fail; locally they skip loudly.
+ * server answers: in CI (any `CI` but empty, `false` or `0`: test/support/ci.ts) the suites fail; locally they skip loudly.
  */
 import { randomBytes } from 'node:crypto';
 import { createConnection } from 'mysql2/promise';
+import { inCi } from './ci.js';
 import type { Kysely } from 'kysely';
 import { createMysqlKysely, generateMasterKey, migrateToLatest, parseMasterKey, type MerchantApiDatabase, type MysqlKyselyOptions } from '../../src/storage/mysql/index.js';
 
@@ -17,7 +18,7 @@ export async function mysqlAvailable(): Promise<boolean> {
     await connection.end();
     return true;
   } catch (error) {
-    if (process.env.CI === 'true') throw new Error(`MySQL suites must run in CI, but nothing answers at ${MYSQL_URL}: ${(error as Error).message}`);
+    if (inCi()) throw new Error(`MySQL suites must run in CI, but nothing answers at ${MYSQL_URL}: ${(error as Error).message}`);
     console.warn(
       [
         '',

@@ -2,7 +2,7 @@
  * Real redis-server processes for the Redis suites, each on a free port,
  * without persistence, stopped after the suite: a single server
  * (`startRedis`), a replica of one, or a three-master Redis Cluster
- * (`startRedisCluster`). Without redis-server: in CI (CI=true) the suites
+ * (`startRedisCluster`). Without redis-server: in CI (any `CI` but empty, `false` or `0`: test/support/ci.ts) the suites
  * fail; locally they skip loudly, saying how to install it.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -10,6 +10,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { inCi } from './ci.js';
 
 export const REDIS_SERVER = process.env.REDIS_SERVER ?? '/usr/bin/redis-server';
 export const REDIS_CLI = process.env.REDIS_CLI ?? '/usr/bin/redis-cli';
@@ -22,7 +23,7 @@ export function redisAvailable(): boolean {
     if (Number(version) >= 7) return true;
     throw new Error(`${REDIS_SERVER} is version ${version ?? 'unknown'}; the Redis suites need Redis 7 or newer.`);
   }
-  if (process.env.CI === 'true') throw new Error(`Redis suites must run in CI, but ${REDIS_SERVER} is missing (.ci/run installs it).`);
+  if (inCi()) throw new Error(`Redis suites must run in CI, but ${REDIS_SERVER} is missing (.ci/run installs it).`);
   console.warn(['', `!!! Redis suites SKIPPED: ${REDIS_SERVER} is missing`, '!!! Install it with: apt-get install redis-server (or set REDIS_SERVER and REDIS_CLI)', ''].join('\n'));
   return false;
 }

@@ -1,0 +1,37 @@
+// @ts-check
+/**
+ * Mutation testing of the security-critical modules (docs/testing.md#mutation-testing):
+ * `npm run test:mutation`. Slow (tens of minutes on two cores), so not in CI.
+ * @type {import('@stryker-mutator/api/core').PartialStrykerOptions}
+ */
+export default {
+  testRunner: 'vitest',
+  vitest: { configFile: 'test/mutation/vitest.config.ts', related: false },
+  coverageAnalysis: 'perTest',
+  mutate: [
+    // Signing and its check, the replay stores (memory)
+    'src/signing/*.ts',
+    'src/routes/validate-signature.ts',
+    'src/storage/memory/salts.ts',
+    'src/storage/memory/salt-expiry.ts',
+    // The failed-authentication throttle
+    'src/limits/throttle.ts',
+    // Page cursors
+    'src/listing/cursor.ts',
+    // Basic auth
+    'src/auth/basic-auth.ts',
+    // Tenant lookups: merchants, and users only of their merchant
+    'src/storage/memory/memory-storage.ts',
+    'src/routes/user.ts',
+  ],
+  // Static mutants (module-level constants) need a fresh module graph per test run: half the
+  // time for a sixth of the mutants. Stryker counts them as ignored, not in the score.
+  ignoreStatic: true,
+  concurrency: 1,
+  timeoutMS: 20_000,
+  reporters: ['clear-text', 'progress', 'html', 'json'],
+  htmlReporter: { fileName: 'reports/mutation/mutation.html' },
+  jsonReporter: { fileName: 'reports/mutation/mutation.json' },
+  tempDirName: '.stryker-tmp',
+  cleanTempDir: 'always',
+};

@@ -1,0 +1,24 @@
+/**
+ * The tests `npm run test:mutation` runs against each mutant: those that pin
+ * down the security-critical modules of ./stryker.config.mjs through the
+ * handler and the modules themselves (the shared throttle's needs MariaDB, as
+ * in CI). Suites that only spawn servers from dist/ cannot see a mutant in src/.
+ */
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    include: [
+      'test/signing/signing.test.ts',
+      'test/api/signature.test.ts',
+      'test/api/users.test.ts',
+      'test/limits/throttle.test.ts',
+      'test/limits/throttle-shared.test.ts',
+      'test/observe/observability.test.ts',
+      'test/listing/users-order.test.ts',
+      'test/storage/memory.test.ts',
+      'test/storage/memory-salts.test.ts',
+    ],
+    testTimeout: 30_000,
+  },
+});
