@@ -22,7 +22,7 @@ import { CliUsageError } from '../usage-error.js';
 import type { MysqlConfig } from '../config.js';
 import { logAdminChange } from './admin-log.js';
 import { runMysqlCommand, withDatabase } from './mysql-env.js';
-import { parseCommandArgs } from './parse-args.js';
+import { parseCommandArgs, runSubcommand } from './parse-args.js';
 import { parseDuration } from './duration.js';
 
 const USAGE = `Usage: merchant-api merchant <subcommand>
@@ -37,33 +37,17 @@ const USAGE = `Usage: merchant-api merchant <subcommand>
   list [--json]                       every merchant with its status and key counts`;
 
 /** The `merchant` command. */
-export const merchantCommand: CliCommand = async (args, io, config) => {
-  const [sub, ...rest] = args;
-  switch (sub) {
-    case 'add':
-      return add(rest, io, config);
-    case 'disable':
-    case 'enable':
-      return setStatus(sub, rest, io, config);
-    case 'rotate-key':
-      return rotate(rest, io, config);
-    case 'keys':
-      return keys(rest, io, config);
-    case 'revoke-key':
-      return revokeKey(rest, io, config);
-    case 'delete':
-      return remove(rest, io, config);
-    case 'list':
-      return list(rest, io, config);
-    case '--help':
-    case '-h':
-    case 'help':
-      io.out(USAGE);
-      return 0;
-    default:
-      throw new CliUsageError(sub === undefined ? USAGE : `Unknown merchant subcommand "${sub}".\n${USAGE}`);
-  }
-};
+export const merchantCommand: CliCommand = (args, io, config) =>
+  runSubcommand('merchant', args, io, USAGE, {
+    add: (rest) => add(rest, io, config),
+    disable: (rest) => setStatus('disable', rest, io, config),
+    enable: (rest) => setStatus('enable', rest, io, config),
+    'rotate-key': (rest) => rotate(rest, io, config),
+    keys: (rest) => keys(rest, io, config),
+    'revoke-key': (rest) => revokeKey(rest, io, config),
+    delete: (rest) => remove(rest, io, config),
+    list: (rest) => list(rest, io, config),
+  });
 
 async function add(args: string[], io: CliIo, config: MysqlConfig): Promise<number> {
   const parsed = parse(args, { disabled: { type: 'boolean' }, json: { type: 'boolean' } }, 1);

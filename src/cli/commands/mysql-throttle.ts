@@ -11,7 +11,7 @@ import { CliUsageError } from '../usage-error.js';
 import type { MysqlConfig } from '../config.js';
 import { logAdminChange } from './admin-log.js';
 import { runMysqlCommand, withDatabase } from './mysql-env.js';
-import { parseCommandArgs } from './parse-args.js';
+import { parseCommandArgs, runSubcommand } from './parse-args.js';
 
 const USAGE = `Usage: merchant-api throttle <subcommand>   (the MySQL shared throttle)
   list [--json]                         blocks in force: address, merchant, until when
@@ -32,22 +32,11 @@ export function throttleKeyOfAddress(address: string, ipv6Prefix: number): strin
 }
 
 /** The `throttle` command. */
-export const throttleCommand: CliCommand = async (args, io, config) => {
-  const [sub, ...rest] = args;
-  switch (sub) {
-    case 'list':
-      return list(rest, io, config);
-    case 'unblock':
-      return unblock(rest, io, config);
-    case '--help':
-    case '-h':
-    case 'help':
-      io.out(USAGE);
-      return 0;
-    default:
-      throw new CliUsageError(sub === undefined ? USAGE : `Unknown throttle subcommand "${sub}".\n${USAGE}`);
-  }
-};
+export const throttleCommand: CliCommand = (args, io, config) =>
+  runSubcommand('throttle', args, io, USAGE, {
+    list: (rest) => list(rest, io, config),
+    unblock: (rest) => unblock(rest, io, config),
+  });
 
 async function list(args: string[], io: CliIo, config: MysqlConfig): Promise<number> {
   const parsed = parseCommandArgs(args, { json: { type: 'boolean' } }, USAGE);

@@ -4,6 +4,7 @@
  * one plain sentence followed by the usage (exit 2), not Node's advice about `--`.
  */
 import { parseArgs } from 'node:util';
+import type { CliIo } from '../io.js';
 import { CliUsageError } from '../usage-error.js';
 
 type Options = NonNullable<Parameters<typeof parseArgs>[0]>['options'];
@@ -27,4 +28,19 @@ function plainParseError(error: unknown): string {
   if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' && option) return `Unknown option ${option}.`;
   if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' && option) return `Option ${option} ${/argument missing/.test(message) ? 'needs a value' : 'takes no value'}.`;
   return message.split('. ')[0]!.replace(/\.?$/, '.');
+}
+
+/**
+ * Runs the subcommand `args[0]` names in `subcommands` with the arguments after it;
+ * `--help`, `-h` or `help` prints the usage (exit 0), none or an unknown one is a usage error.
+ */
+export async function runSubcommand(command: string, args: string[], io: CliIo, usage: string, subcommands: Record<string, (rest: string[]) => Promise<number>>): Promise<number> {
+  const [sub, ...rest] = args;
+  if (sub === '--help' || sub === '-h' || sub === 'help') {
+    io.out(usage);
+    return 0;
+  }
+  const run = sub !== undefined && Object.hasOwn(subcommands, sub) ? subcommands[sub] : undefined;
+  if (run === undefined) throw new CliUsageError(sub === undefined ? usage : `Unknown ${command} subcommand "${sub}".\n${usage}`);
+  return run(rest);
 }
