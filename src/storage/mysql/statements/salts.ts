@@ -12,6 +12,12 @@
  * batch is all or nothing: when it succeeds every salt in it was new; when one of them exists
  * (a replay, or an expired record not yet pruned) the batch inserted nothing and each salt is
  * then recorded alone, so every request gets the answer it would have got alone.
+ *
+ * Instances racing for the same salts can deadlock in InnoDB (seen with two pools racing over
+ * duplicates and expired takeovers). InnoDB then rolls back the one statement it chose, which
+ * changed nothing: a batch chosen so is recorded salt by salt, and a single statement is run
+ * again, at most DEADLOCK_RETRIES times, instead of answering 503 for a request that did
+ * nothing wrong.
  */
 import type { Kysely } from 'kysely';
 import type { SaltRecord } from '../../contract.js';
@@ -34,6 +40,20 @@ interface Salt {
 }
 
 const INSERT_ONE = 'INSERT INTO used_salts (merchant_id, salt, expires_at) VALUES (?, ?, ?)';
+
+/** Times a single salt statement InnoDB chose as a deadlock victim is run again. */
+const DEADLOCK_RETRIES = 3;
+
+/** `statement()`, run again when InnoDB rolled it back to break a deadlock. */
+async function againOnDeadlock<T>(statement: () => Promise<T>): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await statement();
+    } catch (error) {
+      if (mysqlErrorCode(error) !== 'ER_LOCK_DEADLOCK' || attempt >= DEADLOCK_RETRIES) throw error;
+    }
+  }
+}
 
 /** Records salts, those that wait for MySQL together in one multi-row INSERT (`statement-batcher.ts`). */
 export class SaltWriter {
@@ -67,7 +87,8 @@ export class SaltWriter {
       // Text, not prepared: the statement's text varies with the batch size.
       await this.#run(`${INSERT_ONE}${', (?, ?, ?)'.repeat(batch.length - 1)}`, parameters, { prepared: false });
     } catch (error) {
-      if (mysqlErrorCode(error) !== 'ER_DUP_ENTRY') throw error;
+      const code = mysqlErrorCode(error);
+      if (code !== 'ER_DUP_ENTRY' && code !== 'ER_LOCK_DEADLOCK') throw error;
       // Nothing was inserted: each salt alone, for its own answer.
       await Promise.all(batch.map((each) => recordOne(this.#db, this.#run, each.item.row, each.item.now).then(each.resolve, each.reject)));
       return;
@@ -86,19 +107,21 @@ async function recordOne(db: Db, run: RunStatement, row: SaltRow, nowSql: string
   // Two rounds at most: the second only when a prune deleted the expired row between our statements.
   for (let round = 0; round < 2; round++) {
     try {
-      await run(INSERT_ONE, [row.merchant_id, row.salt, row.expires_at]);
+      await againOnDeadlock(() => run(INSERT_ONE, [row.merchant_id, row.salt, row.expires_at]));
       return true;
     } catch (error) {
       if (mysqlErrorCode(error) !== 'ER_DUP_ENTRY') throw error;
     }
     // InnoDB re-reads the locked row for the WHERE: of two takers one matches.
-    const taken = await db
-      .updateTable('used_salts')
-      .set({ expires_at: row.expires_at })
-      .where('merchant_id', '=', row.merchant_id)
-      .where('salt', '=', row.salt)
-      .where('expires_at', '<', nowSql)
-      .executeTakeFirst();
+    const taken = await againOnDeadlock(() =>
+      db
+        .updateTable('used_salts')
+        .set({ expires_at: row.expires_at })
+        .where('merchant_id', '=', row.merchant_id)
+        .where('salt', '=', row.salt)
+        .where('expires_at', '<', nowSql)
+        .executeTakeFirst(),
+    );
     if (taken.numUpdatedRows > 0n) return true;
     const existing = await db
       .selectFrom('used_salts')

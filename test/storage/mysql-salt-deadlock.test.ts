@@ -1,0 +1,56 @@
+/**
+ * Salts InnoDB picked as the victim of a deadlock (instances racing for the same salts, seen
+ * in the two-pool race of mysql.test.ts under load) are recorded again, not answered 503:
+ * InnoDB rolled back only the statement it chose, which changed nothing. The statements go
+ * to a runner of our own, so the deadlock comes exactly where the test puts it.
+ */
+import type { Kysely } from 'kysely';
+import { describe, expect, it } from 'vitest';
+import { SaltWriter } from '../../src/storage/mysql/statements/salts.js';
+import { registerDirectRunner, type RunStatement } from '../../src/storage/mysql/statements/statement-runner.js';
+
+const deadlock = () => Object.assign(new Error('Deadlock found when trying to get lock; try restarting transaction'), { code: 'ER_LOCK_DEADLOCK', errno: 1213 });
+const now = 1_700_000_000;
+
+/** A writer whose statements `answer` decides: throw to fail one, return to let it through. */
+function writerWith(answer: (sql: string, parameters: readonly unknown[], call: number) => void) {
+  const statements: string[] = [];
+  const db = {} as Kysely<any>;
+  const run: RunStatement = async (text, parameters) => {
+    statements.push(`${text.startsWith('INSERT') ? 'insert' : text} ${parameters.filter((_, i) => i % 3 === 1).join(',')}`);
+    answer(text, parameters, statements.length);
+    return { rows: [], affectedRows: parameters.length / 3 };
+  };
+  registerDirectRunner(db, run);
+  // One statement at a time: what arrives while one runs goes together in the next batch.
+  return { writer: new SaltWriter(db, { concurrency: 1 }), statements };
+}
+
+const record = (writer: SaltWriter, salt: string) => writer.record({ merchantId: 'shop', salt, expiresAt: now + 300, now });
+
+describe('salts on MySQL: a deadlock victim', () => {
+  it('records each salt of a batch that InnoDB rolled back to break a deadlock', async () => {
+    const { writer, statements } = writerWith((_, parameters) => {
+      if (parameters.length > 3) throw deadlock();
+    });
+    const answers = Promise.all([record(writer, 'first'), record(writer, 'b'), record(writer, 'a')]);
+    expect(await answers).toEqual([true, true, true]);
+    expect(statements).toEqual(['insert first', 'insert a,b', 'insert a', 'insert b']);
+  });
+
+  it('runs a single salt statement again after a deadlock, a bounded number of times', async () => {
+    let victims = 2;
+    const again = writerWith(() => {
+      if (victims-- > 0) throw deadlock();
+    });
+    expect(await record(again.writer, 'lucky')).toBe(true);
+    expect(again.statements).toEqual(['insert lucky', 'insert lucky', 'insert lucky']);
+
+    const never = writerWith(() => {
+      throw deadlock();
+    });
+    await expect(record(never.writer, 'unlucky')).rejects.toMatchObject({ code: 'ER_LOCK_DEADLOCK' });
+    // The first try and three more: then the error is the storage's 503, as any other.
+    expect(never.statements).toHaveLength(4);
+  });
+});
