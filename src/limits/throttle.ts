@@ -153,7 +153,7 @@ export class FailureThrottle {
   learn(record: ThrottleRecord, authoritative: boolean): void {
     if (record.scope === 'address') {
       const state = this.#addresses.get(record.address);
-      if (state !== undefined && state.version >= record.version) return;
+      if (state !== undefined && !isNewer(record.version, state.version, authoritative)) return;
       const blockedUntil = authoritative || record.lifted || state === undefined ? record.blockedUntil : Math.max(state.blockedUntil, record.blockedUntil);
       this.#addresses.set(record.address, { failures: record.failures, windowStart: record.windowStart, blockedUntil, version: record.version }, this.#lastNow);
       return;
@@ -162,7 +162,7 @@ export class FailureThrottle {
     if (merchantId === undefined) return;
     const key = pairKey(merchantId, record.address);
     const pair = this.#pairs.get(key);
-    if (pair !== undefined && pair.version >= record.version) return;
+    if (pair !== undefined && !isNewer(record.version, pair.version, authoritative)) return;
     const current = this.#blockedPairs.get(record.address)?.get(merchantId) ?? 0;
     const blockedUntil = authoritative || record.lifted ? record.blockedUntil : Math.max(current, record.blockedUntil);
     this.#pairs.set(key, { consecutive: record.failures, blocks: record.blocks, blockedUntil, version: record.version }, this.#lastNow);
@@ -186,6 +186,15 @@ export class FailureThrottle {
   get size(): { addresses: number; pairs: number } {
     return { addresses: this.#addresses.size, pairs: this.#pairs.size };
   }
+}
+
+/**
+ * Whether a shared copy replaces what is held. An answer to this instance's own write
+ * replaces a copy of the same version too: a poll may have read that very row first, and
+ * as another instance's change it kept the block counted here, which the answer lifts.
+ */
+function isNewer(version: string, held: string, authoritative: boolean): boolean {
+  return authoritative ? version >= held : version > held;
 }
 
 function pairKey(merchantId: string, address: string): string {

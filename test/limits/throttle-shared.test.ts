@@ -346,6 +346,26 @@ describe('the sharing layer, against a store it cannot see into', () => {
     await vi.waitFor(async () => expect((await call(basic('m2', 'key-two'))).status).toBe(200));
   });
 
+  it('lifts a block counted here alone when the poll read the same row before its own write answered', async () => {
+    const { store, pending, listener } = fakeStore();
+    const call = sharedApi(store);
+    const record = (fields: Partial<ThrottleRecord>): ThrottleRecord => ({
+      scope: 'pair', address: '203.0.113.20', merchantId: 'm1', failures: 0, windowStart: NOW, blocks: 0, blockedUntil: 0, version: '2030-01-01 00:00:00.000001', ...fields,
+    });
+    // Nine failures learned; a success elsewhere reset them; the tenth here blocks this instance alone.
+    listener().learn([record({ failures: 9 })]);
+    const tenth = call(basic('m1', 'nope'));
+    await vi.waitFor(() => expect(pending).toHaveLength(1));
+    // The poll reads the row this failure wrote (one failure since the reset) before the write's own answer
+    // arrives: a copy from a poll keeps the block counted here...
+    const afterReset = record({ failures: 1, version: '2030-01-01 00:00:00.000003' });
+    listener().learn([afterReset]);
+    // ...and the write's answer, the same version, is what lifts it (it was once skipped as "not newer").
+    pending.at(-1)!.resolve([afterReset]);
+    expect((await tenth).status).toBe(401);
+    expect((await call(basic('m1', 'key-one'))).status).toBe(200);
+  });
+
   it('answers the same when the store fails, and logs that once', async () => {
     const { store, pending } = fakeStore();
     const logger = capturingLogger();
