@@ -7,6 +7,7 @@ import type { CliCommand, CliIo } from './io.js';
 import { CliUsageError } from './usage-error.js';
 import { readMysqlConfig } from './config.js';
 import { serveCommand, type ServeRuntime } from './commands/serve.js';
+import { isCommandGroup, parseCommandArgs, unknownOption } from './commands/parse-args.js';
 
 export interface CliRuntime extends ServeRuntime {
   /** Further commands (the MySQL administration: migrate, import, merchant). */
@@ -33,18 +34,43 @@ const USAGE = `Usage: merchant-api <command>
   check --base-url URL --merchant-id ID as a merchant: test the API key, clock, URL and connection (key from MERCHANT_API_KEY or a prompt)
   help                                  this text
 
-MySQL commands read DATABASE_URL and MASTER_KEY from the environment.`;
+Every command takes --help (-h). MySQL commands read DATABASE_URL and MASTER_KEY from the environment.`;
+
+/** The commands of every runtime, by name; a runtime adds its own (`CliRuntime.commands`). */
+const BUILT_IN: Record<string, (args: string[], io: CliIo, runtime: CliRuntime) => Promise<number>> = {
+  help: async (args, io) => {
+    // Words after `help` are ignored, an option is not: `help --bogus` is refused like any other.
+    parseCommandArgs(args, {}, USAGE);
+    io.out(USAGE);
+    return 0;
+  },
+  serve: (args, io, runtime) => serveCommand(runtime, io, args),
+  check: (args, io) => checkCommand(args, io),
+};
+
+/**
+ * Every command line this CLI answers, as the words that name it: `merchant-api` itself, each
+ * command, and each subcommand of a command made of them (`merchant add`). Every one takes
+ * `--help` and refuses an unknown option in one line; test/cli/every-command.test.ts runs them all.
+ */
+export function everyCommand(commands: CliRuntime['commands'] = {}): string[][] {
+  const lines: string[][] = [[]];
+  for (const name of [...Object.keys(BUILT_IN), ...Object.keys(commands)]) {
+    lines.push([name]);
+    const command = Object.hasOwn(commands, name) ? commands[name]! : undefined;
+    if (command && isCommandGroup(command)) for (const sub of command.subcommands) lines.push([name, sub]);
+  }
+  return lines;
+}
 
 export async function runCli(args: string[], io: CliIo, runtime: CliRuntime): Promise<number> {
   const [command = 'serve', ...rest] = args;
   try {
-    if (command === 'help' || command === '--help' || command === '-h') {
-      io.out(USAGE);
-      return 0;
-    }
-    if (command === 'serve') return await serveCommand(runtime, io, rest);
-    if (command === 'check') return await checkCommand(rest, io);
-    const other = runtime.commands?.[command];
+    if (command === '--help' || command === '-h') return await BUILT_IN.help!(rest, io, runtime);
+    if (command.startsWith('-')) throw new CliUsageError(`${unknownOption(command)}\n${USAGE}`);
+    const builtIn = Object.hasOwn(BUILT_IN, command) ? BUILT_IN[command]! : undefined;
+    if (builtIn) return await builtIn(rest, io, runtime);
+    const other = runtime.commands && Object.hasOwn(runtime.commands, command) ? runtime.commands[command]! : undefined;
     if (!other) throw new CliUsageError(`Unknown command "${command}".\n${USAGE}`);
     return await other(rest, io, readMysqlConfig(io.env));
   } catch (error) {

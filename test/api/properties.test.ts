@@ -11,7 +11,7 @@ import { createMerchantApi } from '../../src/api.js';
 import { silentLogger } from '../../src/observe/logger.js';
 import { pct, sign, signUrl } from '../../src/signing/index.js';
 import { MemoryStorage } from '../../src/storage/memory/index.js';
-import type { UserRecord } from '../../src/storage/contract.js';
+import { merchantIdProblem, type UserRecord } from '../../src/storage/contract.js';
 import { user } from '../support/seeds.js';
 
 const NOW_MS = 1_700_000_000_000;
@@ -20,7 +20,8 @@ const RESERVED = new Set(['cp', 'ts', 'salt', 'hmac', 'gettoken']);
 
 /** Any Unicode text (whole code points, so it has a UTF-8 form), NUL excluded: the handler refuses NUL. */
 const text = (minLength = 0) => fc.string({ unit: fc.oneof(fc.constantFrom('+', '&', '=', '%', ' ', '~', '/', '?', '#'), fc.string({ unit: 'grapheme', minLength: 1, maxLength: 1 })), minLength, maxLength: 24 }).filter((s) => !s.includes('\u0000'));
-const id = text(1).filter((s) => s.length <= 128);
+/** Any id a merchant may have (`merchantIdProblem`: 1-128 code units, no colon, no control character). */
+const id = text(1).filter((s) => merchantIdProblem(s) === undefined);
 const extraPairs = fc.array(fc.tuple(text(1).filter((k) => !RESERVED.has(k)), text()), { maxLength: 5 });
 
 function apiFor(merchants: { id: string; keys: string[] }[]) {

@@ -2,7 +2,9 @@
  * Keys, merchants and throttle blocks administered through the built CLI (`node dist/cli.js`)
  * while two real servers (`dist/cli.js serve`) run on the same MariaDB database with a long key
  * cache: a rotated key works at once on both, a block lifted by `throttle unblock` is lifted on
- * both, and every command says what it changed in one log event that never holds a key.
+ * both, and every command says what it changed in one log event that never holds a key: every
+ * event the suite's commands write is kept, and the last test checks each against every key the
+ * suite knows, and that every kind of event (the CLI's own list) was among them.
  */
 import { sql } from 'kysely';
 import { execFile } from 'node:child_process';
@@ -14,12 +16,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMerchantApi, silentLogger, type MerchantApi } from '../../src/index.js';
 import { signUrl } from '../../src/signing/index.js';
 import { MysqlStorage } from '../../src/storage/mysql/index.js';
+import { ADMIN_EVENTS } from '../../src/cli/commands/admin-log.js';
+import { inCi } from '../support/ci.js';
 import { CLEAN_ENV, ROOT, startServer, type ServerProcess } from '../support/processes.js';
 import { createTestDatabase, mysqlAvailable, type TestDatabase } from '../support/mysql.js';
 import { user } from '../support/seeds.js';
 
 const available = await mysqlAvailable();
-if (!available && process.env.CI === 'true') throw new Error('MariaDB is required in CI (127.0.0.1:3306).');
+if (!available && inCi()) throw new Error('MariaDB is required in CI (127.0.0.1:3306).');
 
 interface Run {
   code: number;
@@ -56,10 +60,18 @@ describe.skipIf(!available)('keys, merchants and throttle blocks through the CLI
   let direct: MerchantApi;
   let storage: MysqlStorage;
 
+  /** Every admin event line the suite's commands wrote, and every key the suite has seen or written. */
+  const adminLines: string[] = [];
+  const keysSeen = new Set<string>(['wrong-key']);
   const cli = (args: string[], extra: Record<string, string> = {}): Promise<Run> =>
     new Promise((resolve) => {
       execFile(process.execPath, ['dist/cli.js', ...args], { cwd: ROOT, env: { ...process.env, ...CLEAN_ENV, ...env, ...extra } }, (error, stdout, stderr) => {
-        resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, out: stdout.trim(), err: stderr.trim() });
+        const run = { code: error ? Number((error as { code?: number }).code ?? 1) : 0, out: stdout.trim(), err: stderr.trim() };
+        // New keys are printed once: as `api_key` in JSON, or after "(stored encrypted): " in text.
+        for (const [, key] of run.out.matchAll(/"api_key":"([^"]+)"/g)) keysSeen.add(key!);
+        for (const [, key] of run.out.matchAll(/stored encrypted\): (\S+)/g)) keysSeen.add(key!);
+        adminLines.push(...run.err.split('\n').filter((line) => line.startsWith('{') && line.includes('"admin":true')));
+        resolve(run);
       });
     });
   const users = (base: string, id: string, key: string) => fetch(`${base}/merchant/users?limit=1`, { headers: basic(id, key) });
@@ -69,6 +81,7 @@ describe.skipIf(!available)('keys, merchants and throttle blocks through the CLI
   beforeAll(async () => {
     database = await createTestDatabase();
     env = { DATABASE_URL: database.url, MASTER_KEY: database.masterKeyText };
+    keysSeen.add(database.masterKeyText);
     dir = await mkdtemp(join(tmpdir(), 'merchant-api-keys-'));
     storage = new MysqlStorage({ db: database.db, masterKey: database.masterKey, keyCacheTtlMs: 0, throttleSharing: false });
     direct = createMerchantApi({ storage, logger: silentLogger, throttle: false });
@@ -88,6 +101,7 @@ describe.skipIf(!available)('keys, merchants and throttle blocks through the CLI
     const added = await cli(['merchant', 'add', 'shop', '--json']);
     expect(added.code).toBe(0);
     const first = JSON.parse(added.out) as { api_key: string; key_id: string; fingerprint: string };
+    expect(events(added.err)).toEqual([{ time: expect.any(String), level: 'info', event: 'merchant_added', merchant_id: 'shop', status: 'active', key_id: first.key_id, admin: true, msg: expect.any(String) }]);
     expect(first.key_id).toMatch(/^key_[0-9a-z]{12}$/);
     expect(first.fingerprint).toBe(fingerprint(first.api_key));
     // Both servers cache the merchant with its first key (KEY_CACHE_TTL=300).
@@ -207,6 +221,7 @@ describe.skipIf(!available)('keys, merchants and throttle blocks through the CLI
   it('re-importing a seed keeps a disabled merchant disabled unless --set-status, and says so apart', async () => {
     const file = join(dir, 'seed.json');
     await writeFile(file, JSON.stringify({ merchants: [{ id: 'seeded', status: 'active', keys: ['seeded-key-1'] }], users: [user('seeded', 'u-1')] }));
+    keysSeen.add('seeded-key-1');
     expect((await cli(['import', file])).out).toMatch(/1 merchant\(s\) created, 0 updated; 1 key\(s\) added/);
     expect((await cli(['merchant', 'disable', 'seeded'])).code).toBe(0);
     const again = await cli(['import', file]);
@@ -228,6 +243,7 @@ describe.skipIf(!available)('keys, merchants and throttle blocks through the CLI
   it('merchant delete asks first (refusing without --yes off a terminal), then removes its keys, shares and its own users', async () => {
     const file = join(dir, 'doomed.json');
     await writeFile(file, JSON.stringify({ merchants: [{ id: 'doomed', keys: ['doomed-key'] }], users: [user('doomed', 'd-1'), user('doomed', 'd-2')] }));
+    keysSeen.add('doomed-key');
     expect((await cli(['import', file])).code).toBe(0);
     // d-2 is also shared with "seeded": that user stays.
     const d2 = await database.db.selectFrom('user_shares').selectAll().where('merchant_id', '=', 'doomed').where('shared_user_id', '=', 'd-2').executeTakeFirstOrThrow();
@@ -244,5 +260,30 @@ describe.skipIf(!available)('keys, merchants and throttle blocks through the CLI
     expect(Number((await database.db.selectFrom('users').select((eb) => eb.fn.countAll<string>().as('n')).executeTakeFirstOrThrow()).n)).toBe(usersBefore - 1);
     expect((await (await direct.fetch(new Request('http://merchant-api.test/merchant/users/also-d-2', { headers: basic('seeded', 'seeded-key-1') }))).json()) as object).toMatchObject({ data: [expect.objectContaining({ shared_user_id: 'also-d-2' })] });
     expect(await cli(['merchant', 'delete', 'doomed', '--yes'])).toMatchObject({ code: 1, err: expect.stringMatching(/No merchant "doomed"/) });
+  });
+
+  it('merchant add, disable and enable each write one event naming the merchant, its status and key id', async () => {
+    const added = await cli(['merchant', 'add', 'logged', '--disabled']);
+    expect(added.code).toBe(0);
+    const [, keyId] = /^API key (key_[0-9a-z]{12}) /m.exec(added.out)!;
+    expect(events(added.err)).toEqual([expect.objectContaining({ event: 'merchant_added', merchant_id: 'logged', status: 'disabled', key_id: keyId, admin: true })]);
+    const enabled = await cli(['merchant', 'enable', 'logged']);
+    expect(enabled).toMatchObject({ code: 0, out: expect.stringMatching(/^Merchant "logged" enabled\./) });
+    expect(events(enabled.err)).toEqual([{ time: expect.any(String), level: 'info', event: 'merchant_status_set', merchant_id: 'logged', status: 'active', admin: true, msg: 'merchant enabled' }]);
+    const disabled = await cli(['merchant', 'disable', 'logged']);
+    expect(events(disabled.err)).toEqual([expect.objectContaining({ event: 'merchant_status_set', merchant_id: 'logged', status: 'disabled', msg: 'merchant disabled' })]);
+    // A failed change writes no event.
+    expect(await cli(['merchant', 'disable', 'nobody'])).toMatchObject({ code: 1, err: expect.not.stringContaining('"event"') });
+    expect(await cli(['merchant', 'add', 'logged'])).toMatchObject({ code: 1, err: expect.not.stringContaining('"event"') });
+  });
+
+  // Runs last: it reads what the tests above wrote.
+  it('every kind of admin event was written above, and none of their lines holds a key (nor the master key)', () => {
+    expect(new Set(adminLines.map((line) => (JSON.parse(line) as { event: string }).event))).toEqual(new Set(ADMIN_EVENTS));
+    // The master key, a wrong key, two seed keys, and the four keys the commands printed (JSON and text).
+    expect(keysSeen.size).toBeGreaterThanOrEqual(8);
+    for (const line of adminLines) {
+      for (const key of keysSeen) expect(line, `an ${(JSON.parse(line) as { event: string }).event} line`).not.toContain(key);
+    }
   });
 });

@@ -6,7 +6,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { parseBasicAuth } from '../../src/auth/basic-auth.js';
 import { MAX_ID_LENGTH, merchantIdProblem } from '../../src/storage/contract.js';
-import { parseSeed, SeedError } from '../../src/storage/memory/index.js';
+import { MemoryStorage, parseSeed, SeedError } from '../../src/storage/memory/index.js';
 
 const anyText = fc.string({ unit: 'binary', minLength: 0, maxLength: MAX_ID_LENGTH + 5 });
 
@@ -41,5 +41,29 @@ describe('merchant ids', () => {
     }
     expect(() => parseSeed({ merchants: [{ id: 'shop:colon', keys: ['k'] }] })).toThrow(/merchants\[0\]\.id: must be 1-128 characters, without a colon or a control character/);
     expect(parseSeed({ merchants: [{ id: 'Ünïcode shop 🛒', keys: ['k'] }] }).merchants[0]!.id).toBe('Ünïcode shop 🛒');
+  });
+
+  it('MemoryStorage.putMerchant, a library entry point, takes exactly the ids the rule takes and names it for the rest', async () => {
+    const storage = new MemoryStorage();
+    expect(() => storage.putMerchant({ id: 'shop:colon', status: 'active', keys: ['k'] })).toThrow(
+      new TypeError('MemoryStorage.putMerchant: merchant id "shop:colon": must be 1-128 characters, without a colon or a control character: HTTP Basic authentication ends the merchant id at the first colon.'),
+    );
+    expect(await storage.getMerchant('shop:colon')).toBeUndefined();
+    await fc.assert(
+      fc.asyncProperty(anyText, async (id) => {
+        const problem = merchantIdProblem(id);
+        const put = () => storage.putMerchant({ id, status: 'active', keys: ['k'] });
+        if (problem === undefined) {
+          put();
+          expect(await storage.getMerchant(id)).toEqual({ id, status: 'active', keys: ['k'] });
+        } else {
+          expect(put).toThrow(`merchant id ${JSON.stringify(id)}: ${problem}.`);
+          expect(await storage.getMerchant(id)).toBeUndefined();
+        }
+      }),
+      { numRuns: 500 },
+    );
+    // A seed given to the constructor unvalidated (no parseSeed) meets the same check.
+    expect(() => new MemoryStorage({ merchants: [{ id: 'tab\there', status: 'active', keys: ['k'] }], users: [] })).toThrow(/merchant id "tab\\there": .*control character/);
   });
 });

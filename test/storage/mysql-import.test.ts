@@ -7,10 +7,11 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createPool } from 'mysql2';
-import { Kysely, MysqlDialect } from 'kysely';
+import { Kysely, MysqlDialect, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { importSeed, importUserFile, ImportValidationError, MysqlStorage, type MerchantApiDatabase } from '../../src/storage/mysql/index.js';
 import { readIdAllocation, upsertUsers } from '../../src/storage/mysql/admin/user-upsert.js';
+import type { ChangedUserRecord } from '../../src/storage/contract.js';
 import type { SeedUser } from '../../src/storage/seed/seed.js';
 import { fullScan } from '../suites/storage-contract.js';
 import { createTestDatabase, mysqlAvailable, type TestDatabase } from '../support/mysql.js';
@@ -113,5 +114,71 @@ describe.skipIf(!available)('MySQL bulk import', () => {
     expect(await database.db.transaction().execute((trx) => upsertUsers(trx, batch, allocation))).toEqual({ inserted: 3, updated: 2, unchanged: 0 });
     expect((await storage.getUser('shop', 'w-010'))!.first_name).toBe('Changed');
     expect((await storage.listUsers({ merchantId: 'shop', filter: { active: false }, after: 'w-', limit: 10 })).map((u) => u.shared_user_id)).toEqual(['w-099']);
+  });
+
+  describe('a user shared with two merchants: an import for one never hides the change from the other\'s sync loop', () => {
+    /** Merchants `a` and `b`; `a`'s user a-1 is also `b`'s b-shared (one users row, two shares), and `b` has b-1 of its own. */
+    const shared = async (a: string, b: string) => {
+      await importSeed(database.db, database.masterKey, { merchants: [{ id: a, status: 'active', keys: ['ka'] }, { id: b, status: 'active', keys: ['kb'] }], users: [user(a, 'a-1'), user(b, 'b-1')] });
+      const share = await database.db.selectFrom('user_shares').selectAll().where('merchant_id', '=', a).where('shared_user_id', '=', 'a-1').executeTakeFirstOrThrow();
+      await database.db.insertInto('user_shares').values({ ...share, user_id: String(share.user_id), merchant_id: b, shared_user_id: 'b-shared' }).execute();
+      return share.user_id;
+    };
+    /** One round of the sync loop of docs/protocol.md#the-sync-loop: what changed since `since`, and the last `updated_at` seen. */
+    const sync = async (merchantId: string, since?: string) => {
+      const page = (await storage.listUsers({ merchantId, filter: since === undefined ? {} : { updatedSince: since }, order: 'updated_at', limit: 1000 })) as ChangedUserRecord[];
+      return { users: new Map(page.map((u) => [u.shared_user_id, u])), last: page.at(-1)!.updated_at };
+    };
+
+    it('b\'s stamps ahead of the clock (it was set back): the change is stamped after them', async () => {
+      await shared('ahead-a', 'ahead-b');
+      // b's shares were stamped while the server's clock was an hour ahead.
+      await sql`UPDATE user_shares SET updated_at = UTC_TIMESTAMP(6) + INTERVAL 1 HOUR WHERE merchant_id = 'ahead-b'`.execute(database.db);
+      const first = await sync('ahead-b');
+      // Through the NDJSON path (the race below goes through a seed's).
+      await importUserFile(database.db, await ndjson('ahead.ndjson', [JSON.stringify(user('ahead-a', 'a-1', { city: 'Köln' }))]));
+      const next = await sync('ahead-b', first.last);
+      expect(next.users.get('b-shared')).toMatchObject({ city: 'Köln' });
+      expect(next.users.get('b-shared')!.updated_at > first.last).toBe(true);
+      // a's own share carries the same stamp: one per batch.
+      expect((await sync('ahead-a')).users.get('a-1')!.updated_at).toBe(next.users.get('b-shared')!.updated_at);
+    });
+
+    it('b\'s own import commits while a\'s is still writing: b\'s next round still finds the shared change', async () => {
+      const userId = await shared('race-a', 'race-b');
+      /** Transactions of this database waiting for a lock. */
+      const waiting = async () =>
+        Number((await sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM information_schema.INNODB_TRX t JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
+          WHERE t.trx_state = 'LOCK WAIT' AND p.DB = ${database.name}`.execute(database.db)).rows[0]!.n);
+      const until = async (done: () => Promise<boolean>) => {
+        for (const end = Date.now() + 5000; !(await done()); ) {
+          if (Date.now() > end) throw new Error('the condition never held');
+          // InnoDB refreshes INNODB_TRX only after 0.1 s without a read of it: a faster poll reads the same old rows forever.
+          await new Promise((resolve) => setTimeout(resolve, 150));
+        }
+      };
+      // Another transaction holds the shared users row: a's import stops at it, holding what it locked.
+      let release!: () => void;
+      let holding!: () => void;
+      const held = new Promise<void>((resolve) => (holding = resolve));
+      const blocker = database.db.transaction().execute(async (trx) => {
+        await sql`SELECT id FROM users WHERE id = ${userId} FOR UPDATE`.execute(trx);
+        holding();
+        await new Promise<void>((resolve) => (release = resolve));
+      });
+      await held;
+      const importA = importSeed(database.db, undefined, { merchants: [], users: [user('race-a', 'a-1', { city: 'Köln' })] });
+      await until(async () => (await waiting()) === 1);
+      // b's import of its own user: it must wait for a's (which stamps b's share), or commit first only with a later stamp.
+      let bDone = false;
+      const importB = importSeed(database.db, undefined, { merchants: [], users: [user('race-b', 'b-1', { city: 'Hamburg' })] }).then(() => (bDone = true));
+      await until(async () => bDone || (await waiting()) === 2);
+      const first = await sync('race-b');
+      release();
+      await Promise.all([blocker, importA, importB]);
+      const next = await sync('race-b', first.last);
+      expect(next.users.get('b-shared')).toMatchObject({ city: 'Köln' });
+      expect(next.users.get('b-1')).toMatchObject({ city: 'Hamburg' });
+    });
   });
 });

@@ -23,6 +23,7 @@ import {
 } from '../../src/storage/mysql/index.js';
 import { MerchantCache } from '../../src/storage/mysql/merchants/merchant-cache.js';
 import { selectUserPage } from '../../src/storage/mysql/statements/user-queries.js';
+import { toSqlDatetime } from '../../src/storage/mysql/sql-values.js';
 import type { UserPageQuery } from '../../src/storage/contract.js';
 import { storageContract } from '../suites/storage-contract.js';
 import { createTestDatabase, mysqlAvailable, type TestDatabase } from '../support/mysql.js';
@@ -36,10 +37,20 @@ describe.skipIf(!available)('MySQL storage', () => {
   storageContract('mysql', async (seed, plan) => {
     const database = await createTestDatabase();
     await importSeed(database.db, database.masterKey, seed);
+    // The import stamps its own time; a seed's updated_at is set as given, as the memory storage
+    // keeps it: how the contract puts stamps ahead of the clock, where a clock set back leaves them.
+    for (const { merchant_id, shared_user_id, updated_at } of seed.users) {
+      if (updated_at !== undefined) await database.db.updateTable('user_shares').set({ updated_at: toSqlDatetime(updated_at) }).where('merchant_id', '=', merchant_id).where('shared_user_id', '=', shared_user_id).execute();
+    }
     return {
       storage: new MysqlStorage({ db: database.db, masterKey: database.masterKey, pagePlan: plan }),
       cleanup: database.drop,
       add: async (more) => void (await importSeed(database.db, database.masterKey, more)),
+      // A second share of the same users row.
+      share: async (from, to) => {
+        const row = await database.db.selectFrom('user_shares').selectAll().where('merchant_id', '=', from.merchantId).where('shared_user_id', '=', from.sharedUserId).executeTakeFirstOrThrow();
+        await database.db.insertInto('user_shares').values({ ...row, user_id: String(row.user_id), merchant_id: to.merchantId, shared_user_id: to.sharedUserId }).execute();
+      },
     };
   });
 

@@ -22,6 +22,12 @@ export interface StorageUnderTest {
    * key expiry), rather than by the `now` it is given: its expiry is checked in real time.
    */
   realTimeSaltExpiry?: boolean;
+  /**
+   * Shares the record `from` names with another merchant too, as `to`: one record, two shares, as
+   * MySQL keeps one `users` row for a person several merchants see. Absent where a storage keeps
+   * every merchant's records apart (memory): there a write for one merchant changes no other's.
+   */
+  share?: (from: { merchantId: string; sharedUserId: string }, to: { merchantId: string; sharedUserId: string }) => Promise<void>;
 }
 
 /** Small bounds, so that a few users cross every boundary of the plan (src/storage/user-pages.ts). */
@@ -220,6 +226,37 @@ export function storageContract(name: string, create: (seed: Seed, plan?: PagePl
       // Other orders keep the 14 keys.
       expect(Object.keys((await storage.listUsers({ merchantId: 'm1', filter: {}, order: 'date_joined', limit: 1 }))[0]!)).toHaveLength(14);
       expect(Object.keys((await storage.getUser('m1', 'b-003'))!)).toHaveLength(14);
+    });
+
+    it("misses no change in a merchant's sync loop, whichever merchant's write made it, with its stamps ahead of the clock", async () => {
+      // b's own user carries a stamp far ahead of the clock (a seed's `updated_at`; on MySQL, a clock set back since).
+      const ahead = '2999-01-01T00:00:00.000000+00:00';
+      const other = await create({ merchants: [{ id: 'a', status: 'active', keys: ['ka'] }, { id: 'b', status: 'active', keys: ['kb'] }], users: [user('a', 'a-1'), user('b', 'b-1', { updated_at: ahead })] });
+      try {
+        await other.share?.({ merchantId: 'a', sharedUserId: 'a-1' }, { merchantId: 'b', sharedUserId: 'b-shared' });
+        // One round of the sync loop (docs/protocol.md#the-sync-loop): what changed since, and the last updated_at seen.
+        const sync = async (merchantId: string, since?: string) => {
+          const page = (await other.storage.listUsers({ merchantId, filter: since === undefined ? {} : { updatedSince: since }, order: 'updated_at', limit: 100 })) as ChangedUserRecord[];
+          return { users: new Map(page.map((u) => [u.shared_user_id, u])), last: page.at(-1)!.updated_at };
+        };
+        const [a, b] = [await sync('a'), await sync('b')];
+        const changed = user('a', 'a-1', { city: 'Köln' });
+        await other.add!({ merchants: [], users: [changed] });
+        const { merchant_id: _, ...record } = changed;
+        // a sees its change after everything it saw; so does b where the record is shared with it too.
+        const nextA = await sync('a', a.last);
+        expect(nextA.users.get('a-1')).toEqual({ ...record, updated_at: expect.any(String) });
+        expect(nextA.users.get('a-1')!.updated_at > a.last).toBe(true);
+        const nextB = await sync('b', b.last);
+        expect([...nextB.users.keys()].sort()).toEqual(other.share ? ['b-1', 'b-shared'] : ['b-1']);
+        if (other.share) {
+          expect(nextB.users.get('b-shared')).toEqual({ ...record, shared_user_id: 'b-shared', updated_at: expect.any(String) });
+          expect(nextB.users.get('b-shared')!.updated_at > b.last).toBe(true);
+        }
+      } finally {
+        await other.storage.close();
+        await other.cleanup?.();
+      }
     });
   });
 

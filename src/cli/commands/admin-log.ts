@@ -7,8 +7,12 @@
 import { createJsonLogger } from '../../index.js';
 import type { CliIo } from '../io.js';
 
+/** Every event an administrative change writes: docs/cli.md lists them, test/cli/mysql-keys.test.ts sees each one hold no key. */
+export const ADMIN_EVENTS = ['merchant_added', 'merchant_status_set', 'merchant_key_rotated', 'merchant_key_revoked', 'merchant_deleted', 'import_completed', 'import_stopped', 'throttle_unblocked'] as const;
+export type AdminEvent = (typeof ADMIN_EVENTS)[number];
+
 /** Writes one `info` event: `{"event":"merchant_key_revoked","merchant_id":...,"msg":...}`. */
-export function logAdminChange(io: CliIo, event: string, fields: Record<string, unknown>, message: string): void {
+export function logAdminChange(io: CliIo, event: AdminEvent, fields: Record<string, unknown>, message: string): void {
   const logger = createJsonLogger({ write: (lines) => io.err(lines.slice(0, -1)) });
   logger.info({ event, ...fields, admin: true }, message);
   logger.flush();

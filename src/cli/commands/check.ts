@@ -14,6 +14,7 @@ import { createMerchantClient, MerchantApiError, MerchantNetworkError, MerchantT
 import { readMerchantApiKey } from '../config.js';
 import type { CliIo } from '../io.js';
 import { CliUsageError } from '../usage-error.js';
+import { parseCommandArgs } from './parse-args.js';
 
 export const CHECK_USAGE = 'Usage: merchant-api check --base-url URL --merchant-id ID   (the API key from MERCHANT_API_KEY, or a prompt on a terminal)';
 
@@ -32,7 +33,12 @@ export interface CheckDeps {
 const DEFAULT_TOLERANCE_S = 300;
 
 export async function checkCommand(args: string[], io: CliIo, deps: CheckDeps = { prompt: terminalPrompt() }): Promise<number> {
-  const { baseUrl, merchantId } = parseArgs(args);
+  const parsed = readArguments(args);
+  if (parsed === 'help') {
+    io.out(CHECK_USAGE);
+    return 0;
+  }
+  const { baseUrl, merchantId } = parsed;
   let apiKey = readMerchantApiKey(io.env);
   if (apiKey === undefined) {
     if (!deps.prompt) throw new CliUsageError(`No API key: set MERCHANT_API_KEY, or run the command in a terminal to be asked for it.\n${CHECK_USAGE}`);
@@ -130,21 +136,21 @@ async function firstPage(client: MerchantClient): Promise<number> {
   return 0;
 }
 
-function parseArgs(args: string[]): { baseUrl: string; merchantId: string } {
-  const values: Record<string, string> = {};
-  for (let i = 0; i < args.length; i++) {
-    const arg = args[i]!;
-    const [name, inline] = arg.startsWith('--') && arg.includes('=') ? [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)] : [arg, undefined];
-    if (name === '--api-key' || name === '--key') {
-      throw new CliUsageError('The API key is never an argument (ps and shell histories would show it): set MERCHANT_API_KEY, or run the command in a terminal to be asked for it.');
-    }
-    if (name !== '--base-url' && name !== '--merchant-id') throw new CliUsageError(`Unknown argument "${arg}".\n${CHECK_USAGE}`);
-    const value = inline ?? args[++i];
-    if (value === undefined || value === '') throw new CliUsageError(`${name} needs a value.\n${CHECK_USAGE}`);
-    values[name] = value;
+/** The two options, checked; `'help'` for --help. */
+function readArguments(args: string[]): { baseUrl: string; merchantId: string } | 'help' {
+  // Refused by its name, with or without a value, before anything else: ps and shell histories show arguments.
+  if (args.some((arg) => /^--(api-)?key(=|$)/.test(arg))) {
+    throw new CliUsageError('The API key is never an argument (ps and shell histories would show it): set MERCHANT_API_KEY, or run the command in a terminal to be asked for it.');
   }
-  const baseUrl = values['--base-url'];
-  const merchantId = values['--merchant-id'];
+  const parsed = parseCommandArgs(args, { 'base-url': { type: 'string' }, 'merchant-id': { type: 'string' } }, CHECK_USAGE);
+  if (parsed === 'help') return 'help';
+  if (parsed.positionals.length > 0) throw new CliUsageError(`check takes only its options (got "${parsed.positionals[0]}").\n${CHECK_USAGE}`);
+  const values = parsed.values as Record<string, string | undefined>;
+  for (const name of ['base-url', 'merchant-id']) {
+    if (values[name] === '') throw new CliUsageError(`--${name} needs a value.\n${CHECK_USAGE}`);
+  }
+  const baseUrl = values['base-url'];
+  const merchantId = values['merchant-id'];
   if (baseUrl === undefined || merchantId === undefined) throw new CliUsageError(`--base-url and --merchant-id are required.\n${CHECK_USAGE}`);
   let url: URL;
   try {

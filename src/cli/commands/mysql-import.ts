@@ -6,7 +6,6 @@
  */
 import { constants } from 'node:fs';
 import { access, readFile, stat } from 'node:fs/promises';
-import { parseArgs } from 'node:util';
 import { parseSeed, SeedError } from '../../storage/memory/index.js';
 import { importSeed, importUserFile, ImportValidationError, redact, type ImportSummary } from '../../storage/mysql/index.js';
 import type { CliCommand, CliIo } from '../io.js';
@@ -15,6 +14,7 @@ import type { MysqlConfig } from '../config.js';
 import { runMysqlCommand, withDatabase } from './mysql-env.js';
 import { BATCH_SIZE } from './option-limits.js';
 import { logAdminChange } from './admin-log.js';
+import { parseCommandArgs } from './parse-args.js';
 
 const MAX_BATCH_SIZE = BATCH_SIZE.max;
 const USAGE = `Usage: merchant-api import FILE [--format seed|ndjson] [--batch-size N] [--set-status]
@@ -28,21 +28,16 @@ const SHOWN_PROBLEMS = 20;
 
 /** The `import` command. */
 export const importCommand: CliCommand = async (args, io, config) => {
-  let parsed;
-  try {
-    parsed = parseArgs({ args, options: { format: { type: 'string' }, 'batch-size': { type: 'string' }, 'set-status': { type: 'boolean' }, help: { type: 'boolean', short: 'h' } }, allowPositionals: true, strict: true });
-  } catch (error) {
-    throw new CliUsageError(`${(error as Error).message}\n${USAGE}`);
-  }
-  if (parsed.values.help) {
+  const parsed = parseCommandArgs(args, { format: { type: 'string' }, 'batch-size': { type: 'string' }, 'set-status': { type: 'boolean' } }, USAGE);
+  if (parsed === 'help') {
     io.out(USAGE);
     return 0;
   }
   const [file, ...extra] = parsed.positionals;
   if (file === undefined || extra.length > 0) throw new CliUsageError(USAGE);
-  const format = parsed.values.format ?? (/\.(nd)?jsonl?$/i.test(file) && !/\.json$/i.test(file) ? 'ndjson' : 'seed');
+  const format = (parsed.values.format as string | undefined) ?? (/\.(nd)?jsonl?$/i.test(file) && !/\.json$/i.test(file) ? 'ndjson' : 'seed');
   if (format !== 'seed' && format !== 'ndjson') throw new CliUsageError(`--format must be seed or ndjson.\n${USAGE}`);
-  const batchText = parsed.values['batch-size'] ?? String(BATCH_SIZE.default);
+  const batchText = (parsed.values['batch-size'] as string | undefined) ?? String(BATCH_SIZE.default);
   if (!/^\d+$/.test(batchText) || Number(batchText) < BATCH_SIZE.min || Number(batchText) > MAX_BATCH_SIZE) throw new CliUsageError(`--batch-size must be a whole number from ${BATCH_SIZE.min} to ${MAX_BATCH_SIZE}.`);
   const batchSize = Number(batchText);
   const setStatus = Boolean(parsed.values['set-status']);

@@ -17,12 +17,12 @@ import {
   setMerchantStatus,
   type MerchantKeySummary,
 } from '../../storage/mysql/index.js';
-import type { CliCommand, CliIo } from '../io.js';
+import type { CliIo } from '../io.js';
 import { CliUsageError } from '../usage-error.js';
 import type { MysqlConfig } from '../config.js';
 import { logAdminChange } from './admin-log.js';
 import { runMysqlCommand, withDatabase } from './mysql-env.js';
-import { parseCommandArgs, runSubcommand } from './parse-args.js';
+import { commandGroup, parseCommandArgs } from './parse-args.js';
 import { parseDuration } from './duration.js';
 
 const USAGE = `Usage: merchant-api merchant <subcommand>
@@ -37,17 +37,16 @@ const USAGE = `Usage: merchant-api merchant <subcommand>
   list [--json]                       every merchant with its status and key counts`;
 
 /** The `merchant` command. */
-export const merchantCommand: CliCommand = (args, io, config) =>
-  runSubcommand('merchant', args, io, USAGE, {
-    add: (rest) => add(rest, io, config),
-    disable: (rest) => setStatus('disable', rest, io, config),
-    enable: (rest) => setStatus('enable', rest, io, config),
-    'rotate-key': (rest) => rotate(rest, io, config),
-    keys: (rest) => keys(rest, io, config),
-    'revoke-key': (rest) => revokeKey(rest, io, config),
-    delete: (rest) => remove(rest, io, config),
-    list: (rest) => list(rest, io, config),
-  });
+export const merchantCommand = commandGroup('merchant', USAGE, {
+  add,
+  disable: (args, io, config) => setStatus('disable', args, io, config),
+  enable: (args, io, config) => setStatus('enable', args, io, config),
+  'rotate-key': rotate,
+  keys,
+  'revoke-key': revokeKey,
+  delete: remove,
+  list,
+});
 
 async function add(args: string[], io: CliIo, config: MysqlConfig): Promise<number> {
   const parsed = parse(args, { disabled: { type: 'boolean' }, json: { type: 'boolean' } }, 1);

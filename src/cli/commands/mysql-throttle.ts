@@ -6,12 +6,12 @@
  */
 import { isShareableAddress, liftThrottleBlocks, listThrottleBlocks, merchantIdProblem } from '../../storage/mysql/index.js';
 import { addressKey } from '../../index.js';
-import type { CliCommand, CliIo } from '../io.js';
+import type { CliIo } from '../io.js';
 import { CliUsageError } from '../usage-error.js';
 import type { MysqlConfig } from '../config.js';
 import { logAdminChange } from './admin-log.js';
 import { runMysqlCommand, withDatabase } from './mysql-env.js';
-import { parseCommandArgs, runSubcommand } from './parse-args.js';
+import { commandGroup, parseCommandArgs } from './parse-args.js';
 
 const USAGE = `Usage: merchant-api throttle <subcommand>   (the MySQL shared throttle)
   list [--json]                         blocks in force: address, merchant, until when
@@ -32,11 +32,7 @@ export function throttleKeyOfAddress(address: string, ipv6Prefix: number): strin
 }
 
 /** The `throttle` command. */
-export const throttleCommand: CliCommand = (args, io, config) =>
-  runSubcommand('throttle', args, io, USAGE, {
-    list: (rest) => list(rest, io, config),
-    unblock: (rest) => unblock(rest, io, config),
-  });
+export const throttleCommand = commandGroup('throttle', USAGE, { list, unblock });
 
 async function list(args: string[], io: CliIo, config: MysqlConfig): Promise<number> {
   const parsed = parseCommandArgs(args, { json: { type: 'boolean' } }, USAGE);

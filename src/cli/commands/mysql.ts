@@ -4,7 +4,6 @@
  * Configuration: DATABASE_URL, MASTER_KEY, KEY_CACHE_TTL (seconds, default
  * 10), STORAGE_TIMEOUT (ms, default 5000: also the per-query timeout).
  */
-import { parseArgs } from 'node:util';
 import type { Logger, Storage } from '../../index.js';
 import { createMigrator, createMysqlKysely, MasterKeyError, migrateToLatest, MysqlStorage, openApiKey, storageError } from '../../storage/mysql/index.js';
 import type { CliCommand, CliIo } from '../io.js';
@@ -12,18 +11,24 @@ import { CliUsageError } from '../usage-error.js';
 import { importCommand } from './mysql-import.js';
 import { merchantCommand } from './mysql-merchant.js';
 import { throttleCommand } from './mysql-throttle.js';
+import { parseCommandArgs } from './parse-args.js';
 import type { MysqlConfig } from '../config.js';
 import { databaseUrl, runMysqlCommand, withDatabase } from './mysql-env.js';
 import { withReplicaConfig } from '../replica-storage.js';
 
+const MIGRATE_USAGE = `Usage: merchant-api migrate [--status]
+  (no option)   apply the pending migrations; safe on every deploy
+  --status      list the migrations, applied or pending`;
+
 /** `merchant-api migrate [--status]`: applies pending migrations (idempotent), or lists them. */
 const migrateCommand: CliCommand = async (args, io, config) => {
-  let status = false;
-  try {
-    status = Boolean(parseArgs({ args, options: { status: { type: 'boolean' } }, strict: true }).values.status);
-  } catch (error) {
-    throw new CliUsageError(`${(error as Error).message}\nUsage: merchant-api migrate [--status]`);
+  const parsed = parseCommandArgs(args, { status: { type: 'boolean' } }, MIGRATE_USAGE);
+  if (parsed === 'help') {
+    io.out(MIGRATE_USAGE);
+    return 0;
   }
+  if (parsed.positionals.length > 0) throw new CliUsageError(`migrate takes no arguments (got "${parsed.positionals[0]}").\n${MIGRATE_USAGE}`);
+  const status = Boolean(parsed.values.status);
   return runMysqlCommand(io, 'migrate', () =>
     withDatabase(config, async (db) => {
       if (status) {

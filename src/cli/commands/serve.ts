@@ -15,6 +15,7 @@ import type { Served, ServeOptions } from '../../../adapters/serve-options.js';
 import { readServerConfig, type MysqlConfig, type ServerConfig } from '../config.js';
 import type { CliIo } from '../io.js';
 import { CliUsageError } from '../usage-error.js';
+import { parseCommandArgs } from './parse-args.js';
 import { withRedisConfig } from '../redis-state.js';
 import { WORKER_ARGUMENT, workerChannel } from '../workers/channel.js';
 import { stampPid, wholeLineWriter } from '../workers/line-writer.js';
@@ -38,8 +39,16 @@ export interface ServeRuntime {
 
 const DEMO_SEED = new URL('../examples/seed.json', import.meta.url);
 
+export const SERVE_USAGE = 'Usage: merchant-api serve   (the default command; it takes no arguments: every setting is an environment variable, see docs/configuration.md)';
+
 export async function serveCommand(runtime: ServeRuntime, io: CliIo, args: string[] = []): Promise<number> {
-  const unknown = args.find((arg) => arg !== WORKER_ARGUMENT);
+  // --worker is no option to document: only a primary passes it, to the workers it starts.
+  const parsed = parseCommandArgs(args, { [WORKER_ARGUMENT.slice(2)]: { type: 'boolean' } }, SERVE_USAGE);
+  if (parsed === 'help') {
+    io.out(SERVE_USAGE);
+    return 0;
+  }
+  const [unknown] = parsed.positionals;
   if (unknown !== undefined) throw new CliUsageError(`serve takes no arguments (got "${unknown}"); it is configured by environment variables, see docs/configuration.md.`);
   const config = readServerConfig(io.env);
   if (!config.databaseUrl && config.seedFile === undefined && !isLoopback(config.hostname)) {
@@ -50,7 +59,7 @@ export async function serveCommand(runtime: ServeRuntime, io: CliIo, args: strin
     );
   }
   // Asked for before anything else, so that the primary's stop message finds its listener.
-  const worker = args.includes(WORKER_ARGUMENT) ? workerChannel(runtime.workers) : undefined;
+  const worker = parsed.values[WORKER_ARGUMENT.slice(2)] ? workerChannel(runtime.workers) : undefined;
   if (!worker && config.workers > 1) {
     // Unreadable TLS files: one message here rather than one from each worker.
     if (config.tls) await readTlsFiles(config.tls);

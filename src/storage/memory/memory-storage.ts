@@ -3,12 +3,11 @@
  * the seed format; salts expire so memory stays bounded however long it runs.
  */
 import type { Merchant, SaltRecord, Storage, UserPageQuery, UserRecord, UserRecordPage } from '../contract.js';
-import { USER_RECORD_KEYS } from '../contract.js';
+import { merchantIdProblem, USER_RECORD_KEYS } from '../contract.js';
 import { StorageUnavailableError } from '../../errors.js';
 import { parseSeed, type Seed, type SeedMerchant } from '../seed/seed.js';
 import { MemoryUserIndex } from './users.js';
 import { SaltStore, type SaltStoreOptions } from './salts.js';
-
 
 /** A seed whose users are already in a `MemoryUserIndex` (the streaming loader builds one). */
 export interface IndexedSeed {
@@ -37,8 +36,14 @@ export class MemoryStorage implements Storage {
     this.#users = seed.users instanceof MemoryUserIndex ? seed.users : MemoryUserIndex.fromSeedUsers(seed.users);
   }
 
-  /** Adds or replaces a merchant (keys are its active keys). */
+  /**
+   * Adds or replaces a merchant (keys are its active keys). Throws a `TypeError` naming the rule
+   * for an id no merchant may have (`merchantIdProblem`, as the seed, `merchant add` and the MySQL
+   * import check it): a merchant with a colon in its id could never authenticate with HTTP Basic.
+   */
   putMerchant(merchant: SeedMerchant): void {
+    const problem = merchantIdProblem(merchant.id);
+    if (problem !== undefined) throw new TypeError(`MemoryStorage.putMerchant: merchant id ${JSON.stringify(merchant.id)}: ${problem}.`);
     this.#merchants.set(merchant.id, { id: merchant.id, status: merchant.status, keys: [...merchant.keys] });
   }
 

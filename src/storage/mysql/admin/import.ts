@@ -17,7 +17,7 @@ import { LineSplitter } from '../../seed/seed-stream.js';
 import { upsertSeedMerchant } from './merchant-admin.js';
 import type { MasterKey } from '../merchants/key-sealing.js';
 import { API_KEY_MAX_LENGTH, type MerchantApiDatabase } from '../schema.js';
-import { readIdAllocation, upsertUsers, UserBatch, userFieldProblem, type IdAllocation } from './user-upsert.js';
+import { readIdAllocation, upsertUsers, UserBatch, userFieldProblem, withSharingMerchants, type IdAllocation } from './user-upsert.js';
 
 /** What an import changed. */
 export interface ImportSummary {
@@ -96,7 +96,9 @@ export async function importSeed(db: Kysely<MerchantApiDatabase>, masterKey: Mas
   });
   if (problems.length > 0) throw new ImportValidationError(problems.slice(0, 1000), problems.length);
   const batchSize = options.batchSize ?? DEFAULT_BATCH_SIZE;
-  return db.transaction().execute(async (trx) => {
+  // Merchants other than the seed's that share its changed users: locked by every batch (user-upsert.ts).
+  const alsoLock = new Set<string>();
+  const write = () => db.transaction().execute(async (trx) => {
     const summary = emptySummary();
     for (const merchant of seed.merchants) {
       const result = await upsertSeedMerchant(trx, masterKey!, merchant, { setStatus: options.setStatus });
@@ -108,7 +110,7 @@ export async function importSeed(db: Kysely<MerchantApiDatabase>, masterKey: Mas
     }
     const allocation = await readIdAllocation(trx);
     for (let start = 0; start < seed.users.length; start += batchSize) {
-      const result = await upsertUsers(trx, seed.users.slice(start, start + batchSize), allocation);
+      const result = await upsertUsers(trx, seed.users.slice(start, start + batchSize), allocation, alsoLock);
       summary.usersInserted += result.inserted;
       summary.usersUpdated += result.updated;
       summary.usersUnchanged += result.unchanged;
@@ -116,6 +118,7 @@ export async function importSeed(db: Kysely<MerchantApiDatabase>, masterKey: Mas
     }
     return summary;
   });
+  return withSharingMerchants(alsoLock, write);
 }
 
 /**
@@ -167,6 +170,8 @@ export async function importUserFile(db: Kysely<MerchantApiDatabase>, path: stri
   const ready: Batch[] = [];
   let open: Batch = { users: new UserBatch(), first: 0, last: 0, bytes: 0 };
   let allocation: IdAllocation | undefined;
+  // Merchants other than a batch's own that share the file's changed users: every later batch locks them too (user-upsert.ts).
+  const alsoLock = new Set<string>();
   let bytesWritten = 0;
   let done = 0;
   let writtenThroughLine = 0;
@@ -180,7 +185,7 @@ export async function importUserFile(db: Kysely<MerchantApiDatabase>, path: stri
     // Not awaited here: the next batch is read and validated while this one is written.
     writing = (async () => {
       allocation ??= await readIdAllocation(db);
-      const result = await db.transaction().execute((trx) => upsertUsers(trx, users, allocation!));
+      const result = await withSharingMerchants(alsoLock, () => db.transaction().execute((trx) => upsertUsers(trx, users, allocation!, alsoLock)));
       summary.usersInserted += result.inserted;
       summary.usersUpdated += result.updated;
       summary.usersUnchanged += result.unchanged;

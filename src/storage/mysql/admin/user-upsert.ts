@@ -6,10 +6,16 @@
  * `user_shares` row carrying its `is_active` and `date_joined` (migration 0002) and `updated_at`.
  *
  * `updated_at` (migration 0005, docs/protocol.md#changed-since): one stamp per batch, taken after
- * locking the batch's merchants' rows, so writers of one merchant take turns and each batch's
- * stamp is later than every stamp committed before it (the server's UTC time, or 1 µs past the
- * latest stamp of those merchants when the clock is behind it). A listing that saw a stamp never
- * misses a change committed after it: the change carries a later stamp.
+ * locking the rows of every merchant whose shares the batch writes: its own, and the other
+ * merchants a changed user is shared with (a changed record moves `updated_at` on every share of
+ * it). So writers of one merchant take turns, and each batch's stamp is later than every stamp
+ * committed before it for any of those merchants (the server's UTC time, or 1 µs past the latest
+ * of their stamps when the clock is behind it). A listing that saw a stamp never misses a change
+ * committed after it, whichever merchant's import made the change: the change carries a later
+ * stamp. Merchants are locked in id order, all before anything else, so two writers never wait
+ * on each other crosswise; a batch that finds a changed user shared with a merchant it did not
+ * lock throws `SharingMerchantsFound` before writing, and `withSharingMerchants` runs its
+ * transaction again with that merchant locked from the start.
  *
  * Written for millions of rows (docs/mysql.md#import):
  * - which ids exist is asked with one range read per merchant (a batch in key order, the usual
@@ -96,14 +102,20 @@ export class UserBatch {
   }
 }
 
-/** Upserts one batch inside `trx`; a key repeated in the batch keeps its last record. */
-export async function upsertUsers(trx: Trx, batch: SeedUser[] | UserBatch, allocation: IdAllocation): Promise<{ inserted: number; updated: number; unchanged: number }> {
+/**
+ * Upserts one batch inside `trx`; a key repeated in the batch keeps its last record. `alsoLock`:
+ * merchants to lock besides the batch's own, those a batch before found sharing its users
+ * (`withSharingMerchants`). Throws `SharingMerchantsFound`, having written nothing, when a changed
+ * user is shared with a merchant neither names.
+ */
+export async function upsertUsers(trx: Trx, batch: SeedUser[] | UserBatch, allocation: IdAllocation, alsoLock: ReadonlySet<string> = new Set()): Promise<{ inserted: number; updated: number; unchanged: number }> {
   let prepared = batch instanceof UserBatch ? batch : undefined;
   if (!prepared) {
     prepared = new UserBatch();
     for (const user of batch as SeedUser[]) prepared.add(user);
   }
-  const stamp = await changeStamp(trx, [...prepared.byMerchant.keys()]);
+  const locked = new Set([...prepared.byMerchant.keys(), ...alsoLock]);
+  await lockMerchants(trx, locked);
   const updates: Array<{ id: string; user: SeedUser }> = [];
   const news: SeedUser[] = [];
   for (const [merchantId, users] of prepared.byMerchant) {
@@ -115,22 +127,74 @@ export async function upsertUsers(trx: Trx, batch: SeedUser[] | UserBatch, alloc
     }
   }
   const changed = updates.length > 0 ? await changedUsers(trx, updates) : [];
+  if (changed.length > 0) {
+    const unlocked = (await sharingMerchants(trx, changed.map(({ id }) => id))).filter((id) => !locked.has(id));
+    if (unlocked.length > 0) throw new SharingMerchantsFound(unlocked);
+  }
+  const stamp = await changeStamp(trx, locked);
   if (changed.length > 0) await updateUsers(trx, changed, stamp);
   if (news.length > 0) await insertNewUsers(trx, news, allocation, stamp, prepared.prepared(news.length));
   return { inserted: news.length, updated: changed.length, unchanged: updates.length - changed.length };
 }
 
 /**
- * The batch's `updated_at` (`DATETIME(6)` text), after locking the rows of its merchants (in id
- * order, so two writers never wait on each other crosswise): the server's UTC time, or 1 µs past
- * the latest stamp of those merchants if that is not earlier (a clock set back).
+ * Changed users are shared with merchants the transaction did not lock (their shares' `updated_at`
+ * would move without their lock): it is rolled back and run again with them locked too.
  */
-async function changeStamp(trx: Trx, merchantIds: string[]): Promise<string> {
+export class SharingMerchantsFound extends Error {
+  override name = 'SharingMerchantsFound';
+  constructor(readonly merchantIds: string[]) {
+    super(`Changed users are shared with ${merchantIds.length} merchant(s) the batch did not lock; it is run again with them locked.`);
+  }
+}
+
+/**
+ * Runs `transaction` (one whole transaction of `upsertUsers` calls given `alsoLock`) until none of
+ * them finds a merchant it did not lock: each time one does, that merchant joins `alsoLock` and the
+ * transaction, rolled back, runs again. `alsoLock` is kept by the caller, so an import's later
+ * batches lock those merchants from the start.
+ */
+export async function withSharingMerchants<T>(alsoLock: Set<string>, transaction: () => Promise<T>): Promise<T> {
+  for (;;) {
+    try {
+      return await transaction();
+    } catch (error) {
+      // Each round adds a merchant, so the rounds end: at most one per merchant there is.
+      if (!(error instanceof SharingMerchantsFound) || error.merchantIds.every((id) => alsoLock.has(id))) throw error;
+      for (const id of error.merchantIds) alsoLock.add(id);
+    }
+  }
+}
+
+/** Locks the rows of `merchantIds`, in id order, so two writers never wait on each other crosswise. */
+async function lockMerchants(trx: Trx, merchantIds: ReadonlySet<string>): Promise<void> {
+  if (merchantIds.size === 0) return;
   const ids = [...merchantIds].sort(compareCodePoints);
-  if (ids.length === 0) return (await sql<{ now: string }>`SELECT DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%d %H:%i:%s.%f') AS now`.execute(trx)).rows[0]!.now;
   await sql`SELECT id FROM merchants WHERE id IN (${sql.join(ids)}) ORDER BY id FOR UPDATE`.execute(trx);
+}
+
+/**
+ * The merchants sharing the users `userIds`: a locking read, so it sees the latest shares, and no
+ * share of these users can be added until the transaction ends.
+ */
+async function sharingMerchants(trx: Trx, userIds: string[]): Promise<string[]> {
+  const found = new Set<string>();
+  for (let i = 0; i < userIds.length; i += 1000) {
+    const { rows } = await sql<{ merchant_id: string }>`SELECT merchant_id FROM user_shares WHERE user_id IN (${sql.join(userIds.slice(i, i + 1000))}) LOCK IN SHARE MODE`.execute(trx);
+    for (const row of rows) found.add(row.merchant_id);
+  }
+  return [...found];
+}
+
+/**
+ * The batch's `updated_at` (`DATETIME(6)` text), with the rows of `merchantIds` locked (every
+ * merchant whose shares the batch writes): the server's UTC time, or 1 µs past the latest stamp of
+ * those merchants if that is not earlier (a clock set back).
+ */
+async function changeStamp(trx: Trx, merchantIds: ReadonlySet<string>): Promise<string> {
+  if (merchantIds.size === 0) return (await sql<{ now: string }>`SELECT DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%d %H:%i:%s.%f') AS now`.execute(trx)).rows[0]!.now;
   let stamp = '';
-  for (const id of ids) {
+  for (const id of merchantIds) {
     // A locking read: the latest committed stamp, not the transaction's snapshot.
     const { rows } = await sql<{ stamp: string }>`SELECT DATE_FORMAT(GREATEST(UTC_TIMESTAMP(6), COALESCE(MAX(updated_at) + INTERVAL 1 MICROSECOND, UTC_TIMESTAMP(6))), '%Y-%m-%d %H:%i:%s.%f') AS stamp
       FROM user_shares WHERE merchant_id = ${id} LOCK IN SHARE MODE`.execute(trx);
