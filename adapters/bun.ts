@@ -35,6 +35,7 @@ export async function serve(api: MerchantApi, options: ServeOptions = {}): Promi
     fetch: (request, bunServer) => {
       const badHost = request.url.startsWith('/') || request.headers.get('host')?.includes(',');
       const peer = bunServer.requestIP(request);
+      // No `dotSegments`: Bun resolved `.` and `..` in request.url before this runs and keeps no raw target (docs/protocol.md#endpoints).
       return api.fetch(request, { clientAddress: peer?.address, clientPort: peer?.port, pathAsSent: true, refusal: badHost ? BAD_HOST : unmetExpectation(request.headers.get('expect')) });
     },
     // api.fetch never rejects; should Bun itself fail, answer our JSON 500, not Bun's HTML page.

@@ -3,12 +3,16 @@
  * into any existing `http`/`https` server; `serve(api, options)` creates one.
  */
 import { getRequestListener } from '@hono/node-server';
-import { createServer, STATUS_CODES, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
+import { Server as TlsServer } from 'node:tls';
 import { hasDotSegment } from '../src/http/url.js';
 import { EXPECTATION_FAILED } from './expectation.js';
-import { addressKey, errorResponse, MerchantApiError, type MerchantApi } from '../src/index.js';
+import { errorResponse, MerchantApiError, type MerchantApi } from '../src/index.js';
+import { capConnections } from './node-connections.js';
+import { endWithAnswer, refuseWithoutRequest } from './node-raw-answer.js';
+import { keepRequestHeads, refusedHead } from './node-request-heads.js';
 import { closeWithin, listenUrl, resolveServeOptions, type Served, type ServeOptions } from './serve-options.js';
 
 export type { Served, ServeOptions } from './serve-options.js';
@@ -45,7 +49,7 @@ export function createRequestListener(api: MerchantApi): RequestListener {
       });
     },
     // Hono could not build the Request (a bad Host): answered by the pipeline from a stand-in, so it is logged and counted.
-    { errorHandler: () => refuseWithoutRequest(api, BAD_REQUEST, handing?.socket, handing && headerOf(handing.headers)) },
+    { errorHandler: () => refuseWithoutRequest(api, BAD_REQUEST, handing?.socket, { header: handing && headerOf(handing.headers) }) },
   ) as (req: IncomingMessage, res: ServerResponse) => void;
   return (req, res) => {
     // Express (and Connect) strip the mount prefix from req.url and keep the
@@ -90,24 +94,6 @@ function headerOf(headers: IncomingMessage['headers']): (name: string) => string
     const value = headers[name];
     return typeof value === 'string' ? value : null;
   };
-}
-
-/**
- * The pipeline's answer to a refusal made before any Request exists (a bad
- * Host, or a request Node's parser refused): a stand-in Request carries the
- * method and scheme, the socket its address, and `header` the request id the
- * client sent, when it could be read.
- */
-function refuseWithoutRequest(api: MerchantApi, refusal: MerchantApiError, socket: Socket | undefined, header?: (name: string) => string | null, method = 'GET'): Promise<Response> {
-  const scheme = (socket as { encrypted?: boolean } | undefined)?.encrypted ? 'https' : 'http';
-  // The Fetch API refuses to build these methods; the access line then says GET.
-  const usable = /^(CONNECT|TRACE|TRACK)$/.test(method) ? 'GET' : method;
-  return api.fetch(new Request(`${scheme}://localhost/`, { method: usable }), {
-    refusal,
-    clientAddress: socket?.remoteAddress,
-    clientPort: socket?.remotePort,
-    header: header ?? (() => null),
-  });
 }
 
 /** Requests with two Authorization lines, of which Node's `req.headers` shows only the first. */
@@ -162,74 +148,15 @@ function duplicatedLines(rawHeaders: string[]): number {
 }
 
 /**
- * Closes a new connection, before it is read, from an address that already
- * holds `perAddress`: one client opening (or reopening as fast as they are
- * closed) thousands of idle connections then holds a few of the server's,
- * not all of them. Closing costs far less than the request a connection
- * would carry. An IPv6 client counts by its network (`addressKey`): its
- * other addresses are free to it.
- */
-function limitConnectionsPerAddress(server: Server, perAddress: number, ipv6Prefix: number, onCapped?: (address: string, limit: number) => void, answer?: (socket: Socket) => void): void {
-  if (perAddress >= server.maxConnections) return;
-  const open = new Map<string, number>();
-  // Addresses told about since they reached the cap.
-  const capped = new Set<string>();
-  server.on('connection', (socket: Socket) => {
-    if (socket.remoteAddress === undefined) return;
-    const address = addressKey(socket.remoteAddress, ipv6Prefix);
-    const held = open.get(address) ?? 0;
-    if (held >= perAddress) {
-      if (answer) answer(socket);
-      else socket.destroy();
-      if (!capped.has(address)) {
-        capped.add(address);
-        onCapped?.(address, perAddress);
-      }
-      return;
-    }
-    open.set(address, held + 1);
-    socket.once('close', () => {
-      const left = open.get(address)! - 1;
-      if (left === 0) open.delete(address);
-      else open.set(address, left);
-      if (left < perAddress) capped.delete(address);
-    });
-  });
-}
-
-/** How long a capped connection may stay open after its answer, for the client to read it: then it is cut. */
-const CAPPED_LINGER_MS = 1000;
-
-/**
- * A connection over `maxConnectionsPerAddress` gets the pipeline's 429
- * (JSON, Retry-After, an access line and a metric count, as every limit)
- * written at once, unread, and is then closed. What the client sends is
- * drained, so that the close is not a reset that loses the answer, and the
- * connection is cut after CAPPED_LINGER_MS whatever the client does.
- */
-function answerCappedConnection(api: MerchantApi, socket: Socket, limit: number): void {
-  socket.on('error', () => socket.destroy());
-  socket.resume();
-  const cut = setTimeout(() => socket.destroy(), CAPPED_LINGER_MS);
-  cut.unref();
-  socket.once('close', () => clearTimeout(cut));
-  const refusal = new MerchantApiError('too_many_requests', `Too many connections from this address at once (at most ${limit}); close one or retry later.`, { retryAfter: 1 });
-  void refuseWithoutRequest(api, refusal, socket).then(async (response) => {
-    const body = await response.text();
-    let head = `HTTP/1.1 ${response.status} ${STATUS_CODES[response.status]}\r\n`;
-    response.headers.forEach((value, name) => (head += `${name}: ${value}\r\n`));
-    if (!socket.destroyed) socket.end(`${head}connection: close\r\n\r\n${body}`);
-  }, () => socket.destroy());
-}
-
-/**
  * Answers what Node's HTTP parser rejects before any listener runs (oversized
- * headers, garbage, a control character in a header) with JSON instead of a
- * bare status line. Given the API, the answer is the pipeline's: an access
- * line and metrics, the client's X-Request-Id when it can be read from what
- * arrived, and HSTS over TLS.
+ * headers, garbage, a control character in a header, a head too slow to
+ * arrive) with JSON instead of a bare status line. Given the API, the answer
+ * is the pipeline's: an access line and metrics, the client's X-Request-Id
+ * when it can be read from what arrived (./node-request-heads.ts says when),
+ * and HSTS over TLS.
  */
 export function answerClientErrors(server: Server, api?: MerchantApi): void {
+  if (server instanceof TlsServer) keepRequestHeads(server);
   server.on('clientError', (error: NodeJS.ErrnoException, socket: Socket) => {
     if (error.code === 'ECONNRESET' || !socket.writable) {
       socket.destroy();
@@ -242,16 +169,11 @@ export function answerClientErrors(server: Server, api?: MerchantApi): void {
           ? new MerchantApiError('request_timeout', 'The request took too long to arrive.')
           : new MerchantApiError('malformed_request', 'The request could not be parsed.');
     // The one error renderer writes it; the socket gets it as raw HTTP, since no response object exists yet.
-    const packet = (error as { rawPacket?: Buffer }).rawPacket?.toString('latin1') ?? '';
+    const packet = refusedHead(socket, (error as { rawPacket?: Buffer }).rawPacket);
     const method = /^[A-Z]{1,16}(?= )/.exec(packet)?.[0];
     const requestId = /\r\nx-request-id:[ \t]*([^\r\n]{1,128})\r\n/i.exec(packet)?.[1]?.trim() ?? null;
-    const answered = api ? refuseWithoutRequest(api, refusal, socket, (name) => (name === 'x-request-id' ? requestId : null), method) : Promise.resolve(errorResponse(refusal));
-    void answered.then(async (response) => {
-      const body = await response.text();
-      let head = `HTTP/1.1 ${response.status} ${STATUS_CODES[response.status]}\r\n`;
-      response.headers.forEach((value, name) => (head += `${name}: ${value}\r\n`));
-      socket.end(`${head}connection: close\r\n\r\n${body}`);
-    });
+    const answered = api ? refuseWithoutRequest(api, refusal, socket, { header: (name) => (name === 'x-request-id' ? requestId : null), method }) : Promise.resolve(errorResponse(refusal));
+    void answered.then((response) => endWithAnswer(socket, response));
   });
 }
 
@@ -277,10 +199,8 @@ export async function serve(api: MerchantApi, options: ServeOptions = {}): Promi
     connectionsCheckingInterval: Math.max(100, Math.min(1000, Math.floor(limits.headersTimeout / 4))),
   };
   const server: Server = tls ? createHttpsServer({ ...serverOptions, cert: tls.cert, key: tls.key }, listener) : createServer(serverOptions, listener);
-  server.maxConnections = limits.maxConnections;
-  // Over TLS an answer would cost the handshake the cap is there to spare: such a connection is closed unread.
-  const answerCapped = tls ? undefined : (socket: Socket) => answerCappedConnection(api, socket, limits.maxConnectionsPerAddress);
-  limitConnectionsPerAddress(server, limits.maxConnectionsPerAddress, ipv6Prefix, options.onConnectionsCapped, answerCapped);
+  // Both caps are the adapter's, not Node's server.maxConnections: Node closes a connection over that one in its accept handler, with no socket to answer on.
+  capConnections(server, api, { maxConnections: limits.maxConnections, maxConnectionsPerAddress: limits.maxConnectionsPerAddress, ipv6Prefix, tls: Boolean(tls), onCapped: options.onConnectionsCapped });
   answerClientErrors(server, api);
   answerExpectations(server, listener);
   await new Promise<void>((resolve, reject) => {

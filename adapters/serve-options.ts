@@ -29,7 +29,8 @@ export interface ServeOptions {
   reusePort?: boolean;
   /**
    * Told when an address (an IPv6 one: its network) reaches `limits.maxConnectionsPerAddress` and its
-   * next connection is refused (answered 429 and closed; over TLS closed unread); once until the address holds fewer
+   * next connection is refused (answered 429 and closed; over TLS closed before its handshake, each
+   * refusal logged and counted all the same); once until the address holds fewer
    * again, so a flood of connections is one call, not thousands. Node only.
    */
   onConnectionsCapped?: (clientAddress: string, limit: number) => void;
@@ -48,12 +49,12 @@ export interface ConnectionLimits {
   requestTimeout?: number;
   /** How long an idle keep-alive connection is kept, ms. Default 5,000. */
   keepAliveTimeout?: number;
-  /** Most connections at once; further ones are closed as they arrive. Default 10,000. */
+  /** Most connections at once; further ones are refused as they arrive (a 429, over TLS a close before the handshake). Default 10,000. */
   maxConnections?: number;
   /**
    * Most connections at once from one address (the socket's peer; an IPv6 one by its `ipv6Prefix` network), so that
-   * one client cannot hold all of `maxConnections`; further ones are closed
-   * as they arrive. Behind a proxy every connection comes from the proxy:
+   * one client cannot hold all of `maxConnections`; further ones are refused
+   * as they arrive, as over `maxConnections`. Behind a proxy every connection comes from the proxy:
    * set it to `maxConnections` there. Default 256.
    */
   maxConnectionsPerAddress?: number;

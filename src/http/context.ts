@@ -68,8 +68,9 @@ export interface RequestInfo {
    * The request target as sent had a `.` or `..` path segment (plain or
    * percent-encoded, `hasDotSegment`), which the URL parser removed: such a
    * request is a 404, since no resource has one (`/merchant/users/.` must not
-   * become the list). The Node and Deno adapters set it; Bun removes them
-   * before any code of ours sees the request.
+   * become the list). The Node and Deno adapters set it; Bun cannot: its
+   * `fetch` handler gets only a `Request` whose URL Bun already resolved,
+   * and no raw request target (docs/protocol.md#endpoints).
    */
   dotSegments?: boolean;
   /**
@@ -79,6 +80,22 @@ export interface RequestInfo {
    * `X-Request-Id`, `nosniff` and, over TLS, HSTS.
    */
   refusal?: MerchantApiError;
+  /**
+   * With `refusal`: the adapter's connection limit that refused the
+   * connection (`connections`, `connections_per_address`). The refusal is
+   * counted under it in `merchant_api_throttled_total` (without a `throttled`
+   * event per connection: the adapter reports a cap once, not per
+   * connection), and no late refusal is kept for it: the connection is
+   * closed after its answer.
+   */
+  connectionLimit?: string;
+  /**
+   * The adapter closes the connection without sending the answer (over TLS,
+   * a connection refused before its handshake). The answer is decided,
+   * logged and counted all the same, with 0 bytes and `aborted`, so that the
+   * access log and the metrics see every refusal.
+   */
+  unsent?: boolean;
 }
 
 const VALID_REQUEST_ID = /^[\x21-\x7e]{1,128}$/;

@@ -89,29 +89,34 @@ export function createPipeline(parts: PipelineParts): (request: Request, info?: 
     }
   }
 
-  /** Called once the body is handed over in full (or cut): gives back the slot, logs a cut stream, runs onFinish. */
-  function finisher(ctx: RequestContext, status: number, started: number, release: (() => void) | undefined) {
+  /**
+   * Called once the body is handed over in full (or cut): gives back the
+   * slot, logs a cut stream, runs onFinish. An answer the adapter will not
+   * send (`unsent`) is finished as cut, with nothing handed over.
+   */
+  function finisher(ctx: RequestContext, status: number, started: number, release: (() => void) | undefined, unsent: boolean) {
     return (bytes: number, aborted: boolean) => {
       release?.();
       if (aborted) logger.error({ event: 'stream_aborted', request_id: ctx.requestId, route: ctx.route ?? null, bytes });
-      if (onFinish) safely('onFinish', () => onFinish(ctx, { status, bytes, durationMs: performance.now() - started, aborted }));
+      if (onFinish) safely('onFinish', () => onFinish(ctx, { status, bytes, durationMs: performance.now() - started, aborted: aborted || unsent }));
     };
   }
 
-  function respond(ctx: RequestContext, answer: Answer | Response, head: boolean, started: number): Response {
+  function respond(ctx: RequestContext, answer: Answer | Response, head: boolean, started: number, unsent: boolean): Response {
     if (ctx.authFailure !== undefined) {
       logger.warn({ event: 'auth_failed', reason: ctx.authFailure, request_id: ctx.requestId, route: ctx.route ?? null, client_address: ctx.clientAddress ?? null });
     }
     let response: Response;
     if (answer instanceof Response) {
       response = answer;
-      finisher(ctx, response.status, started, undefined)(Number(response.headers.get('content-length') ?? 0), false);
+      finisher(ctx, response.status, started, undefined, unsent)(unsent ? 0 : Number(response.headers.get('content-length') ?? 0), false);
     } else {
       const extra: Record<string, string> = { 'x-request-id': ctx.requestId, 'x-content-type-options': 'nosniff' };
       // Served over TLS (here or at a proxy the URL reflects): browsers are told to keep to HTTPS.
       if (ctx.request.url.startsWith('https:')) extra['strict-transport-security'] = 'max-age=31536000';
-      const done = onFinish || answer.release ? finisher(ctx, answer.status, started, answer.release) : undefined;
-      response = toResponse(answer, head, extra, done, parts.inFlight);
+      const done = onFinish || answer.release ? finisher(ctx, answer.status, started, answer.release, unsent) : undefined;
+      // An answer that will not be sent is made as for HEAD: no body is built, and none is counted.
+      response = toResponse(answer, head || unsent, extra, done, parts.inFlight);
     }
     if (!onResponse) return response;
     try {
@@ -129,7 +134,10 @@ export function createPipeline(parts: PipelineParts): (request: Request, info?: 
     let shape: ErrorShape = 'envelope';
     let answer: Answer | Response;
     try {
-      if (info?.refusal) throw info.refusal;
+      if (info?.refusal) {
+        if (info.connectionLimit !== undefined) ctx.throttled = info.connectionLimit;
+        throw info.refusal;
+      }
       const { origin, path: received, search } = splitUrl(request.url);
       // The path the merchant called, the base path put back where a mount stripped it.
       const located = info?.dotSegments ? undefined : matchPath(match, received, basePath, info?.pathAsSent === true);
@@ -150,12 +158,13 @@ export function createPipeline(parts: PipelineParts): (request: Request, info?: 
       answer = await run(ctx, route, path, search, origin, params);
     } catch (error) {
       answer = failed(ctx, error, shape);
-      const wait = tarpit && refusalDelay(tarpit, ctx, error, ipv6Prefix);
+      // A connection refused by the adapter's cap is closed after this answer: no request comes back on it to hold back.
+      const wait = tarpit && info?.connectionLimit === undefined && refusalDelay(tarpit, ctx, error, ipv6Prefix);
       if (wait) await heldBack(wait);
     }
     // A failure shared through a store is answered once the store has it (bounded).
     const counted = throttle?.count(ctx);
     if (counted) await counted;
-    return respond(ctx, answer, head, started);
+    return respond(ctx, answer, head, started, info?.unsent === true);
   };
 }

@@ -15,6 +15,7 @@ import { backoffMs, DEFAULT_RETRY, retryAfterMs, retryPolicy } from '../../src/c
 import { createMerchantApi, silentLogger } from '../../src/index.js';
 import { createMemoryStorage } from '../../src/storage/memory/index.js';
 import { conformanceSeed, GENERATED_USERS, MERCHANTS, SPECIAL_IDS } from '../support/seeds.js';
+import { within } from '../support/within.js';
 
 const record = (id: string, extra: Record<string, string | null> = {}) => ({ shared_user_id: id, first_name: 'Zoë "Q" \\ }{][', state: null, ...extra });
 
@@ -198,15 +199,16 @@ describe('the client against the handler in process (a fetch that calls api.fetc
     let calls = 0;
     const unavailable: typeof fetch = async () => {
       calls++;
-      return Response.json({ status: 'error', data: [], errors: [{ code: 'storage_unavailable', message: 'The storage is unavailable; try again shortly.' }] }, { status: 503, headers: { 'retry-after': '5' } });
+      return Response.json({ status: 'error', data: [], errors: [{ code: 'storage_unavailable', message: 'The storage is unavailable; try again shortly.' }] }, { status: 503, headers: { 'retry-after': '30' } });
     };
     const controller = new AbortController();
-    const client = createMerchantClient({ baseUrl: 'http://merchant-api.test', merchantId: main.id, apiKey: main.keys[0], fetch: unavailable, signal: controller.signal });
+    // Retry-After is honoured up to maxDelayMs: the client would wait the whole 30 s but for the abort.
+    const client = createMerchantClient({ baseUrl: 'http://merchant-api.test', merchantId: main.id, apiKey: main.keys[0], fetch: unavailable, signal: controller.signal, retries: { maxDelayMs: 60_000, deadlineMs: 120_000 } });
     const reason = new Error('shutting down');
     setTimeout(() => controller.abort(reason), 50);
-    const started = Date.now();
-    await expect(client.user('u-00001')).rejects.toBe(reason);
-    expect(Date.now() - started).toBeLessThan(1000);
+    // The bound is the behaviour (the abort ends the wait, not the wait's end): 10 s is 200x the abort's
+    // delay and a third of the 30 s the call takes when the abort does not reach the wait.
+    await expect(within(client.user('u-00001'), 10_000, 'the call aborted during its retry wait')).rejects.toBe(reason);
     expect(calls).toBe(1);
   });
 
@@ -222,21 +224,25 @@ describe('the client against the handler in process (a fetch that calls api.fetc
     };
     const client = createMerchantClient({ baseUrl: 'http://merchant-api.test', merchantId: main.id, apiKey: main.keys[0], fetch: stalling, timeoutMs: 200 });
     const seen: string[] = [];
-    const started = Date.now();
-    const error = await (async () => {
-      for await (const user of client.exportUsers()) seen.push(user.shared_user_id);
-    })().catch((e: unknown) => e);
+    // The body never goes on, so without the timeout the export never ends: 10 s is 50x the timeout.
+    const error = await within(
+      (async () => {
+        for await (const user of client.exportUsers()) seen.push(user.shared_user_id);
+      })(),
+      10_000,
+      'the export of a stalled body',
+    ).catch((e: unknown) => e);
     expect(seen).toEqual(['a']);
     expect(error).toBeInstanceOf(MerchantTimeoutError);
     expect(error).toMatchObject({ kind: 'request', timeoutMs: 200 });
-    expect(Date.now() - started).toBeLessThan(2000);
   });
 
   it('a slow consumer of the export does not time out: the clock runs only while waiting for the server', async () => {
-    const client = createMerchantClient({ baseUrl: 'http://merchant-api.test', merchantId: main.id, apiKey: main.keys[0], fetch: inProcess, timeoutMs: 100 });
+    // The consumer takes twice the timeout over one user; the in-process server itself needs far less than the timeout per piece, even on a loaded machine.
+    const client = createMerchantClient({ baseUrl: 'http://merchant-api.test', merchantId: main.id, apiKey: main.keys[0], fetch: inProcess, timeoutMs: 500 });
     let count = 0;
     for await (const user of client.exportUsers()) {
-      if (count++ === 0) await new Promise((resolve) => setTimeout(resolve, 300));
+      if (count++ === 0) await new Promise((resolve) => setTimeout(resolve, 1000));
       expect(user.shared_user_id).toBeTypeOf('string');
     }
     expect(count).toBe(conformanceSeed().users.filter((u) => u.merchant_id === main.id).length);

@@ -12,6 +12,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { inCi } from '../support/ci.js';
 import { ROOT } from '../support/processes.js';
 import { conformanceSeed, MERCHANTS, writeSeed } from '../support/seeds.js';
 
@@ -32,7 +33,7 @@ function namespacesAvailable(): boolean {
   const probe = spawnSync('unshare', ['-n', 'ip', '-6', 'addr', 'add', '2001:db8::1/64', 'dev', 'lo', 'nodad'], { encoding: 'utf8' });
   if (probe.status === 0) return true;
   const why = probe.error?.message ?? probe.stderr.trim();
-  if (process.env.CI === 'true') throw new Error(`The IPv6 network suite must run in CI, but \`unshare -n\` with \`ip\` failed (it needs root and util-linux/iproute2): ${why}`);
+  if (inCi()) throw new Error(`The IPv6 network suite must run in CI, but \`unshare -n\` with \`ip\` failed (it needs root and util-linux/iproute2): ${why}`);
   console.warn(['', `!!! IPv6 /64 network suite SKIPPED: \`unshare -n\` cannot run here (${why})`, '!!! Run the tests as root with util-linux and iproute2 installed.', ''].join('\n'));
   return false;
 }

@@ -11,6 +11,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { inCi } from '../support/ci.js';
 import { basicAuth, send } from '../support/http-client.js';
 import { ROOT, useCliServer } from '../support/processes.js';
 import { missingFromScrape, readScrape, ruleExpressions, type Family } from '../support/promql.js';
@@ -132,7 +133,7 @@ const PROMTOOL = process.env.PROMTOOL ?? '/usr/bin/promtool';
 
 function promtoolAvailable(): boolean {
   if (existsSync(PROMTOOL)) return true;
-  if (process.env.CI === 'true') throw new Error(`The monitoring suite must run promtool in CI, but ${PROMTOOL} is missing (.ci/run installs it).`);
+  if (inCi()) throw new Error(`The monitoring suite must run promtool in CI, but ${PROMTOOL} is missing (.ci/run installs it).`);
   console.warn(['', `!!! promtool checks SKIPPED: ${PROMTOOL} is missing`, '!!! Install it with: apt-get install prometheus (or set PROMTOOL)', ''].join('\n'));
   return false;
 }
