@@ -2,7 +2,7 @@
  * `npm run bench:features`: what each default feature of the request path
  * costs on the success path, in CPU microseconds per request, measured in
  * process through `api.fetch` (no HTTP, so the feature is not lost in the
- * noise of the socket work), each feature on against everything off, in the
+ * noise of the socket work), on the built package (dist/), each feature on against everything off, in the
  * same run. Handlers are interleaved round by round, and the table gives the
  * median of the rounds; "everything off, again" shows the noise of the run.
  *
@@ -12,10 +12,15 @@ import { closeSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { createJsonLogger, createMerchantApi, type MerchantApi, type MerchantApiOptions } from '../src/index.js';
-import { signUrl } from '../src/signing/index.js';
-import { createMemoryStorage } from '../src/storage/memory/index.js';
+import type { MerchantApi, MerchantApiOptions } from '../src/index.js';
 import { makeUsers, MERCHANT_ID, MERCHANT_KEY, PUBLIC_URL, SINGLE_USER_ID, TIMESTAMP_TOLERANCE } from './servers/data.mjs';
+
+// The built package, as deployed (its types are the sources'): through tsx the sources would carry
+// esbuild's keepNames wrappers, a `__name` call for every closure made per request, which the build has not.
+const dist = new URL('../dist/', import.meta.url);
+const { createJsonLogger, createMerchantApi } = (await import(new URL('index.js', dist).href)) as typeof import('../src/index.js');
+const { signUrl } = (await import(new URL('signing.js', dist).href)) as typeof import('../src/signing/index.js');
+const { createMemoryStorage } = (await import(new URL('storage/memory.js', dist).href)) as typeof import('../src/storage/memory/index.js');
 
 const { values } = parseArgs({
   options: { rounds: { type: 'string', default: '15' }, requests: { type: 'string', default: '4000' }, case: { type: 'string', default: 'user' } },
