@@ -7,7 +7,8 @@
  * 2. Listings: every filtered case of `listing-cases.ts` at its first, a middle and its last page:
  *    the rows each page examines, summed from `ANALYZE FORMAT=JSON` of every statement it runs
  *    (r_rows x r_loops of each table read), and latency in process and over HTTP (the server in
- *    its own process, bench/mysql-server.ts), each against the first unfiltered page.
+ *    its own process: `merchant-api serve` from dist/, with the throttle, fair sharing and the
+ *    access log off), each against the first unfiltered page.
  * 3. The hot path (`mysql-hot-path.ts`): single-user reads against a raw primary-key read, and
  *    validatesignature against a raw unique-salt INSERT, same run, same concurrency, as ratios.
  * 4. As before: single-user reads one at a time, the streamed whole list in users/s, the server's peak RSS.
@@ -183,14 +184,30 @@ try {
   // The key the pre-signed validatesignature paths are signed with (bench/servers/data.mjs), next to the generated one.
   await addMerchantKey(db, parseMasterKey(masterKeyText), MERCHANT, MERCHANT_KEY);
 
-  // The server in its own process, as `serve` runs it.
-  server = spawn(process.execPath, ['--import', 'tsx', 'bench/mysql-server.ts'], {
-    env: { ...process.env, DATABASE_URL: target.url, MASTER_KEY: masterKeyText, CURSOR_SECRET, PUBLIC_URL, TIMESTAMP_TOLERANCE: String(TIMESTAMP_TOLERANCE) },
+  // The server in its own process: the shipped `serve` (dist/, which `npm run bench:mysql` builds),
+  // with the request-path features off that the storage comparisons are not about (as the library's defaults).
+  server = spawn(process.execPath, ['dist/cli.js', 'serve'], {
+    env: {
+      ...process.env,
+      DATABASE_URL: target.url,
+      MASTER_KEY: masterKeyText,
+      CURSOR_SECRET,
+      PUBLIC_URL,
+      TIMESTAMP_TOLERANCE: String(TIMESTAMP_TOLERANCE),
+      HOST: '127.0.0.1',
+      PORT: '0',
+      ACCESS_LOG: 'false',
+      THROTTLE_AUTH: 'false',
+      FAIR_SHARE: 'false',
+    },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const base = await new Promise<string>((resolve, reject) => {
+    let started = '';
     server!.stdout!.on('data', (chunk: Buffer) => {
-      const match = /listening (\S+)/.exec(chunk.toString());
+      // The start event, one JSON line: {"event":"listening","url":"http://127.0.0.1:PORT",...}.
+      started += chunk.toString();
+      const match = /"event":"listening","url":"([^"]+)"/.exec(started);
       if (match) resolve(match[1]!);
     });
     server!.once('exit', (code) => reject(new Error(`server exited with ${code}`)));
@@ -264,7 +281,7 @@ try {
   const streamSeconds = (performance.now() - started) / 1000;
   if (count !== USERS) throw new Error(`streamed ${count} users, expected ${USERS}`);
   console.log(`HTTP full list (streamed): ${count} users, ${(bytes / 2 ** 20).toFixed(0)} MiB in ${streamSeconds.toFixed(1)} s = ${Math.round(count / streamSeconds)} users/s`);
-  console.log(`server process RSS: peak ${(rssOf(server.pid!, 'VmHWM') / 1024).toFixed(0)} MiB (VmHWM), highest sampled while streaming ${(peakSample / 1024).toFixed(0)} MiB, ${(startRss / 1024).toFixed(0)} MiB at start (includes the tsx loader)`);
+  console.log(`server process RSS: peak ${(rssOf(server.pid!, 'VmHWM') / 1024).toFixed(0)} MiB (VmHWM), highest sampled while streaming ${(peakSample / 1024).toFixed(0)} MiB, ${(startRss / 1024).toFixed(0)} MiB at start`);
 } finally {
   server?.kill('SIGTERM');
   await db?.destroy();
