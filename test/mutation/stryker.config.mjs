@@ -14,8 +14,9 @@ export default {
     'src/routes/validate-signature.ts',
     'src/storage/memory/salts.ts',
     'src/storage/memory/salt-expiry.ts',
-    // The failed-authentication throttle
+    // The failed-authentication throttle, and what it shares between instances
     'src/limits/throttle.ts',
+    'src/limits/throttle-sharing.ts',
     // Page cursors
     'src/listing/cursor.ts',
     // Basic auth

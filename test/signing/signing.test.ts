@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { Buffer } from 'node:buffer';
 import { describe, expect, it } from 'vitest';
 import { canonicalMessage, pct, sign, signUrl, verify } from '../../src/signing/index.js';
 
@@ -96,8 +97,13 @@ describe('verify', () => {
   });
   it('rejects a signature with a non-hex character whose low byte equals the right digit', () => {
     const i = [...signature].findIndex((c) => c >= 'a' && c <= 'f');
-    const lookalike = signature.slice(0, i) + String.fromCharCode(0x100 + signature.charCodeAt(i)) + signature.slice(i + 1);
+    // U+0261 to U+0266 are lower-case letters, so lower-casing the signature keeps them; their
+    // low byte is the digit's (U+0100 + digit was not: for b, d and f it is an upper-case letter,
+    // whose lower case has another low byte, and this signature's first letter is an f).
+    const lookalike = signature.slice(0, i) + String.fromCharCode(0x200 + signature.charCodeAt(i)) + signature.slice(i + 1);
     expect(lookalike).not.toBe(signature);
+    expect(lookalike.toLowerCase()).toBe(lookalike);
+    expect(Buffer.from(lookalike, 'latin1').toString('latin1')).toBe(signature);
     expect(verify(lookalike, ['key'], request)).toBe(false);
   });
 });

@@ -1,0 +1,44 @@
+/**
+ * Basic auth (src/auth/basic-auth.ts) for a merchant whose keys this instance cached before a
+ * rotation on another instance: a key added since is found by reading the merchant again once.
+ */
+import { describe, expect, it } from 'vitest';
+import { createMerchantApi } from '../../src/api.js';
+import { silentLogger } from '../../src/observe/logger.js';
+import type { Merchant, MerchantLookup } from '../../src/storage/contract.js';
+import { MemoryStorage } from '../../src/storage/memory/index.js';
+import { basic, call, NOW_MS, ORIGIN } from '../support/api.js';
+import { contractSeed } from '../support/seeds.js';
+
+/** The storage answers a stale copy (only `key-old`) unless asked to refresh; `fresh` is what a refresh finds. */
+function staleApi(fresh: (merchant: Merchant | undefined) => Merchant | undefined) {
+  const inner = new MemoryStorage(contractSeed());
+  const lookups: string[] = [];
+  const storage = Object.assign(inner, {
+    getMerchant: async (id: string, lookup?: MerchantLookup) => {
+      const merchant = await MemoryStorage.prototype.getMerchant.call(inner, id);
+      lookups.push(lookup?.refresh ? 'refresh' : 'cached');
+      if (lookup?.refresh) return fresh(merchant);
+      return merchant && { ...merchant, keys: ['key-old'] };
+    },
+  });
+  const api = createMerchantApi({ storage, now: () => NOW_MS, logger: silentLogger, tracing: false });
+  return { users: (key: string) => call(api, `${ORIGIN}/merchant/users/a-001`, { headers: basic('m1', key) }), lookups };
+}
+
+describe('Basic auth with keys cached before a rotation', () => {
+  it('accepts a key added since after reading the merchant again once; the cached key needs no second read', async () => {
+    const { users, lookups } = staleApi((merchant) => merchant);
+    expect((await users('key-one')).status).toBe(200);
+    expect(lookups).toEqual(['cached', 'refresh']);
+    expect((await users('key-old')).status).toBe(200);
+    expect(lookups).toEqual(['cached', 'refresh', 'cached']);
+  });
+
+  it('refuses a key the merchant read again does not hold either, or when it is gone', async () => {
+    const stale = staleApi((merchant) => merchant);
+    expect((await stale.users('never-a-key')).status).toBe(401);
+    expect(stale.lookups).toEqual(['cached', 'refresh']);
+    expect((await staleApi(() => undefined).users('key-one')).status).toBe(401);
+  });
+});
