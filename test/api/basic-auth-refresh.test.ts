@@ -3,26 +3,12 @@
  * rotation on another instance: a key added since is found by reading the merchant again once.
  */
 import { describe, expect, it } from 'vitest';
-import { createMerchantApi } from '../../src/api.js';
-import { silentLogger } from '../../src/observe/logger.js';
-import type { Merchant, MerchantLookup } from '../../src/storage/contract.js';
-import { MemoryStorage } from '../../src/storage/memory/index.js';
-import { basic, call, NOW_MS, ORIGIN } from '../support/api.js';
-import { contractSeed } from '../support/seeds.js';
+import type { Merchant } from '../../src/storage/contract.js';
+import { basic, call, ORIGIN } from '../support/api.js';
+import { staleMerchantApi } from '../support/stale-merchant.js';
 
-/** The storage answers a stale copy (only `key-old`) unless asked to refresh; `fresh` is what a refresh finds. */
 function staleApi(fresh: (merchant: Merchant | undefined) => Merchant | undefined) {
-  const inner = new MemoryStorage(contractSeed());
-  const lookups: string[] = [];
-  const storage = Object.assign(inner, {
-    getMerchant: async (id: string, lookup?: MerchantLookup) => {
-      const merchant = await MemoryStorage.prototype.getMerchant.call(inner, id);
-      lookups.push(lookup?.refresh ? 'refresh' : 'cached');
-      if (lookup?.refresh) return fresh(merchant);
-      return merchant && { ...merchant, keys: ['key-old'] };
-    },
-  });
-  const api = createMerchantApi({ storage, now: () => NOW_MS, logger: silentLogger, tracing: false });
+  const { api, lookups } = staleMerchantApi(fresh);
   return { users: (key: string) => call(api, `${ORIGIN}/merchant/users/a-001`, { headers: basic('m1', key) }), lookups };
 }
 

@@ -5,13 +5,9 @@
  * instance cached before a rotation, and a path with escapes signed with a wrong key.
  */
 import { describe, expect, it } from 'vitest';
-import { createMerchantApi } from '../../src/api.js';
-import { silentLogger } from '../../src/observe/logger.js';
 import { pct, sign } from '../../src/signing/index.js';
-import type { Merchant, MerchantLookup } from '../../src/storage/contract.js';
-import { MemoryStorage } from '../../src/storage/memory/index.js';
-import { call, NOW, NOW_MS, ORIGIN, signedUrl, testApi } from '../support/api.js';
-import { contractSeed } from '../support/seeds.js';
+import { call, NOW, ORIGIN, signedUrl, testApi } from '../support/api.js';
+import { staleMerchantApi } from '../support/stale-merchant.js';
 
 describe('cp and salt: at most 128 characters', () => {
   it('accepts a salt of exactly 128 characters, and looks up a cp of exactly 128', async () => {
@@ -41,24 +37,8 @@ describe('cp and salt: at most 128 characters', () => {
 });
 
 describe('a merchant whose keys this instance cached before a rotation', () => {
-  /** The storage answers a stale copy (only `key-old`, active) unless asked to refresh; `fresh` is what a refresh finds. */
-  function staleApi(fresh: (merchant: Merchant | undefined) => Merchant | undefined) {
-    const inner = new MemoryStorage(contractSeed());
-    const lookups: string[] = [];
-    const storage = Object.assign(inner, {
-      getMerchant: async (id: string, lookup?: MerchantLookup) => {
-        const merchant = await MemoryStorage.prototype.getMerchant.call(inner, id);
-        lookups.push(lookup?.refresh ? 'refresh' : 'cached');
-        if (lookup?.refresh) return fresh(merchant);
-        return merchant && { ...merchant, status: 'active' as const, keys: ['key-old'] };
-      },
-    });
-    const api = createMerchantApi({ storage, now: () => NOW_MS, logger: silentLogger, tracing: false });
-    return { api, lookups };
-  }
-
   it('accepts a signature under a key added since, after reading the merchant again once', async () => {
-    const { api, lookups } = staleApi((merchant) => merchant);
+    const { api, lookups } = staleMerchantApi((merchant) => merchant);
     expect((await call(api, signedUrl())).status).toBe(200);
     expect(lookups).toEqual(['cached', 'refresh']);
     expect((await call(api, signedUrl({ key: 'key-old' }))).status).toBe(200);
@@ -66,9 +46,9 @@ describe('a merchant whose keys this instance cached before a rotation', () => {
   });
 
   it('refuses it when the merchant read again is disabled, or gone', async () => {
-    const disabled = staleApi((merchant) => merchant && { ...merchant, status: 'disabled' });
+    const disabled = staleMerchantApi((merchant) => merchant && { ...merchant, status: 'disabled' });
     expect((await call(disabled.api, signedUrl())).body).toEqual({ status: 'error', message: 'Signature does not match.', is_valid: false });
-    const gone = staleApi(() => undefined);
+    const gone = staleMerchantApi(() => undefined);
     expect((await call(gone.api, signedUrl())).body).toEqual({ status: 'error', message: 'Signature does not match.', is_valid: false });
   });
 });
