@@ -15,7 +15,7 @@ import { stat } from 'node:fs/promises';
 import { parseSeedUser, type Seed, type SeedUser } from '../../seed/seed.js';
 import { LineSplitter } from '../../seed/seed-stream.js';
 import { upsertSeedMerchant } from './merchant-admin.js';
-import type { MasterKey } from '../merchants/key-sealing.js';
+import type { MasterKey } from '../../sql/key-sealing.js';
 import { API_KEY_MAX_LENGTH, type MerchantApiDatabase } from '../schema.js';
 import { readIdAllocation, upsertUsers, UserBatch, userFieldProblem, withSharingMerchants, type IdAllocation } from './user-upsert.js';
 
