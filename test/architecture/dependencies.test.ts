@@ -68,7 +68,8 @@ const CONTROL: Record<string, string> = {
   // The shared SQL folder sees only the contract, not a storage of its own rank.
   'src/storage/sql/key-ids.ts': `import { x as a } from '../contract.js'; import { x as b } from '../mysql/sql-values.js';`,
   'src/storage/mysql/sql-values.ts': `import { x as a } from '../../errors.js';`,
-  'src/storage/redis/index.ts': `import { x as a } from '../throttle-store.js'; import { x as b } from '../memory/own.js'; import { x as c } from '../sql/key-ids.js';`,
+  'src/storage/redis/index.ts': `import { x as a } from '../throttle-store.js'; import { x as b } from '../memory/own.js'; import { x as c } from '../sql/key-ids.js'; import { x as d } from '../forwarding-storage.js';`,
+  'src/storage/forwarding-storage.ts': `import { x as a } from './contract.js';`,
   'src/storage/throttle-store.ts': '',
   'src/client/index.ts': `import type { T } from '../storage/contract.js'; import { x as a } from '../signing/index.js'; import { x as b } from '../errors.js'; import { x as c } from '../http/context.js';`,
   'src/cli/run.ts': `import { x as a } from '../index.js'; import { x as b } from '../storage/mysql/index.js'; import { x as c } from '../../adapters/bun.js'; import { x as d } from './config.js'; import { x as e } from '../storage/mysql/sql-values.js';`,

@@ -23,9 +23,9 @@ const LAYERS = [
  */
 const CLIENT = '^src/client/';
 
-/** What a storage implementation may see: the contract, the seed, JSON, the errors and the defaults. */
+/** What a storage implementation may see: the contract, the base of wrappers, the seed, JSON, the errors and the defaults. */
 const STORAGE_CONTRACT = [
-  '^src/storage/(contract|throttle-store|timestamps|order|user-pages)\\.ts$',
+  '^src/storage/(contract|forwarding-storage|throttle-store|timestamps|order|user-pages)\\.ts$',
   '^src/storage/seed/',
   '^src/json/',
   '^src/(errors|defaults)\\.ts$',
@@ -105,7 +105,7 @@ module.exports = {
     ...upward,
     {
       name: 'storage-implementation-imports-contract-only',
-      comment: 'memory, mysql, redis and the shared sql folder import the storage contract, the seed, src/json, src/errors.ts, src/defaults.ts and their own folder; never each other, but for the SQL storages using src/storage/sql',
+      comment: 'memory, mysql, redis and the shared sql folder import the storage contract, the base of wrappers (forwarding-storage.ts), the seed, src/json, src/errors.ts, src/defaults.ts and their own folder; never each other, but for the SQL storages using src/storage/sql',
       severity: 'error',
       from: { path: '^src/storage/(memory|mysql|redis|sql)/' },
       to: { path: LOCAL, pathNot: ['^src/storage/$1/', SQL_SHARED, ...STORAGE_CONTRACT] },
