@@ -18,6 +18,7 @@
  *   refused for the replica's sake.
  */
 import type { Kysely } from 'kysely';
+import { DEFAULTS } from '../../../defaults.js';
 import { StorageUnavailableError } from '../../../errors.js';
 import type { Storage, UserPageQuery, UserRecord, UserRecordPage } from '../../contract.js';
 import { ForwardingStorage } from '../../forwarding-storage.js';
@@ -42,7 +43,7 @@ export interface ReplicaReadsOptions {
   pagePlan?: MysqlStorageOptions['pagePlan'];
 }
 
-export const DEFAULT_MAX_LAG_SECONDS = 5;
+export const DEFAULT_MAX_LAG_SECONDS = DEFAULTS.replicaReads.maxLagSeconds;
 
 /** A storage reading from a replica; `readingFromReplica` says where reads go now. */
 export interface ReplicaReadsStorage extends Storage {
@@ -76,7 +77,7 @@ class ReplicaReads extends ForwardingStorage implements ReplicaReadsStorage {
   constructor(primary: Storage, options: ReplicaReadsOptions) {
     super(primary);
     this.#maxLag = options.maxLagSeconds ?? DEFAULT_MAX_LAG_SECONDS;
-    this.#interval = options.checkIntervalMs ?? 1000;
+    this.#interval = options.checkIntervalMs ?? DEFAULTS.replicaReads.checkIntervalMs;
     if (!Number.isInteger(this.#maxLag) || this.#maxLag < 0) throw new TypeError('maxLagSeconds must be a whole number, 0 or more.');
     if (!Number.isInteger(this.#interval) || this.#interval < 1) throw new TypeError('checkIntervalMs must be a whole number, at least 1.');
     this.#options = options;
