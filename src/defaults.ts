@@ -33,6 +33,13 @@ export const DEFAULTS = {
   maxSalts: 1_000_000,
   /** The MySQL storage: seconds a revoked key may keep working per instance. */
   keyCacheTtlSeconds: 10,
+  /**
+   * The MySQL storage's background prune of expired salts: how often a salt write may start one
+   * (ms), rows per DELETE and DELETEs per run.
+   */
+  saltPrune: { intervalMs: 1000, batchSize: 5000, maxBatches: 20 },
+  /** Reads on a MySQL replica: most seconds it may be behind, and how often its lag is read (ms). */
+  replicaReads: { maxLagSeconds: 5, checkIntervalMs: 1000 },
   /** The standalone server's port. */
   port: 8787,
 } as const;

@@ -196,8 +196,27 @@ export interface PartHealth {
   problem?: string;
 }
 
-/** The storage methods the handler calls, as named in logs, metrics and spans. */
-export type StorageOperation = 'getMerchant' | 'recordSalt' | 'listUsers' | 'getUser' | 'ping';
+/**
+ * The storage methods the handler calls per request, as named in logs, metrics and spans: every
+ * method `Storage` requires but `close`. One list, so that what forwards them (the guard's view of
+ * a request, `ForwardingStorage` under the Redis and replica wrappers) is built from it, and a new
+ * operation is written here, in `Storage`, and in each storage.
+ */
+export const STORAGE_OPERATIONS = ['getMerchant', 'recordSalt', 'listUsers', 'getUser', 'ping'] as const;
+
+/** A storage method the handler calls per request (`STORAGE_OPERATIONS`). */
+export type StorageOperation = (typeof STORAGE_OPERATIONS)[number];
+
+/** The methods `Storage` requires, by name. */
+type RequiredStorageMethod = {
+  [K in keyof Storage]-?: undefined extends Storage[K] ? never : Storage[K] extends (...args: never[]) => unknown ? K : never;
+}[keyof Storage];
+
+/** `true` only when `STORAGE_OPERATIONS` names every required method but `close`, and nothing else. */
+type OperationsMatchContract = [Exclude<RequiredStorageMethod, 'close'>] extends [StorageOperation] ? ([StorageOperation] extends [Exclude<RequiredStorageMethod, 'close'>] ? true : false) : false;
+type MustBeTrue<T extends true> = T;
+// A method added to `Storage` and not to `STORAGE_OPERATIONS` (or the reverse) stops the build here.
+type StorageOperationsCheck = MustBeTrue<OperationsMatchContract>;
 
 /** Longest merchant id, salt and shared_user_id any storage must accept. */
 export const MAX_ID_LENGTH = 128;

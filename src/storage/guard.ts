@@ -6,7 +6,7 @@
  * (a pool reconnects), so the next request after the backend is back succeeds.
  */
 import { MerchantApiError, StorageUnavailableError } from '../errors.js';
-import type { Merchant, MerchantLookup, SaltRecord, Storage, StorageOperation, UserPageQuery, UserRecord, UserRecordPage } from './contract.js';
+import { STORAGE_OPERATIONS, type Storage, type StorageOperation } from './contract.js';
 
 /**
  * Watches one storage call: called as it starts, it returns what to call when
@@ -20,14 +20,8 @@ export type StorageCall<C> = <T>(operation: StorageOperation, context: C, call: 
 /** Runs a call within a limit of the request's (the merchant's share of the connections), inside the deadline. */
 export type StorageGate<C> = <T>(context: C, call: () => Promise<T>) => Promise<T>;
 
-/** The storage calls a request makes, each bounded, watched and shared. */
-export interface StorageView {
-  getMerchant(id: string, options?: MerchantLookup): Promise<Merchant | undefined>;
-  recordSalt(record: SaltRecord): Promise<boolean>;
-  listUsers(query: UserPageQuery): Promise<UserRecordPage>;
-  getUser(merchantId: string, sharedUserId: string): Promise<UserRecord | undefined>;
-  ping(): Promise<void>;
-}
+/** The storage calls a request makes (`STORAGE_OPERATIONS`), each bounded, watched and shared. */
+export type StorageView = Pick<Storage, StorageOperation>;
 
 export interface StorageGuardOptions<C> {
   /** Milliseconds before a call is a 503. */
@@ -50,8 +44,11 @@ export function storageViews<C>(storage: Storage, options: StorageGuardOptions<C
   return (context) => new GuardedView(run, context);
 }
 
-/** A plain class rather than an object of closures: one small allocation per request. */
-class GuardedView<C> implements StorageView {
+/**
+ * A plain class rather than an object of closures: one small allocation per request. Its
+ * methods, one per operation, are put on the prototype once, when the class is defined.
+ */
+class GuardedView<C> {
   readonly #run: StorageCall<C>;
   readonly #context: C;
 
@@ -60,26 +57,22 @@ class GuardedView<C> implements StorageView {
     this.#context = context;
   }
 
-  getMerchant(id: string, options?: MerchantLookup): Promise<Merchant | undefined> {
-    return this.#run('getMerchant', this.#context, (s) => (options === undefined ? s.getMerchant(id) : s.getMerchant(id, options)));
-  }
-
-  recordSalt(record: SaltRecord): Promise<boolean> {
-    return this.#run('recordSalt', this.#context, (s) => s.recordSalt(record));
-  }
-
-  listUsers(query: UserPageQuery): Promise<UserRecordPage> {
-    return this.#run('listUsers', this.#context, (s) => s.listUsers(query));
-  }
-
-  getUser(merchantId: string, sharedUserId: string): Promise<UserRecord | undefined> {
-    return this.#run('getUser', this.#context, (s) => s.getUser(merchantId, sharedUserId));
-  }
-
-  ping(): Promise<void> {
-    return this.#run('ping', this.#context, (s) => s.ping());
+  static {
+    for (const operation of STORAGE_OPERATIONS) {
+      Object.defineProperty(this.prototype, operation, {
+        value: function guarded(this: GuardedView<unknown>, ...args: unknown[]): Promise<unknown> {
+          return this.#run(operation, this.#context, (storage) => (storage as unknown as Operations)[operation](...args));
+        },
+        writable: true,
+        configurable: true,
+      });
+    }
   }
 }
+
+interface GuardedView<C> extends StorageView {}
+
+type Operations = Record<StorageOperation, (...args: unknown[]) => Promise<unknown>>;
 
 interface Pending {
   deadline: number;

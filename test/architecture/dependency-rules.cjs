@@ -23,15 +23,22 @@ const LAYERS = [
  */
 const CLIENT = '^src/client/';
 
-/** What a storage implementation may see: the contract, the seed, JSON, the errors and the defaults. */
+/** What a storage implementation may see: the contract, the base of wrappers, the seed, JSON, the errors and the defaults. */
 const STORAGE_CONTRACT = [
-  '^src/storage/(contract|throttle-store|timestamps|order|user-pages)\\.ts$',
+  '^src/storage/(contract|forwarding-storage|throttle-store|timestamps|order|user-pages)\\.ts$',
   '^src/storage/seed/',
   '^src/json/',
   '^src/(errors|defaults)\\.ts$',
 ];
 
 /** The public entry points (package.json "exports"), which the CLI uses like any embedder, and its options. */
+/**
+ * What any SQL storage shares (the merchant cache and directory, key sealing and ids, the statement
+ * batcher): a storage of its own rank, used by the SQL storages and by nothing else.
+ */
+const SQL_SHARED = '^src/storage/sql/';
+const SQL_STORAGES = '^src/storage/(mysql)/';
+
 const CLI_MAY_IMPORT = [
   '^src/cli/',
   '^src/(index|options)\\.ts$',
@@ -98,10 +105,17 @@ module.exports = {
     ...upward,
     {
       name: 'storage-implementation-imports-contract-only',
-      comment: 'memory, mysql and redis import the storage contract, the seed, src/json, src/errors.ts, src/defaults.ts and their own folder; never each other',
+      comment: 'memory, mysql, redis and the shared sql folder import the storage contract, the base of wrappers (forwarding-storage.ts), the seed, src/json, src/errors.ts, src/defaults.ts and their own folder; never each other, but for the SQL storages using src/storage/sql',
       severity: 'error',
-      from: { path: '^src/storage/(memory|mysql|redis)/' },
-      to: { path: LOCAL, pathNot: ['^src/storage/$1/', ...STORAGE_CONTRACT] },
+      from: { path: '^src/storage/(memory|mysql|redis|sql)/' },
+      to: { path: LOCAL, pathNot: ['^src/storage/$1/', SQL_SHARED, ...STORAGE_CONTRACT] },
+    },
+    {
+      name: 'sql-shared-by-sql-storages-only',
+      comment: 'src/storage/sql is what SQL storages share; nothing else imports it (the others reach it through a storage entry point)',
+      severity: 'error',
+      from: { pathNot: [SQL_STORAGES, SQL_SHARED] },
+      to: { path: SQL_SHARED },
     },
     {
       name: 'client-imports-signing-json-and-types',

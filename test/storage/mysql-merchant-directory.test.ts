@@ -1,13 +1,13 @@
 /**
  * The list of every merchant id that lets the MySQL storage answer a new
- * unknown id without a query (src/storage/mysql/merchants/merchant-directory.ts):
+ * unknown id without a query (src/storage/sql/merchant-directory.ts):
  * trusted for ttlMs after the read began, read again by the first lookup
  * after that (the database answers meanwhile), dropped when a change is
  * made through this process, not kept above maxIds, and never trusted
  * after a failed read.
  */
 import { describe, expect, it } from 'vitest';
-import { MerchantDirectory } from '../../src/storage/mysql/merchants/merchant-directory.js';
+import { MerchantDirectory } from '../../src/storage/sql/merchant-directory.js';
 
 function directory(ids: string[], options: { maxIds?: number } = {}) {
   let time = 0;

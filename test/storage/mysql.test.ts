@@ -21,7 +21,7 @@ import {
   sealApiKey,
   setMerchantStatus,
 } from '../../src/storage/mysql/index.js';
-import { MerchantCache } from '../../src/storage/mysql/merchants/merchant-cache.js';
+import { MerchantCache } from '../../src/storage/sql/merchant-cache.js';
 import { selectUserPage } from '../../src/storage/mysql/statements/user-queries.js';
 import { toSqlDatetime } from '../../src/storage/mysql/sql-values.js';
 import type { UserPageQuery } from '../../src/storage/contract.js';

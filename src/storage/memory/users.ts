@@ -1,7 +1,7 @@
 /**
  * The memory storage's users (docs/protocol.md#users): per merchant, the records by id with the
  * time each last changed, and five sorted lists of the same records that serve every listing in
- * bounded work, following the plan of `./user-pages.ts` (the MySQL storage follows it too, with
+ * bounded work, following the plan of `../user-pages.ts` (the MySQL storage follows it too, with
  * the same constants):
  * - by `shared_user_id` in code-point order, one list per activity (`deactivated_at` null or
  *   not): id order, with or without `active`, is a merge of at most two lists from the position;
@@ -19,9 +19,7 @@ import { formatEpochSeconds } from '../timestamps.js';
 import { compareCodePoints } from '../order.js';
 import type { SeedUser } from '../seed/seed.js';
 import { DEFAULT_PAGE_PLAN, hasDateFilter, type PagePlan } from '../user-pages.js';
-
-/** Records looked at by the running `page` call (reset at its start). */
-let examined = 0;
+import { examined, insert, isSorted, merge, next, remove, search } from './sorted-lists.js';
 
 /** Index 0: deactivated users; 1: active users. */
 type ByActivity = [UserRecord[], UserRecord[]];
@@ -115,11 +113,6 @@ class MerchantUsers {
 
 const SECOND_DIGITS = [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18];
 
-function isSorted<T>(list: T[], compare: (x: T, y: T) => number): boolean {
-  for (let i = 1; i < list.length; i++) if (compare(list[i - 1]!, list[i]!) > 0) return false;
-  return true;
-}
-
 /** Users per merchant with the sorted lists every listing reads. */
 export class MemoryUserIndex {
   readonly #merchants = new Map<string, MerchantUsers>();
@@ -154,7 +147,7 @@ export class MemoryUserIndex {
 
   /** How many records the last `page` call of any index looked at, binary searches included (for the benches). */
   static get lastExamined(): number {
-    return examined;
+    return examined.count;
   }
 
   /** The user `sharedUserId` of `merchantId`, or undefined. */
@@ -225,14 +218,14 @@ export class MemoryUserIndex {
     return updatedAt;
   }
 
-  /** One page (see `UserPageQuery`, `UserRecordPage` and `./user-pages.ts`). */
+  /** One page (see `UserPageQuery`, `UserRecordPage` and `../user-pages.ts`). */
   page({ merchantId, filter, order, after, afterJoined, afterUpdated, limit: requested }: UserPageQuery): UserRecordPage {
     const users = this.#merchants.get(merchantId);
     const limit = Math.floor(requested);
-    examined = 0;
+    examined.count = 0;
     if (!users || !(limit >= 1)) return [];
     users.sort();
-    examined = 0;
+    examined.count = 0;
     const lists = (byActivity: ByActivity) => (filter.active === undefined ? byActivity : [byActivity[filter.active ? 1 : 0]]);
     const { joinedAfter, joinedBefore } = filter;
     // Where each date-ordered list enters and leaves the range [joinedAfter, joinedBefore] (exclusive bounds).
@@ -268,7 +261,7 @@ export class MemoryUserIndex {
       const candidates: UserRecord[] = [];
       joinedLists.forEach((list, i) => {
         const [start, end] = ranges[i]!;
-        examined += end - start;
+        examined.count += end - start;
         for (let j = start; j < end; j++) {
           const record = list[j]!;
           if (after === undefined || users.compareIds(record.shared_user_id, after) > 0) candidates.push(record);
@@ -309,7 +302,7 @@ export class MemoryUserIndex {
     const page: UserRecordPage = [];
     for (let scanned = 0; at < list.length; at++) {
       const { record, updatedAt } = list[at]!;
-      examined++;
+      examined.count++;
       if (
         (active === undefined || (record.deactivated_at === null) === active) &&
         (joinedAfter === undefined || record.date_joined > joinedAfter) &&
@@ -335,55 +328,8 @@ export class MemoryUserIndex {
   }
 }
 
-interface Cursor {
-  list: UserRecord[];
-  at: number;
-  end: number;
-}
-
 function activity(record: UserRecord): 0 | 1 {
   return record.deactivated_at === null ? 1 : 0;
-}
-
-/** The next record of the merged cursors in `compare` order (and moves past it), or undefined. */
-function next(cursors: Cursor[], compare: (x: UserRecord, y: UserRecord) => number): UserRecord | undefined {
-  let best: Cursor | undefined;
-  for (const cursor of cursors) {
-    if (cursor.at < cursor.end && (!best || compare(cursor.list[cursor.at]!, best.list[best.at]!) < 0)) best = cursor;
-  }
-  if (!best) return undefined;
-  examined++;
-  return best.list[best.at++];
-}
-
-/** The first `limit` records of the merged cursors. */
-function merge(cursors: Cursor[], compare: (x: UserRecord, y: UserRecord) => number, limit: number): UserRecordPage {
-  if (cursors.length === 1) {
-    const [{ list, at, end }] = cursors as [Cursor];
-    const page = list.slice(at, Math.min(end, at + limit));
-    examined += page.length;
-    return page;
-  }
-  const page: UserRecord[] = [];
-  while (page.length < limit) {
-    const record = next(cursors, compare);
-    if (record === undefined) break;
-    page.push(record);
-  }
-  return page;
-}
-
-/** The first index of the sorted `list` whose record is not `before` (a prefix predicate). */
-function search<T>(list: T[], before: (entry: T) => boolean): number {
-  let lo = 0;
-  let hi = list.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    examined++;
-    if (before(list[mid]!)) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
 }
 
 /** The canonical timestamp 1 µs after `stamp` (the same at the very end of year 9999). */
@@ -401,13 +347,4 @@ function formatMicros(micros: number): string {
 
 function sameRecord(x: UserRecord, y: UserRecord): boolean {
   return USER_RECORD_KEYS.every((key) => x[key] === y[key]);
-}
-
-function insert<T>(list: T[], record: T, compare: (x: T, y: T) => number): void {
-  list.splice(search(list, (r) => compare(r, record) < 0), 0, record);
-}
-
-function remove<T>(list: T[], record: T, compare: (x: T, y: T) => number): void {
-  const at = search(list, (r) => compare(r, record) < 0);
-  if (list[at] === record) list.splice(at, 1);
 }

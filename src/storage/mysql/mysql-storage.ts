@@ -6,9 +6,9 @@ import { poolSizeOf } from './create-mysql-kysely.js';
 import { sql, type Kysely } from 'kysely';
 import { StorageUnavailableError } from '../../errors.js';
 import type { Merchant, MerchantLookup, SaltRecord, Storage, UserPageQuery, UserRecord, UserRecordPage } from '../contract.js';
-import { MasterKeyError, openApiKey, parseMasterKey, type MasterKey } from './merchants/key-sealing.js';
-import { MerchantCache } from './merchants/merchant-cache.js';
-import { MerchantDirectory } from './merchants/merchant-directory.js';
+import { MasterKeyError, openApiKey, parseMasterKey, type MasterKey } from '../sql/key-sealing.js';
+import { MerchantCache } from '../sql/merchant-cache.js';
+import { MerchantDirectory } from '../sql/merchant-directory.js';
 import { pruneExpiredSalts, SaltWriter, type PruneOptions } from './statements/salts.js';
 import type { MerchantApiDatabase } from './schema.js';
 import { isStorableId, storageError } from './sql-values.js';
@@ -35,7 +35,10 @@ export interface MysqlStorageOptions {
    * next at once, so pruning keeps pace with the rate of new salts.
    */
   saltPruneIntervalMs?: number;
-  /** Rows per prune statement and statements per prune run (defaults 5000 and 20). */
+  /**
+   * Rows per prune statement and statements per prune run: defaults 5000 and 20 in the background
+   * prune, those of `PruneOptions` (1000 and 20) in `pruneSalts`.
+   */
   saltPrune?: PruneOptions;
   /** Destroy `db` in `close()` (default false: the caller owns the pool). */
   destroyOnClose?: boolean;
@@ -221,11 +224,11 @@ export class MysqlStorage implements Storage {
    * database can delete, instead of a fixed number of rows per interval.
    */
   #maybePrune(now: number): void {
-    const interval = this.#options.saltPruneIntervalMs ?? 1000;
+    const interval = this.#options.saltPruneIntervalMs ?? DEFAULTS.saltPrune.intervalMs;
     if (interval <= 0 || this.#pruning) return;
     if (!this.#pruneBacklog && performance.now() - this.#lastPrune < interval) return;
     this.#lastPrune = performance.now();
-    const options = { batchSize: 5000, maxBatches: 20, ...this.#options.saltPrune };
+    const options = { batchSize: DEFAULTS.saltPrune.batchSize, maxBatches: DEFAULTS.saltPrune.maxBatches, ...this.#options.saltPrune };
     this.#pruning = pruneExpiredSalts(this.#db, now, options)
       .then(
         (deleted) => {

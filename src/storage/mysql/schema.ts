@@ -24,7 +24,7 @@ export interface MerchantKeysTable {
   sealed_key: string;
   created_at: CreatedAt;
   revoked_at: string | null;
-  /** The public id, `key_` and 12 base32 characters (migration 0004; `merchants/key-ids.ts`). */
+  /** The public id, `key_` and 12 base32 characters (migration 0004; `src/storage/sql/key-ids.ts`). */
   key_id: string;
   /** First 8 bytes of the key's SHA-256, hex; NULL for keys older than migration 0004 until `merchant keys` fills it. */
   fingerprint: ColumnType<string | null, string | null | undefined, string | null>;

@@ -11,7 +11,8 @@
  * never a replay accepted.
  */
 import { MerchantApiError } from '../../errors.js';
-import type { Merchant, MerchantLookup, PartHealth, SaltRecord, Storage, StorageOperation, UserPageQuery, UserRecord, UserRecordPage } from '../contract.js';
+import { STORAGE_OPERATIONS, type PartHealth, type SaltRecord, type Storage, type StorageOperation } from '../contract.js';
+import { ForwardingStorage } from '../forwarding-storage.js';
 import type { ThrottleStore } from '../throttle-store.js';
 import type { RedisConnection } from './connection.js';
 import { EvictionPolicyCheck } from './eviction-policy.js';
@@ -19,8 +20,6 @@ import { DEFAULT_PREFIX, RedisKeys, SALT_GROUPS } from './keys.js';
 import { healthProblem, redisError } from './redis-error.js';
 import { EXPIRY_MARGIN_SECONDS, MARK_LIFE, readSaltVerdict, RECORD_SALT } from './salt-script.js';
 import { RedisThrottleStore } from './throttle-store.js';
-
-const ALL_OPERATIONS: readonly StorageOperation[] = ['getMerchant', 'recordSalt', 'listUsers', 'getUser', 'ping'];
 
 export interface RedisStateOptions {
   /** Prefix of every key and of the channel (default `merchant-api:`), to share one Redis between deployments. */
@@ -67,8 +66,13 @@ export function withRedisState(storage: Storage, connection: RedisConnection, op
   return new RedisState(storage, connection, options);
 }
 
-class RedisState implements RedisStateStorage {
-  readonly #inner: Storage;
+/**
+ * Salts, the throttle's store, the health of Redis and closing are its own; every other operation
+ * goes to the wrapped storage unchanged (`ForwardingStorage`), `ping` included: Redis holds only
+ * salts and throttle counters, so a Redis outage must not make the instance unready (the users
+ * endpoints work without it); see `redisHealth()`.
+ */
+class RedisState extends ForwardingStorage implements RedisStateStorage {
   readonly #connection: RedisConnection;
   readonly #keys: RedisKeys;
   readonly #margin: number;
@@ -77,14 +81,13 @@ class RedisState implements RedisStateStorage {
   readonly #options: RedisStateOptions;
   /** Why the last salt call failed; undefined once one succeeds. */
   #problem: string | undefined;
-  readonly concurrency: number | undefined;
-  readonly pooledOperations: readonly StorageOperation[];
+  override readonly pooledOperations: readonly StorageOperation[];
   /** Every group's life marker exists (written by this instance or another); undefined: not known yet. */
   #marked: Promise<void> | undefined;
   #markedOnce = false;
 
   constructor(inner: Storage, connection: RedisConnection, options: RedisStateOptions) {
-    this.#inner = inner;
+    super(inner);
     this.#connection = connection;
     this.#keys = new RedisKeys(options.prefix ?? DEFAULT_PREFIX);
     this.#margin = options.expiryMarginSeconds ?? EXPIRY_MARGIN_SECONDS;
@@ -92,25 +95,12 @@ class RedisState implements RedisStateStorage {
     this.#policy = new EvictionPolicyCheck(connection, { assumeNoEviction: options.assumeNoEviction });
     this.#throttle = options.throttle === false ? undefined : new RedisThrottleStore(connection, this.#keys);
     this.#options = options;
-    this.concurrency = inner.concurrency;
     // Salts go to Redis, not to the wrapped storage's pool: they do not wait for the merchant's share of it.
-    this.pooledOperations = (inner.pooledOperations ?? ALL_OPERATIONS).filter((operation) => operation !== 'recordSalt');
-  }
-
-  getMerchant(id: string, options?: MerchantLookup): Promise<Merchant | undefined> {
-    return this.#inner.getMerchant(id, options);
-  }
-
-  listUsers(query: UserPageQuery): Promise<UserRecordPage> {
-    return this.#inner.listUsers(query);
-  }
-
-  getUser(merchantId: string, sharedUserId: string): Promise<UserRecord | undefined> {
-    return this.#inner.getUser(merchantId, sharedUserId);
+    this.pooledOperations = (inner.pooledOperations ?? STORAGE_OPERATIONS).filter((operation) => operation !== 'recordSalt');
   }
 
   /** See salt-script.ts: new, a replay, or a ts from before the group's life marker (400). */
-  async recordSalt({ merchantId, salt, expiresAt, now, ts }: SaltRecord): Promise<boolean> {
+  override async recordSalt({ merchantId, salt, expiresAt, now, ts }: SaltRecord): Promise<boolean> {
     let reply: unknown;
     try {
       await this.#policy.ensure();
@@ -131,14 +121,6 @@ class RedisState implements RedisStateStorage {
     }
     if (verdict.kind === 'before-marker') throw new MerchantApiError('invalid_parameter', BEFORE_MARKER_MESSAGE);
     return verdict.kind === 'new';
-  }
-
-  /**
-   * The inner storage's: Redis holds only salts and throttle counters, so a Redis outage must not
-   * make the instance unready (the users endpoints work without it); see `redisHealth()`.
-   */
-  ping(): Promise<void> {
-    return this.#inner.ping();
   }
 
   async redisHealth(): Promise<RedisHealth> {
@@ -193,17 +175,17 @@ class RedisState implements RedisStateStorage {
   }
 
   /** Redis as the last salt found it; the wrapped storage's own parts, if it reports them. */
-  health(): Record<string, PartHealth> {
-    return { ...this.#inner.health?.(), redis: this.#problem === undefined ? { ok: true } : { ok: false, problem: this.#problem } };
+  override health(): Record<string, PartHealth> {
+    return { ...this.inner.health?.(), redis: this.#problem === undefined ? { ok: true } : { ok: false, problem: this.#problem } };
   }
 
-  throttleStore(): ThrottleStore | undefined {
-    return this.#throttle ?? this.#inner.throttleStore?.();
+  override throttleStore(): ThrottleStore | undefined {
+    return this.#throttle ?? this.inner.throttleStore?.();
   }
 
-  async close(): Promise<void> {
+  override async close(): Promise<void> {
     this.#throttle?.close();
-    if (this.#options.closeStorage !== false) await this.#inner.close();
+    if (this.#options.closeStorage !== false) await this.inner.close();
     if (this.#options.closeConnection) await this.#connection.close();
   }
 }

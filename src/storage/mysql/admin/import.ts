@@ -15,9 +15,10 @@ import { stat } from 'node:fs/promises';
 import { parseSeedUser, type Seed, type SeedUser } from '../../seed/seed.js';
 import { LineSplitter } from '../../seed/seed-stream.js';
 import { upsertSeedMerchant } from './merchant-admin.js';
-import type { MasterKey } from '../merchants/key-sealing.js';
+import type { MasterKey } from '../../sql/key-sealing.js';
 import { API_KEY_MAX_LENGTH, type MerchantApiDatabase } from '../schema.js';
-import { readIdAllocation, upsertUsers, UserBatch, userFieldProblem, withSharingMerchants, type IdAllocation } from './user-upsert.js';
+import { readIdAllocation, UserBatch, type IdAllocation } from './new-users.js';
+import { upsertUsers, userFieldProblem, withSharingMerchants } from './user-upsert.js';
 
 /** What an import changed. */
 export interface ImportSummary {

@@ -1,5 +1,5 @@
 /**
- * `LOAD DATA LOCAL INFILE` from memory, for the bulk writes of imports (`user-upsert.ts`).
+ * `LOAD DATA LOCAL INFILE` from memory, for the bulk writes of imports (`new-users.ts`).
  * The pool of `createMysqlKysely` answers the server's request for a "local file" from this
  * registry only: a name registered here by this process, read once. Any other name (a server
  * asking for a file of its own choosing) gets an error, never a file from disk.

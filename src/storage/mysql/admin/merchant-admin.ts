@@ -9,10 +9,10 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { merchantIdProblem } from '../../contract.js';
 import type { SeedMerchant } from '../../seed/seed.js';
-import { generateApiKey, openApiKey, sealApiKey, type MasterKey } from '../merchants/key-sealing.js';
+import { generateApiKey, openApiKey, sealApiKey, type MasterKey } from '../../sql/key-sealing.js';
 import type { MerchantApiDatabase } from '../schema.js';
 import { canonicalColumn } from '../sql-values.js';
-import { KEY_ID_PATTERN, keyFingerprint, newKeyId } from '../merchants/key-ids.js';
+import { KEY_ID_PATTERN, keyFingerprint, newKeyId } from '../../sql/key-ids.js';
 
 type Db = Kysely<MerchantApiDatabase> | Transaction<MerchantApiDatabase>;
 

@@ -17,45 +17,19 @@
  * lock throws `SharingMerchantsFound` before writing, and `withSharingMerchants` runs its
  * transaction again with that merchant locked from the start.
  *
- * Written for millions of rows (docs/mysql.md#import):
- * - which ids exist is asked with one range read per merchant (a batch in key order, the usual
- *   export, finds its range empty at once), and an `IN` list only when the range holds many
- *   other users;
- * - new users go in with `LOAD DATA LOCAL INFILE` from memory (`infile.ts`), two statements a
- *   batch, checked for the row count and for warnings (LOCAL turns errors into warnings); where
- *   the server or the pool refuses LOCAL INFILE, with multi-row INSERTs.
- * Ids: one LOAD DATA or multi-row INSERT gets consecutive AUTO_INCREMENT values when
- * `innodb_autoinc_lock_mode` is 0 or 1 (MySQL/MariaDB documented behaviour); under mode 2 new
- * users are inserted one at a time.
+ * Written for millions of rows (docs/mysql.md#import): which ids exist is asked with one range read
+ * per merchant (a batch in key order, the usual export, finds its range empty at once), and an `IN`
+ * list only when the range holds many other users; the new users go in in bulk (`new-users.ts`).
  */
-import { sql, type Insertable, type Kysely, type Transaction } from 'kysely';
+import { sql, type Transaction } from 'kysely';
 import { compareCodePoints } from '../../order.js';
 import type { SeedUser } from '../../seed/seed.js';
-import { InfileWriter, registerInfile, releaseInfile } from './infile.js';
-import { USER_FIELDS, USER_FIELD_MAX_LENGTH, type MerchantApiDatabase, type UsersTable } from '../schema.js';
-import { canonicalColumn, mysqlErrorCode, toSqlDatetime } from '../sql-values.js';
+import { insertNewUsers, UserBatch, type IdAllocation } from './new-users.js';
+import { userColumns } from './user-rows.js';
+import { USER_FIELDS, USER_FIELD_MAX_LENGTH, type MerchantApiDatabase } from '../schema.js';
+import { canonicalColumn } from '../sql-values.js';
 
 type Trx = Transaction<MerchantApiDatabase>;
-
-/** How the server hands out AUTO_INCREMENT values, and how bulk writes work on this pool. */
-export interface IdAllocation {
-  /** True when a multi-row INSERT gets consecutive ids (innodb_autoinc_lock_mode 0 or 1). */
-  consecutive: boolean;
-  /** `auto_increment_increment` (1 unless replication spreads ids). */
-  step: bigint;
-  /**
-   * Whether LOAD DATA LOCAL INFILE works here: undefined until the first bulk write finds out,
-   * then remembered for the rest of the import. Set false to use multi-row INSERTs only.
-   */
-  localInfile?: boolean;
-}
-
-/** Reads the server's id allocation once per import. */
-export async function readIdAllocation(db: Trx | Kysely<MerchantApiDatabase>): Promise<IdAllocation> {
-  const { rows } = await sql<{ mode: string | number; step: string | number }>`SELECT @@innodb_autoinc_lock_mode AS mode, @@auto_increment_increment AS step`.execute(db);
-  const row = rows[0];
-  return { consecutive: Number(row?.mode ?? 2) < 2, step: BigInt(row?.step ?? 1) };
-}
 
 /** Names a field too long for its column, or returns undefined. Values are never quoted. */
 export function userFieldProblem(user: SeedUser): string | undefined {
@@ -66,40 +40,6 @@ export function userFieldProblem(user: SeedUser): string | undefined {
     }
   }
   return undefined;
-}
-
-/**
- * A batch of users with its LOAD DATA text written as the users are added, on the guess that all
- * of them are new (a first import): the text is ready when the batch is written, off the path
- * between the database's answers. A key repeated in the batch keeps its last record.
- */
-export class UserBatch {
-  /** The users by merchant and id, the last record of a repeated key. */
-  readonly byMerchant = new Map<string, Map<string, SeedUser>>();
-  readonly #users = new InfileWriter();
-  readonly #shares = new InfileWriter();
-  #count = 0;
-  #repeated = false;
-
-  get size(): number {
-    return this.#count;
-  }
-
-  add(user: SeedUser): void {
-    let users = this.byMerchant.get(user.merchant_id);
-    if (!users) this.byMerchant.set(user.merchant_id, (users = new Map()));
-    if (users.has(user.shared_user_id)) this.#repeated = true;
-    users.set(user.shared_user_id, user);
-    // The share's user_id is its row number here; LOAD DATA turns it into the id (see loadShares).
-    this.#users.row(userValues(user));
-    this.#shares.row(shareValues(user, this.#count));
-    this.#count++;
-  }
-
-  /** The prepared text, when every user of the batch is new: all `users`, once each, in order. */
-  prepared(news: number): { users: Buffer[]; shares: Buffer[] } | undefined {
-    return !this.#repeated && news === this.#count ? { users: this.#users.finish(), shares: this.#shares.finish() } : undefined;
-  }
 }
 
 /**
@@ -270,155 +210,4 @@ async function updateUsers(trx: Trx, updates: Array<{ id: string; user: SeedUser
       SET s.is_active = (u.deactivated_at IS NULL), s.date_joined = u.date_joined, s.updated_at = ${stamp}
       WHERE s.user_id IN (${sql.join(chunk.map(({ id }) => id))})`.execute(trx);
   }
-}
-
-async function insertNewUsers(trx: Trx, users: SeedUser[], allocation: IdAllocation, stamp: string, prepared?: { users: Buffer[]; shares: Buffer[] }): Promise<void> {
-  if (!allocation.consecutive) {
-    // Interleaved allocation (lock mode 2) may hand one statement scattered ids: one row at a time, exact ids.
-    const ids: bigint[] = [];
-    for (const user of users) {
-      const result = await trx.insertInto('users').values(userColumns(user)).executeTakeFirstOrThrow();
-      ids.push(result.insertId!);
-    }
-    await insertShares(trx, users, ids, stamp);
-    return;
-  }
-  const text = prepared ?? loadDataText(users);
-  const first = await loadUsers(trx, text.users, users.length, allocation);
-  if (first === undefined) {
-    await insertShares(trx, users, await insertUsers(trx, users, allocation), stamp);
-    return;
-  }
-  await loadShares(trx, text.shares, users.length, first, allocation, stamp);
-}
-
-const USER_COLUMN_LIST = USER_FIELDS.join(', ');
-
-/** The LOAD DATA text of `users`, all new, in order. */
-function loadDataText(users: SeedUser[]): { users: Buffer[]; shares: Buffer[] } {
-  const usersFile = new InfileWriter();
-  const sharesFile = new InfileWriter();
-  users.forEach((user, i) => {
-    usersFile.row(userValues(user));
-    sharesFile.row(shareValues(user, i));
-  });
-  return { users: usersFile.finish(), shares: sharesFile.finish() };
-}
-
-/** LOAD DATA of the new users; their first id, or undefined when LOCAL INFILE is not available. */
-async function loadUsers(trx: Trx, text: Buffer[], rows: number, allocation: IdAllocation): Promise<bigint | undefined> {
-  if (allocation.localInfile === false) return undefined;
-  const loaded = await loadData(trx, text, 'users', USER_COLUMN_LIST, rows, allocation);
-  return loaded === undefined ? undefined : BigInt(loaded);
-}
-
-/** LOAD DATA of the shares: row number `@row` of the batch gets the user id `first + @row * step`, each the batch's stamp. */
-async function loadShares(trx: Trx, text: Buffer[], rows: number, first: bigint, allocation: IdAllocation, stamp: string): Promise<void> {
-  // The stamp is `DATETIME(6)` text the server wrote (digits, '-', ':', '.', ' '): safe to inline.
-  const set = `user_id = ${first} + @row * ${allocation.step}, updated_at = '${stamp}'`;
-  await loadData(trx, text, 'user_shares', 'merchant_id, shared_user_id, @row, is_active, date_joined', rows, allocation, set);
-}
-
-/**
- * One LOAD DATA LOCAL INFILE of `chunks` into `table (columns) SET set`. Resolves to
- * LAST_INSERT_ID() after it, or undefined (and `allocation.localInfile = false`) when the server
- * or the pool refuses LOCAL INFILE. Throws when fewer rows went in or anything was warned about:
- * LOCAL makes the server skip duplicates and cut values with a warning instead of failing.
- */
-async function loadData(trx: Trx, chunks: Buffer[], table: string, columns: string, rows: number, allocation: IdAllocation, set?: string): Promise<string | undefined> {
-  const name = registerInfile(chunks);
-  let result;
-  try {
-    // The format InfileWriter writes: tab-separated, backslash escapes, \N for NULL, one row a line.
-    const format = String.raw`FIELDS TERMINATED BY '\t' ESCAPED BY '\\' LINES TERMINATED BY '\n'`;
-    result = await sql.raw(`LOAD DATA LOCAL INFILE '${name}' INTO TABLE ${table} CHARACTER SET utf8mb4 ${format} (${columns})${set ? ` SET ${set}` : ''}`).execute(trx);
-  } catch (error) {
-    if (allocation.localInfile !== true && localInfileRefused(error)) {
-      allocation.localInfile = false;
-      return undefined;
-    }
-    throw error;
-  } finally {
-    releaseInfile(name);
-  }
-  allocation.localInfile = true;
-  const { rows: [after] } = await sql<{ id: string | number; warnings: string | number }>`SELECT LAST_INSERT_ID() AS id, @@warning_count AS warnings`.execute(trx);
-  if (result.numAffectedRows !== BigInt(rows) || Number(after?.warnings ?? 0) > 0) {
-    throw new Error(`LOAD DATA into ${table} wrote ${result.numAffectedRows ?? 0} of ${rows} rows with ${after?.warnings ?? '?'} warning(s) (a duplicate key, or a value that does not fit): the batch is rolled back.`);
-  }
-  return String(after!.id);
-}
-
-/** True for the errors that mean "no LOCAL INFILE here" (server setting, client flag, pool without our factory). */
-function localInfileRefused(error: unknown): boolean {
-  const errno = (error as { errno?: unknown } | null)?.errno;
-  const code = mysqlErrorCode(error);
-  return errno === 1148 || errno === 3948 || code === 'ER_NOT_ALLOWED_COMMAND' || /LOCAL INFILE|streamFactory/i.test((error as Error | null)?.message ?? '');
-}
-
-/** Multi-row INSERTs of the new users (2000 a statement, within max_allowed_packet); their ids. */
-async function insertUsers(trx: Trx, users: SeedUser[], allocation: IdAllocation): Promise<bigint[]> {
-  const ids: bigint[] = [];
-  for (let i = 0; i < users.length; i += 2000) {
-    const chunk = users.slice(i, i + 2000);
-    // One statement gets consecutive ids: its first id, then one step each.
-    const result = await trx.insertInto('users').values(chunk.map(userColumns)).executeTakeFirstOrThrow();
-    const first = result.insertId;
-    if (first === undefined || result.numInsertedOrUpdatedRows !== BigInt(chunk.length)) throw new Error('The users INSERT did not report its ids.');
-    for (let j = 0n; j < BigInt(chunk.length); j++) ids.push(first + j * allocation.step);
-  }
-  return ids;
-}
-
-async function insertShares(trx: Trx, users: SeedUser[], ids: bigint[], stamp: string): Promise<void> {
-  for (let i = 0; i < users.length; i += 5000) {
-    await trx
-      .insertInto('user_shares')
-      .values(
-        users.slice(i, i + 5000).map((user, j) => ({
-          merchant_id: user.merchant_id,
-          shared_user_id: user.shared_user_id,
-          user_id: ids[i + j]!.toString(),
-          is_active: user.deactivated_at === null ? 1 : 0,
-          date_joined: toSqlDatetime(user.date_joined),
-          updated_at: stamp,
-        })),
-      )
-      .execute();
-  }
-}
-
-type UserColumns = Omit<Insertable<UsersTable>, 'id'>;
-
-function userColumns(user: SeedUser): UserColumns {
-  return {
-    first_name: user.first_name,
-    last_name: user.last_name,
-    email_address: user.email_address,
-    street: user.street,
-    zip_code: user.zip_code,
-    city: user.city,
-    state: user.state,
-    country: user.country,
-    preferred_language: user.preferred_language,
-    date_joined: toSqlDatetime(user.date_joined),
-    deactivated_at: user.deactivated_at === null ? null : toSqlDatetime(user.deactivated_at),
-    agreed_to_terms_and_conditions: user.agreed_to_terms_and_conditions === null ? null : toSqlDatetime(user.agreed_to_terms_and_conditions),
-    agreed_to_marketing: user.agreed_to_marketing === null ? null : toSqlDatetime(user.agreed_to_marketing),
-  };
-}
-
-/** A share's LOAD DATA values: its user is the `row`-th of the batch (see loadShares). */
-function shareValues(user: SeedUser, row: number): (string | number)[] {
-  return [user.merchant_id, user.shared_user_id, row, user.deactivated_at === null ? 1 : 0, loadDatetime(user.date_joined)];
-}
-
-/** The `users` columns of USER_FIELDS, in that order, as LOAD DATA values. */
-function userValues(u: SeedUser): (string | null)[] {
-  return [u.first_name, u.last_name, u.email_address, u.street, u.zip_code, u.city, u.state, u.country, u.preferred_language, loadDatetime(u.date_joined), loadDatetime(u.deactivated_at), loadDatetime(u.agreed_to_terms_and_conditions), loadDatetime(u.agreed_to_marketing)];
-}
-
-/** `2019-12-12T12:19:17.193961+00:00` -> `2019-12-12T12:19:17.193961`, which DATETIME(6) takes as it is (UTC). */
-function loadDatetime<T extends string | null>(canonical: T): T {
-  return (canonical === null ? null : canonical.slice(0, 26)) as T;
 }

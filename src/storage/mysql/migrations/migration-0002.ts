@@ -1,7 +1,7 @@
 /**
  * Migration `0002_user_share_filters`: the list filters move where the keyset order lives.
  * `user_shares` gains copies of its user's `date_joined` and of `deactivated_at IS NULL`
- * (`is_active`), kept in step by every write of this package (`user-upsert.ts`, `import.ts`),
+ * (`is_active`), kept in step by every write of this package (`user-upsert.ts`, `new-users.ts`, `import.ts`),
  * and two composite indexes, so that every page of every filtered listing is an index range
  * read of bounded size (docs/protocol.md#filters):
  * - `user_shares_active (merchant_id, is_active, shared_user_id, date_joined)`: `active=`

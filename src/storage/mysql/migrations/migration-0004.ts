@@ -11,7 +11,7 @@
  * Every existing row is kept; nothing else changes.
  */
 import { sql, type Kysely, type Migration } from 'kysely';
-import { newKeyId } from '../merchants/key-ids.js';
+import { newKeyId } from '../../sql/key-ids.js';
 
 /** Rows given a key id per statement. */
 const FILL_BATCH = 500;

@@ -18,9 +18,10 @@
  *   refused for the replica's sake.
  */
 import type { Kysely } from 'kysely';
+import { DEFAULTS } from '../../../defaults.js';
 import { StorageUnavailableError } from '../../../errors.js';
-import type { Merchant, MerchantLookup, SaltRecord, Storage, UserPageQuery, UserRecord, UserRecordPage } from '../../contract.js';
-import type { ThrottleStore } from '../../throttle-store.js';
+import type { Storage, UserPageQuery, UserRecord, UserRecordPage } from '../../contract.js';
+import { ForwardingStorage } from '../../forwarding-storage.js';
 import type { MerchantApiDatabase } from '../schema.js';
 import { MysqlStorage, type MysqlStorageOptions } from '../mysql-storage.js';
 import { readReplicaLag } from './replica-lag.js';
@@ -42,7 +43,7 @@ export interface ReplicaReadsOptions {
   pagePlan?: MysqlStorageOptions['pagePlan'];
 }
 
-export const DEFAULT_MAX_LAG_SECONDS = 5;
+export const DEFAULT_MAX_LAG_SECONDS = DEFAULTS.replicaReads.maxLagSeconds;
 
 /** A storage reading from a replica; `readingFromReplica` says where reads go now. */
 export interface ReplicaReadsStorage extends Storage {
@@ -54,13 +55,16 @@ export function withReplicaReads(primary: Storage, options: ReplicaReadsOptions)
   return new ReplicaReads(primary, options);
 }
 
-class ReplicaReads implements ReplicaReadsStorage {
-  readonly #primary: Storage;
+/**
+ * User reads and closing are its own; every other operation goes to the primary unchanged
+ * (`ForwardingStorage`): merchants, so that a key revoked or a merchant disabled there a moment
+ * ago is refused now, salts, `ping` and the throttle's store.
+ */
+class ReplicaReads extends ForwardingStorage implements ReplicaReadsStorage {
   readonly #replica: MysqlStorage;
   readonly #options: ReplicaReadsOptions;
   readonly #maxLag: number;
   readonly #interval: number;
-  readonly concurrency: number | undefined;
   /** False until a reading says the replica keeps up. */
   #usable = false;
   #reason = 'not checked yet';
@@ -71,15 +75,14 @@ class ReplicaReads implements ReplicaReadsStorage {
   #closed = false;
 
   constructor(primary: Storage, options: ReplicaReadsOptions) {
+    super(primary);
     this.#maxLag = options.maxLagSeconds ?? DEFAULT_MAX_LAG_SECONDS;
-    this.#interval = options.checkIntervalMs ?? 1000;
+    this.#interval = options.checkIntervalMs ?? DEFAULTS.replicaReads.checkIntervalMs;
     if (!Number.isInteger(this.#maxLag) || this.#maxLag < 0) throw new TypeError('maxLagSeconds must be a whole number, 0 or more.');
     if (!Number.isInteger(this.#interval) || this.#interval < 1) throw new TypeError('checkIntervalMs must be a whole number, at least 1.');
-    this.#primary = primary;
     this.#options = options;
     // Only user reads reach it: it never records a salt, so it never prunes, and its throttle store is never asked for.
     this.#replica = new MysqlStorage({ db: options.replicaDb, masterKey: options.masterKey, keyCacheTtlMs: 0, throttleSharing: false, saltPruneIntervalMs: 0, pagePlan: options.pagePlan });
-    this.concurrency = primary.concurrency;
     this.#check();
   }
 
@@ -88,48 +91,31 @@ class ReplicaReads implements ReplicaReadsStorage {
     return this.#usable;
   }
 
-  /** Always the primary: a key revoked or a merchant disabled there a moment ago must be refused now. */
-  getMerchant(id: string, options?: MerchantLookup): Promise<Merchant | undefined> {
-    return this.#primary.getMerchant(id, options);
-  }
-
-  listUsers(query: UserPageQuery): Promise<UserRecordPage> {
+  override listUsers(query: UserPageQuery): Promise<UserRecordPage> {
     return this.#read((s) => s.listUsers(query));
   }
 
-  getUser(merchantId: string, sharedUserId: string): Promise<UserRecord | undefined> {
+  override getUser(merchantId: string, sharedUserId: string): Promise<UserRecord | undefined> {
     return this.#read((s) => s.getUser(merchantId, sharedUserId));
   }
 
-  recordSalt(record: SaltRecord): Promise<boolean> {
-    return this.#primary.recordSalt(record);
-  }
-
-  ping(): Promise<void> {
-    return this.#primary.ping();
-  }
-
-  throttleStore(): ThrottleStore | undefined {
-    return this.#primary.throttleStore?.();
-  }
-
-  async close(): Promise<void> {
+  override async close(): Promise<void> {
     this.#closed = true;
     await this.#checking;
     await this.#replica.close();
     if (this.#options.destroyOnClose) await this.#options.replicaDb.destroy();
-    await this.#primary.close();
+    await this.inner.close();
   }
 
   async #read<T>(read: (storage: Storage) => Promise<T>): Promise<T> {
     if (performance.now() - this.#checkedAt >= this.#interval) this.#check();
-    if (!this.#usable) return read(this.#primary);
+    if (!this.#usable) return read(this.inner);
     try {
       return await read(this.#replica);
     } catch (error) {
       if (!(error instanceof StorageUnavailableError)) throw error;
       this.#set(false, `a read failed on the replica (${error.message})`);
-      return read(this.#primary);
+      return read(this.inner);
     }
   }
 

@@ -23,7 +23,7 @@ import type { Kysely } from 'kysely';
 import type { SaltRecord } from '../../contract.js';
 import type { MerchantApiDatabase } from '../schema.js';
 import { mysqlErrorCode, storedSalt, unixToSqlDatetime } from '../sql-values.js';
-import { StatementBatcher, type BatchOptions, type Waiting } from './statement-batcher.js';
+import { StatementBatcher, type BatchOptions, type Waiting } from '../../sql/statement-batcher.js';
 import { statementRunner, type RunStatement } from './statement-runner.js';
 
 type Db = Kysely<MerchantApiDatabase>;
@@ -65,7 +65,7 @@ export class SaltWriter {
   constructor(db: Db, options: Partial<BatchOptions> = {}) {
     this.#db = db;
     this.#run = statementRunner(db);
-    this.#batcher = new StatementBatcher((batch) => this.#write(batch), { concurrency: 2, maxBatch: 100, maxWaiting: 10_000, ...options });
+    this.#batcher = new StatementBatcher((batch) => this.#write(batch), { concurrency: 2, maxBatch: 100, maxWaiting: 10_000, database: 'MySQL', ...options });
   }
 
   /** True when the salt is new (or only expired), false for a replay. */

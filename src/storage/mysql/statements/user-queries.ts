@@ -22,7 +22,7 @@ import type { ChangedUserRecord, UserFilter, UserPageQuery, UserRecord, UserReco
 import { DEFAULT_PAGE_PLAN, hasDateFilter, type PagePlan } from '../../user-pages.js';
 import type { MerchantApiDatabase } from '../schema.js';
 import { canonicalColumn, toSqlDatetime } from '../sql-values.js';
-import { StatementBatcher, type BatchOptions, type Waiting } from './statement-batcher.js';
+import { StatementBatcher, type BatchOptions, type Waiting } from '../../sql/statement-batcher.js';
 import { statementRunner, type RunStatement } from './statement-runner.js';
 
 /** Told about each statement a page runs, before it runs (the bench EXPLAINs them). */
@@ -151,7 +151,7 @@ export class UserReader {
   constructor(db: Db, options: Partial<BatchOptions> = {}) {
     this.#db = db;
     this.#run = statementRunner(db);
-    this.#batcher = new StatementBatcher((batch) => this.#read(batch), { concurrency: 4, maxBatch: BATCH_SIZES[BATCH_SIZES.length - 1]!, maxWaiting: 10_000, ...options });
+    this.#batcher = new StatementBatcher((batch) => this.#read(batch), { concurrency: 4, maxBatch: BATCH_SIZES[BATCH_SIZES.length - 1]!, maxWaiting: 10_000, database: 'MySQL', ...options });
   }
 
   read(merchantId: string, sharedUserId: string): Promise<UserRecord | undefined> {

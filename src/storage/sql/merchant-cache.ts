@@ -12,7 +12,7 @@
  * per merchant per `REFRESH_INTERVAL_MS`, so wrong keys cannot flood the
  * database. A revoked key is not noticed that way: it still matches.
  */
-import type { Merchant } from '../../contract.js';
+import type { Merchant } from '../contract.js';
 
 interface Entry {
   merchant: Merchant;

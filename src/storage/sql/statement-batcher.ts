@@ -1,10 +1,10 @@
 /**
- * Groups the calls that wait for MySQL into one statement (docs/benchmarks.md#mysql): a call goes
+ * Groups the calls that wait for the database into one statement (docs/benchmarks.md#mysql): a call goes
  * out at once while fewer than `concurrency` statements are in flight, else it waits and goes
  * with the others waiting in the next one. On a loaded server a round trip, a statement and a
  * commit then serve many requests; a lone request waits on no timer, so it pays nothing.
  */
-import { StorageUnavailableError } from '../../../errors.js';
+import { StorageUnavailableError } from '../../errors.js';
 
 /** Bounds of a batcher. */
 export interface BatchOptions {
@@ -12,8 +12,10 @@ export interface BatchOptions {
   concurrency: number;
   /** Calls per statement: bounds its size and what one failure touches. */
   maxBatch: number;
-  /** Calls that may wait; beyond, a call is refused as unavailable storage (MySQL has fallen behind). */
+  /** Calls that may wait; beyond, a call is refused as unavailable storage (the database has fallen behind). */
   maxWaiting: number;
+  /** The database the calls wait for, as the refusal names it (`MySQL`). */
+  database: string;
 }
 
 /** One waiting call: what it asks, and how to answer it. */
@@ -29,18 +31,20 @@ export interface Waiting<T, R> {
  */
 export class StatementBatcher<T, R> {
   readonly #write: (batch: Waiting<T, R>[]) => Promise<void>;
-  readonly #options: BatchOptions;
+  readonly #options: Omit<BatchOptions, 'database'>;
+  readonly #refusal: string;
   #waiting: Waiting<T, R>[] = [];
   #inFlight = 0;
 
   constructor(write: (batch: Waiting<T, R>[]) => Promise<void>, options: BatchOptions) {
     this.#write = write;
     this.#options = { concurrency: Math.max(1, options.concurrency), maxBatch: Math.max(1, options.maxBatch), maxWaiting: Math.max(1, options.maxWaiting) };
+    this.#refusal = `Too many requests are waiting for ${options.database}.`;
   }
 
   /** The answer `write` gives for `item`. */
   add(item: T): Promise<R> {
-    if (this.#waiting.length >= this.#options.maxWaiting) return Promise.reject(new StorageUnavailableError('Too many requests are waiting for MySQL.'));
+    if (this.#waiting.length >= this.#options.maxWaiting) return Promise.reject(new StorageUnavailableError(this.#refusal));
     return new Promise<R>((resolve, reject) => {
       this.#waiting.push({ item, resolve, reject });
       this.#send();
