@@ -9,6 +9,7 @@ import { composeHooks, HookAnswer, type MerchantApiHooks } from './http/hooks.js
 import { createPipeline } from './http/pipeline.js';
 import { createPublicBaseResolver } from './http/public-url.js';
 import { FairShare } from './limits/fair-share.js';
+import { limitPoints } from './limits/limit.js';
 import { ListingSlots } from './limits/listing-slots.js';
 import { MerchantStorageShare } from './limits/storage-share.js';
 import { Tarpit } from './limits/tarpit.js';
@@ -53,23 +54,37 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
   const given = options.hooks === undefined ? [] : Array.isArray(options.hooks) ? options.hooks : [options.hooks as MerchantApiHooks];
   // Off unless asked for: in an application's own process, the CPU it samples is not only ours.
   const fairShare = options.fairShare === undefined || options.fairShare === false ? undefined : new FairShare(options.fairShare, logger);
+  const tracing = options.tracing === false ? undefined : tracingHooks();
   const hooks = composeHooks([
     ...(fairShare ? [fairShare.hooks] : []),
-    ...(options.tracing === false ? [] : [tracingHooks()]),
+    ...(tracing ? [tracing] : []),
     ...(options.accessLog === false ? [] : [accessLogHooks(logger)]),
     ...given,
   ]);
 
-  // An authenticated merchant's calls take at most half of a pooled storage's connections.
-  const share = storage.concurrency === undefined ? undefined : new MerchantStorageShare(storage.concurrency);
+  // Shared by every instance when the storage offers a store (MySQL, Redis); the local throttle still decides.
+  const throttle =
+    options.throttle === false
+      ? undefined
+      : new ThrottleGate(shareThrottle(new FailureThrottle(options.throttle), { store: storage.throttleStore?.(), now: resolved.now, logger }), logger, resolved.now, resolved.ipv6Prefix);
+  const limits = limitPoints([
+    throttle,
+    fairShare,
+    new ListingSlots(resolved.merchantConcurrency),
+    // An authenticated merchant's calls take at most half of a pooled storage's connections.
+    storage.concurrency === undefined ? undefined : new MerchantStorageShare(storage.concurrency),
+    options.tarpit === false ? undefined : new Tarpit(options.tarpit, resolved.ipv6Prefix),
+  ]);
+
   const onStorageCall = hooks.onStorageCall;
   const views = storageViews<RequestContext>(storage, {
     timeoutMs: resolved.storageTimeout,
     onFailure: (operation, ctx, error) => logger.error({ event: 'storage_unavailable', request_id: ctx.requestId, operation, ...describeError(error) }),
     watch: onStorageCall && ((operation, ctx) => onStorageCall(ctx, operation) ?? undefined),
-    gate: share?.gate,
+    gate: limits.aroundStorageCall,
   });
 
+  const { afterAuthentication } = limits;
   const onAuthenticated = hooks.onAuthenticated;
   const deps: HandlerDeps = {
     storage: views,
@@ -83,19 +98,13 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
     storageHealth: storage.health?.bind(storage),
     authenticated(ctx, merchantId) {
       ctx.merchantId = merchantId;
-      fairShare?.admit(ctx, merchantId);
+      afterAuthentication?.(ctx, merchantId);
       if (!onAuthenticated) return;
       return Promise.resolve(onAuthenticated(ctx)).then((answer) => {
         if (answer) throw new HookAnswer(answer);
       });
     },
   };
-
-  // Shared by every instance when the storage offers a store (MySQL); the local throttle still decides.
-  const throttle =
-    options.throttle === false
-      ? undefined
-      : new ThrottleGate(shareThrottle(new FailureThrottle(options.throttle), { store: storage.throttleStore?.(), now: resolved.now, logger }), logger, resolved.now, resolved.ipv6Prefix);
 
   const inFlight = new Set<() => void>();
   const fetch = createPipeline({
@@ -105,10 +114,8 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
     logger,
     basePath: resolved.basePath,
     trustProxy: resolved.trustProxy,
-    ipv6Prefix: resolved.ipv6Prefix,
-    throttle,
-    tarpit: options.tarpit === false ? undefined : new Tarpit(options.tarpit),
-    listings: new ListingSlots(resolved.merchantConcurrency, logger),
+    limits,
+    begin: tracing?.begin,
     inFlight,
   });
   return {

@@ -1,14 +1,15 @@
 /**
  * The request flow, once for every route (docs/architecture.md): match the
- * route table, refuse a blocked client, run the hooks, authenticate, take
- * the route's limit, run the handler, and turn whatever came out, answer or
- * error, into one `Response` in the JSON shape of its endpoint.
+ * route table, start the trace, run the limits before authentication, run
+ * the hooks, authenticate, run the limits around the handler, run the
+ * handler, and turn whatever came out, answer or error, into one `Response`
+ * in the JSON shape of its endpoint.
  */
 import { authenticate } from '../auth/basic-auth.js';
 import { MerchantApiError } from '../errors.js';
-import type { ListingSlots } from '../limits/listing-slots.js';
-import { heldBack, refusalDelay, type Tarpit } from '../limits/tarpit.js';
-import type { ThrottleGate } from '../limits/throttle-gate.js';
+import type { LimitPoints } from '../limits/limit.js';
+import { noteRefusal, Refusal } from '../limits/refusal.js';
+import { heldBack } from '../limits/tarpit.js';
 import { describeError, type Logger } from '../observe/logger.js';
 import { createMatcher, NOT_FOUND } from '../routes/match.js';
 import type { HandlerDeps, Route } from '../routes/route.js';
@@ -30,14 +31,10 @@ export interface PipelineParts {
   logger: Logger;
   basePath: string;
   trustProxy: boolean;
-  /** IPv6 clients count per network of this prefix length in late refusals (src/limits/address-key.ts). */
-  ipv6Prefix: number;
-  /** The failed-authentication throttle; undefined when off. */
-  throttle: ThrottleGate | undefined;
-  /** Late refusals; undefined when off. */
-  tarpit: Tarpit | undefined;
-  /** The slots of routes limited to `listings`. */
-  listings: ListingSlots;
+  /** Every limit, at its points (src/limits/limit.ts). */
+  limits: LimitPoints;
+  /** Starts the request's trace span, before any limit can refuse it; undefined when tracing is off. */
+  begin: ((ctx: RequestContext) => void) | undefined;
   /** Where each streamed answer still being written leaves the function that cuts it (`abortStreams`). */
   inFlight: Set<() => void>;
 }
@@ -46,7 +43,8 @@ export interface PipelineParts {
 type Answer = Reply & { release?: () => void };
 
 export function createPipeline(parts: PipelineParts): (request: Request, info?: RequestInfo) => Promise<Response> {
-  const { deps, hooks, logger, basePath, trustProxy, ipv6Prefix, throttle, tarpit, listings } = parts;
+  const { deps, hooks, logger, basePath, trustProxy, begin } = parts;
+  const { beforeAuthentication, aroundHandler, onConnection, afterAnswer } = parts.limits;
   const match = createMatcher(parts.routes);
   const { onRequest, onError, onFinish, onResponse } = hooks;
 
@@ -54,7 +52,7 @@ export function createPipeline(parts: PipelineParts): (request: Request, info?: 
   function run(ctx: RequestContext, route: Route, path: string, search: string, origin: string, params: Record<string, string>): Answer | Promise<Answer> {
     if (route.auth !== 'basic') return route.handle(ctx, { path, search, origin, params, merchant: undefined }, deps);
     return authenticate(ctx, (id, refresh) => deps.storage(ctx).getMerchant(id, refresh ? REFRESH : undefined)).then(async (merchant): Promise<Answer> => {
-      const release = route.limit === 'listings' ? listings.take(ctx, merchant.id) : undefined;
+      const release = aroundHandler?.(ctx, merchant.id, route.limit);
       try {
         const hooked = deps.authenticated(ctx, merchant.id);
         if (hooked) await hooked;
@@ -71,6 +69,7 @@ export function createPipeline(parts: PipelineParts): (request: Request, info?: 
   function failed(ctx: RequestContext, error: unknown, shape: ErrorShape): Reply | Response {
     if (error instanceof HookAnswer) return error.response;
     if (error instanceof MerchantApiError) {
+      if (error instanceof Refusal) noteRefusal(logger, ctx, error.reason);
       // Logs, hooks and traces name the code the client got: a 503 is `storage_unavailable` whatever it carries.
       ctx.errorCode = isUnavailable(error) ? 'storage_unavailable' : error.code;
     } else {
@@ -135,7 +134,7 @@ export function createPipeline(parts: PipelineParts): (request: Request, info?: 
     let answer: Answer | Response;
     try {
       if (info?.refusal) {
-        if (info.connectionLimit !== undefined) ctx.throttled = info.connectionLimit;
+        if (info.connectionLimit !== undefined) noteRefusal(logger, ctx, info.connectionLimit, false);
         throw info.refusal;
       }
       const { origin, path: received, search } = splitUrl(request.url);
@@ -144,12 +143,14 @@ export function createPipeline(parts: PipelineParts): (request: Request, info?: 
       if (!located) throw NOT_FOUND;
       const { found: { route, params }, path } = located;
       ctx.route = route.pattern;
+      // First: a request refused by a limit is traced too (docs/observability.md#traces).
+      begin?.(ctx);
       shape = route.errorShape;
       if (request.method !== route.method && !(head && route.method === 'GET')) {
         const allow = allowedMethods(route);
         throw new MerchantApiError('method_not_allowed', `Only ${allow.replace(', ', ' and ')} are allowed here.`, { allow });
       }
-      throttle?.check(ctx, route.auth, search);
+      beforeAuthentication?.(ctx, route.auth, search);
       if (onRequest) {
         const early = onRequest(ctx);
         const answered = early instanceof Promise ? await early : early;
@@ -159,11 +160,11 @@ export function createPipeline(parts: PipelineParts): (request: Request, info?: 
     } catch (error) {
       answer = failed(ctx, error, shape);
       // A connection refused by the adapter's cap is closed after this answer: no request comes back on it to hold back.
-      const wait = tarpit && info?.connectionLimit === undefined && refusalDelay(tarpit, ctx, error, ipv6Prefix);
+      const wait = onConnection && info?.connectionLimit === undefined && onConnection(ctx, error);
       if (wait) await heldBack(wait);
     }
     // A failure shared through a store is answered once the store has it (bounded).
-    const counted = throttle?.count(ctx);
+    const counted = afterAnswer?.(ctx);
     if (counted) await counted;
     return respond(ctx, answer, head, started, info?.unsent === true);
   };
