@@ -1,12 +1,11 @@
 /**
  * `createMerchantApi`: the composition root. It resolves the options, puts
  * the parts together (storage views, hooks, limits, the route table) and
- * hands them to the pipeline (`src/http/pipeline.ts`), which answers every
+ * hands them to the pipeline (`src/pipeline/pipeline.ts`), which answers every
  * request; docs/architecture.md shows how a request flows through them.
  */
 import type { RequestContext, RequestInfo } from './http/context.js';
-import { composeHooks, HookAnswer, type MerchantApiHooks } from './http/hooks.js';
-import { createPipeline } from './http/pipeline.js';
+import { composeHooks, type MerchantApiHooks } from './http/hooks.js';
 import { createPublicBaseResolver } from './http/public-url.js';
 import { FairShare } from './limits/fair-share.js';
 import { limitPoints } from './limits/limit.js';
@@ -22,6 +21,8 @@ import { createJsonLogger, describeError } from './observe/logger.js';
 import { tracingHooks } from './observe/tracing.js';
 import { openApiDocument } from './openapi/document.js';
 import { resolveOptions, type MerchantApiOptions } from './options.js';
+import { authenticatedStep } from './pipeline/authentication.js';
+import { createPipeline } from './pipeline/pipeline.js';
 import type { HandlerDeps } from './routes/route.js';
 import { ROUTES } from './routes/table.js';
 import { storageViews } from './storage/guard.js';
@@ -84,8 +85,6 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
     gate: limits.aroundStorageCall,
   });
 
-  const { afterAuthentication } = limits;
-  const onAuthenticated = hooks.onAuthenticated;
   const deps: HandlerDeps = {
     storage: views,
     cursors: new CursorCodec(options.cursorSecret),
@@ -94,16 +93,9 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
     now: resolved.now,
     basePath: resolved.basePath,
     streamBatchSize: resolved.streamBatchSize,
-    openApiBody: JSON.stringify(openApiDocument(resolved.basePath)),
+    openApiBody: JSON.stringify(openApiDocument(resolved.basePath, ROUTES)),
     storageHealth: storage.health?.bind(storage),
-    authenticated(ctx, merchantId) {
-      ctx.merchantId = merchantId;
-      afterAuthentication?.(ctx, merchantId);
-      if (!onAuthenticated) return;
-      return Promise.resolve(onAuthenticated(ctx)).then((answer) => {
-        if (answer) throw new HookAnswer(answer);
-      });
-    },
+    authenticated: authenticatedStep(limits.afterAuthentication, hooks.onAuthenticated),
   };
 
   const inFlight = new Set<() => void>();

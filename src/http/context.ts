@@ -4,7 +4,7 @@
  */
 
 import { isIP } from 'node:net';
-import type { AuthFailureReason } from '../auth/basic-auth.js';
+import type { AuthFailureReason } from '../auth/merchant-check.js';
 import type { MerchantApiError } from '../errors.js';
 
 export type { AuthFailureReason };
