@@ -1,14 +1,14 @@
 /**
  * `createMerchantApi`: the composition root. It resolves the options, puts
  * the parts together (storage views, hooks, limits, the route table) and
- * hands them to the pipeline (`src/http/pipeline.ts`), which answers every
+ * hands them to the pipeline (`src/pipeline/pipeline.ts`), which answers every
  * request; docs/architecture.md shows how a request flows through them.
  */
 import type { RequestContext, RequestInfo } from './http/context.js';
-import { composeHooks, HookAnswer, type MerchantApiHooks } from './http/hooks.js';
-import { createPipeline } from './http/pipeline.js';
+import { composeHooks, type MerchantApiHooks } from './http/hooks.js';
 import { createPublicBaseResolver } from './http/public-url.js';
 import { FairShare } from './limits/fair-share.js';
+import { limitPoints } from './limits/limit.js';
 import { ListingSlots } from './limits/listing-slots.js';
 import { MerchantStorageShare } from './limits/storage-share.js';
 import { Tarpit } from './limits/tarpit.js';
@@ -21,6 +21,8 @@ import { createJsonLogger, describeError } from './observe/logger.js';
 import { tracingHooks } from './observe/tracing.js';
 import { openApiDocument } from './openapi/document.js';
 import { resolveOptions, type MerchantApiOptions } from './options.js';
+import { authenticatedStep } from './pipeline/authentication.js';
+import { createPipeline } from './pipeline/pipeline.js';
 import type { HandlerDeps } from './routes/route.js';
 import { ROUTES } from './routes/table.js';
 import { storageViews } from './storage/guard.js';
@@ -53,24 +55,36 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
   const given = options.hooks === undefined ? [] : Array.isArray(options.hooks) ? options.hooks : [options.hooks as MerchantApiHooks];
   // Off unless asked for: in an application's own process, the CPU it samples is not only ours.
   const fairShare = options.fairShare === undefined || options.fairShare === false ? undefined : new FairShare(options.fairShare, logger);
+  const tracing = options.tracing === false ? undefined : tracingHooks();
   const hooks = composeHooks([
     ...(fairShare ? [fairShare.hooks] : []),
-    ...(options.tracing === false ? [] : [tracingHooks()]),
+    ...(tracing ? [tracing] : []),
     ...(options.accessLog === false ? [] : [accessLogHooks(logger)]),
     ...given,
   ]);
 
-  // An authenticated merchant's calls take at most half of a pooled storage's connections.
-  const share = storage.concurrency === undefined ? undefined : new MerchantStorageShare(storage.concurrency);
+  // Shared by every instance when the storage offers a store (MySQL, Redis); the local throttle still decides.
+  const throttle =
+    options.throttle === false
+      ? undefined
+      : new ThrottleGate(shareThrottle(new FailureThrottle(options.throttle), { store: storage.throttleStore?.(), now: resolved.now, logger }), logger, resolved.now, resolved.ipv6Prefix);
+  const limits = limitPoints([
+    throttle,
+    fairShare,
+    new ListingSlots(resolved.merchantConcurrency),
+    // An authenticated merchant's calls take at most half of a pooled storage's connections.
+    storage.concurrency === undefined ? undefined : new MerchantStorageShare(storage.concurrency),
+    options.tarpit === false ? undefined : new Tarpit(options.tarpit, resolved.ipv6Prefix),
+  ]);
+
   const onStorageCall = hooks.onStorageCall;
   const views = storageViews<RequestContext>(storage, {
     timeoutMs: resolved.storageTimeout,
     onFailure: (operation, ctx, error) => logger.error({ event: 'storage_unavailable', request_id: ctx.requestId, operation, ...describeError(error) }),
     watch: onStorageCall && ((operation, ctx) => onStorageCall(ctx, operation) ?? undefined),
-    gate: share?.gate,
+    gate: limits.aroundStorageCall,
   });
 
-  const onAuthenticated = hooks.onAuthenticated;
   const deps: HandlerDeps = {
     storage: views,
     cursors: new CursorCodec(options.cursorSecret),
@@ -79,23 +93,10 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
     now: resolved.now,
     basePath: resolved.basePath,
     streamBatchSize: resolved.streamBatchSize,
-    openApiBody: JSON.stringify(openApiDocument(resolved.basePath)),
+    openApiBody: JSON.stringify(openApiDocument(resolved.basePath, ROUTES)),
     storageHealth: storage.health?.bind(storage),
-    authenticated(ctx, merchantId) {
-      ctx.merchantId = merchantId;
-      fairShare?.admit(ctx, merchantId);
-      if (!onAuthenticated) return;
-      return Promise.resolve(onAuthenticated(ctx)).then((answer) => {
-        if (answer) throw new HookAnswer(answer);
-      });
-    },
+    authenticated: authenticatedStep(limits.afterAuthentication, hooks.onAuthenticated),
   };
-
-  // Shared by every instance when the storage offers a store (MySQL); the local throttle still decides.
-  const throttle =
-    options.throttle === false
-      ? undefined
-      : new ThrottleGate(shareThrottle(new FailureThrottle(options.throttle), { store: storage.throttleStore?.(), now: resolved.now, logger }), logger, resolved.now, resolved.ipv6Prefix);
 
   const inFlight = new Set<() => void>();
   const fetch = createPipeline({
@@ -105,10 +106,8 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
     logger,
     basePath: resolved.basePath,
     trustProxy: resolved.trustProxy,
-    ipv6Prefix: resolved.ipv6Prefix,
-    throttle,
-    tarpit: options.tarpit === false ? undefined : new Tarpit(options.tarpit),
-    listings: new ListingSlots(resolved.merchantConcurrency, logger),
+    limits,
+    begin: tracing?.begin,
     inFlight,
   });
   return {

@@ -5,23 +5,12 @@
  */
 import { constantTimeDigestEqual, sha256 } from '../signing/crypto.js';
 import { MerchantApiError } from '../errors.js';
-
 import type { Merchant } from '../storage/contract.js';
+import { verifyMerchant, type AuthFailureReason, type AuthState, type CredentialScheme, type MerchantReader, type Unverified } from './merchant-check.js';
 
 const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
 const ASCII = /^[\x00-\x7f]*$/;
 const utf8 = new TextDecoder('utf-8', { fatal: true });
-
-/** Why an authentication failed, as logged and counted. */
-export type AuthFailureReason = 'missing_credentials' | 'malformed_credentials' | 'unknown_merchant' | 'wrong_key' | 'bad_signature';
-
-/** What authentication reads of a request and notes on it (the pipeline's `RequestContext` is one). */
-export interface AuthState {
-  header(name: string): string | null;
-  claimedMerchantId: string | undefined;
-  merchantId: string | undefined;
-  authFailure: AuthFailureReason | undefined;
-}
 
 /** The one 401 every authentication failure answers. */
 export const UNAUTHORIZED = new MerchantApiError('unauthorized', 'Valid merchant credentials are required (HTTP Basic: merchant id and API key).');
@@ -50,32 +39,35 @@ export function parseBasicAuth(header: string | null): { id: string; key: string
 }
 
 /**
- * The merchant the request authenticates as. Throws the 401 for any
- * credential problem (noting the reason on the context, for logs and
- * metrics only), and 403 for a disabled merchant with a valid key.
- * `getMerchant` is the (guarded) storage lookup; only it waits on the
- * storage, so parsing and comparing stay outside the storage deadline.
+ * Starts the check of a request's Basic credentials (src/auth/merchant-check.ts):
+ * missing or malformed ones throw the 401 at once; otherwise it answers what
+ * the check found, which `basicOutcome` turns into the merchant or the error.
+ * Two steps rather than one async function: the pipeline already waits on
+ * the check once, and one promise fewer per request is measurable.
  */
-export async function authenticate(ctx: AuthState, getMerchant: (id: string, refresh: boolean) => Promise<Merchant | undefined>): Promise<Merchant> {
+export function checkBasicAuth(ctx: AuthState, reader: MerchantReader): Promise<Merchant | Unverified> {
   const header = ctx.header('authorization');
   const credentials = parseBasicAuth(header);
   if (!credentials || credentials.key === '') throw fail(ctx, header === null ? 'missing_credentials' : 'malformed_credentials');
-  let merchant = await getMerchant(credentials.id, false);
-  if (!merchant) throw fail(ctx, 'unknown_merchant');
-  ctx.claimedMerchantId = merchant.id;
-  const given = keyDigest(credentials.key);
-  if (!holdsKey(merchant, given)) {
-    // The keys may be a cached copy from before a rotation on another instance: read them
-    // again once (the storage bounds how often) before calling the key wrong.
-    merchant = await getMerchant(credentials.id, true);
-    if (!merchant || !holdsKey(merchant, given)) throw fail(ctx, 'wrong_key');
-  }
-  ctx.merchantId = merchant.id;
-  if (merchant.status !== 'active') throw DISABLED;
-  return merchant;
+  return verifyMerchant(ctx, reader, credentials.id, BASIC, keyDigest(credentials.key));
+}
+
+/**
+ * The merchant Basic authentication verified, marked authenticated; or the
+ * 401 for any credential problem (its reason noted on the context, for logs
+ * and metrics only), or the 403 of a disabled merchant whose key is right.
+ */
+export function basicOutcome(ctx: AuthState, checked: Merchant | Unverified): Merchant {
+  if (typeof checked === 'string') throw UNAUTHORIZED;
+  ctx.merchantId = checked.id;
+  if (checked.status !== 'active') throw DISABLED;
+  return checked;
 }
 
 const DISABLED = new MerchantApiError('merchant_disabled', 'This account is disabled.');
+
+/** A key compared with every key of the merchant's, as SHA-256 digests in constant time. */
+const BASIC: CredentialScheme<Uint8Array> = { verifies: holdsKey, mismatch: 'wrong_key', disabledFirst: false };
 
 /** Every key is compared, in constant time, so timing does not tell which matched. */
 function holdsKey(merchant: Merchant, given: Uint8Array): boolean {

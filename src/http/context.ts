@@ -4,7 +4,7 @@
  */
 
 import { isIP } from 'node:net';
-import type { AuthFailureReason } from '../auth/basic-auth.js';
+import type { AuthFailureReason } from '../auth/merchant-check.js';
 import type { MerchantApiError } from '../errors.js';
 
 export type { AuthFailureReason };
@@ -33,7 +33,12 @@ export interface RequestContext {
   merchantId: string | undefined;
   /** The merchant the credentials name, once the storage knows it exists (also when the credentials are wrong). */
   claimedMerchantId: string | undefined;
-  /** Why the request was refused by a limit: `auth_address`, `auth_pair`, `merchant_concurrency`, `fair_share`, or a storage's own. */
+  /**
+   * The limit that refused the request, as the `throttled` event and
+   * `merchant_api_throttled_total` name it: `auth_address`, `auth_pair`,
+   * `merchant_concurrency`, `fair_share`, `storage_share`, or one of the Node
+   * adapter's connection caps (`connections`, `connections_per_address`).
+   */
   throttled: string | undefined;
   /** The error code of the answer, when it is an error. */
   errorCode: string | undefined;

@@ -19,8 +19,6 @@ export function reply(status: number, body: string | AsyncIterable<string>, head
   return headers === undefined ? { status, body } : { status, body, headers };
 }
 
-export const SIGNATURE_OK = '{"status":"ok","is_valid":true}';
-
 const utf8 = new TextEncoder();
 
 /**

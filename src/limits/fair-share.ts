@@ -33,10 +33,11 @@
  * and Deno all answer `process.cpuUsage()`. Without it nothing is refused.
  */
 import type { RequestContext } from '../http/context.js';
-import { MerchantApiError } from '../errors.js';
 import type { MerchantApiHooks } from '../http/hooks.js';
 import type { Logger } from '../observe/logger.js';
 import { DEFAULTS } from '../defaults.js';
+import type { Limit } from './limit.js';
+import { Refusal } from './refusal.js';
 
 export interface FairShareOptions {
   /**
@@ -88,7 +89,7 @@ interface Use {
   overSamples: number;
 }
 
-export class FairShare {
+export class FairShare implements Limit {
   readonly #busyPercent: number;
   readonly #cpuTime: (() => number) | undefined;
   readonly #logger: Logger;
@@ -133,7 +134,7 @@ export class FairShare {
    * Lets an authenticated request through, or throws the 429 when the
    * instance is busy and this merchant used more than the average lately.
    */
-  admit(ctx: RequestContext, merchantId: string): void {
+  afterAuthentication(ctx: RequestContext, merchantId: string): void {
     const now = performance.now();
     this.#lastRequest = now;
     if (this.#timer === undefined) this.#start(now);
@@ -151,15 +152,14 @@ export class FairShare {
     // A merchant not refused lately may also use its equal part of the full instance; one held
     // gets no more than the average, so its clients coming back do not fill the core again.
     if (!held && charge * this.#active <= this.#capacity) return;
-    ctx.throttled = 'fair_share';
     const used = Math.round((100 * charge) / total);
     if (!held) this.#logger.warn({ event: 'fair_share_refusing', merchant_id: merchantId, share: used, active_merchants: this.#active, request_id: ctx.requestId });
     use.refusedAt = now;
     // Spread over 1-3 s, so that a merchant's clients refused together do not come back together.
     const retryAfter = 1 + Math.floor(Math.random() * 3);
     const share = Math.max(1, Math.floor(100 / this.#active));
-    throw new MerchantApiError(
-      'too_many_requests',
+    throw new Refusal(
+      'fair_share',
       `This merchant used more than its share of this busy instance lately (${used}% of it, with ${this.#active} merchants active); retry in ${retryAfter} seconds.`,
       { retryAfter, policy: { name: 'fair-share', quota: share, window: 1 } },
     );

@@ -4,29 +4,30 @@
  * is finished, streamed or not, so one merchant cannot keep every storage
  * connection busy with exports; the next one gets 429 at once.
  */
-import { MerchantApiError } from '../errors.js';
 import type { RequestContext } from '../http/context.js';
-import type { Logger } from '../observe/logger.js';
-import { noteRefusal } from './refusal.js';
+import type { Limit, RouteLimit } from './limit.js';
+import { Refusal } from './refusal.js';
 
-export class ListingSlots {
+export class ListingSlots implements Limit {
   readonly #limit: number;
-  readonly #logger: Logger;
   /** Listings running now, by merchant; entries leave at zero, so this stays small. */
   readonly #running = new Map<string, number>();
 
-  constructor(limit: number, logger: Logger) {
+  constructor(limit: number) {
     if (!Number.isInteger(limit) || limit < 1) throw new TypeError('merchantConcurrency must be a whole number, at least 1.');
     this.#limit = limit;
-    this.#logger = logger;
+  }
+
+  /** On a route limited to `listings`: takes one of the merchant's slots, or throws the 429. */
+  aroundHandler(_ctx: RequestContext, merchantId: string, routeLimit: RouteLimit | undefined): (() => void) | undefined {
+    return routeLimit === 'listings' ? this.take(merchantId) : undefined;
   }
 
   /** Takes one of the merchant's slots, or throws the 429; call the function returned once the answer is finished (twice is harmless). */
-  take(ctx: RequestContext, merchantId: string): () => void {
+  take(merchantId: string): () => void {
     const running = this.#running.get(merchantId) ?? 0;
     if (running >= this.#limit) {
-      noteRefusal(this.#logger, ctx, 'merchant_concurrency');
-      throw new MerchantApiError('too_many_requests', `At most ${this.#limit} listings of one merchant run at once; retry when one has finished.`, {
+      throw new Refusal('merchant_concurrency', `At most ${this.#limit} listings of one merchant run at once; retry when one has finished.`, {
         retryAfter: 1,
         policy: { name: 'listings', quota: this.#limit },
       });

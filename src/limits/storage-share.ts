@@ -5,9 +5,10 @@
  * connection however many requests the first one sends. Bounded: past
  * `maxWaiting` queued calls the merchant gets 429 at once.
  */
-import { MerchantApiError } from '../errors.js';
+import type { Limit } from './limit.js';
+import { Refusal } from './refusal.js';
 
-export class MerchantStorageShare {
+export class MerchantStorageShare implements Limit {
   /** Calls one merchant may have running at once. */
   readonly limit: number;
   readonly #maxWaiting: number;
@@ -21,9 +22,10 @@ export class MerchantStorageShare {
     this.#maxWaiting = maxWaiting;
   }
 
-  /** For the storage views: an authenticated request's calls run within its merchant's share, any other as it comes. */
-  readonly gate = <T>(ctx: { readonly merchantId: string | undefined }, call: () => Promise<T>): Promise<T> =>
-    ctx.merchantId === undefined ? call() : this.run(ctx.merchantId, call);
+  /** An authenticated request's calls run within its merchant's share, any other as it comes. */
+  aroundStorageCall<T>(ctx: { readonly merchantId: string | undefined }, call: () => Promise<T>): Promise<T> {
+    return ctx.merchantId === undefined ? call() : this.run(ctx.merchantId, call);
+  }
 
   /** Runs `call` once the merchant is under its share. */
   async run<T>(merchantId: string, call: () => Promise<T>): Promise<T> {
@@ -41,7 +43,7 @@ export class MerchantStorageShare {
     let queue = this.#waiting.get(merchantId);
     if (queue === undefined) this.#waiting.set(merchantId, (queue = []));
     if (queue.length >= this.#maxWaiting) {
-      throw new MerchantApiError('too_many_requests', `This merchant already has ${queue.length} storage calls waiting for its share of the storage's connections; retry shortly.`, {
+      throw new Refusal('storage_share', `This merchant already has ${queue.length} storage calls waiting for its share of the storage's connections; retry shortly.`, {
         retryAfter: 1,
         policy: { name: 'storage-share', quota: this.limit },
       });

@@ -15,6 +15,7 @@ import type { RequestContext } from '../http/context.js';
 import { MerchantApiError } from '../errors.js';
 import { DEFAULTS } from '../defaults.js';
 import { addressKey } from './address-key.js';
+import type { Limit } from './limit.js';
 
 export interface TarpitOptions {
   /** The longest a refusal is held back, ms. Default 5000 (well inside the servers' request timeouts and the 8 s shutdown). */
@@ -26,13 +27,16 @@ export interface TarpitOptions {
 /** A client that waited as told may still arrive this much early, by our clock: the refusal was timed before it was written. */
 const GRACE_MS = 100;
 
-export class Tarpit {
+export class Tarpit implements Limit {
   readonly #maxDelayMs: number;
   readonly #maxEntries: number;
+  readonly #ipv6Prefix: number;
   /** When each connection refused lately may come back (performance.now() ms), oldest first. */
   readonly #dueAt = new Map<string, number>();
 
-  constructor(options: TarpitOptions = {}) {
+  /** `ipv6Prefix`: IPv6 clients are keyed per network of this prefix length (src/limits/address-key.ts). */
+  constructor(options: TarpitOptions = {}, ipv6Prefix: number = DEFAULTS.ipv6Prefix) {
+    this.#ipv6Prefix = ipv6Prefix;
     this.#maxDelayMs = options.maxDelayMs ?? DEFAULTS.tarpit.maxDelayMs;
     this.#maxEntries = options.maxEntries ?? DEFAULTS.tarpit.maxEntries;
     if (!(this.#maxDelayMs >= 0 && this.#maxDelayMs <= 60_000)) throw new TypeError('tarpit.maxDelayMs must be a number from 0 to 60000.');
@@ -54,21 +58,21 @@ export class Tarpit {
     return wait;
   }
 
+  /**
+   * How long to hold back the answer to `error`: only a 429 with Retry-After,
+   * to a connection the adapter told us (address and port), is ever held.
+   */
+  onConnection(ctx: RequestContext, error: unknown): number {
+    if (!(error instanceof MerchantApiError) || error.status !== 429 || ctx.clientPort === undefined) return 0;
+    const retryAfter = error.retryAfter;
+    if (retryAfter === undefined || !(retryAfter > 0)) return 0;
+    return this.delay(`${addressKey(ctx.clientAddress ?? '', this.#ipv6Prefix)} ${ctx.clientPort}`, retryAfter);
+  }
+
   /** Connections remembered now. */
   get size(): number {
     return this.#dueAt.size;
   }
-}
-
-/**
- * How long to hold back the answer to `error`: only a 429 with Retry-After,
- * to a connection the adapter told us (address and port), is ever held.
- */
-export function refusalDelay(tarpit: Tarpit, ctx: RequestContext, error: unknown, ipv6Prefix: number): number {
-  if (!(error instanceof MerchantApiError) || error.status !== 429 || ctx.clientPort === undefined) return 0;
-  const retryAfter = error.retryAfter;
-  if (retryAfter === undefined || !(retryAfter > 0)) return 0;
-  return tarpit.delay(`${addressKey(ctx.clientAddress ?? '', ipv6Prefix)} ${ctx.clientPort}`, retryAfter);
 }
 
 /** Resolves after `ms`: a timer, which Node, Bun and Deno all have. */

@@ -1,21 +1,21 @@
 /**
- * The failed-authentication throttle at the pipeline's door
- * (docs/security.md#throttling): a blocked address, or (merchant, address),
- * is refused before any key is compared or any storage read; after the
- * answer, the outcome of the authentication is counted.
+ * The failed-authentication throttle as a limit (docs/security.md#throttling):
+ * before authentication, a blocked address, or (merchant, address), is
+ * refused before any key is compared or any storage read; after the answer,
+ * the outcome of the authentication is counted.
  */
 import { parseBasicAuth } from '../auth/basic-auth.js';
-import { MerchantApiError } from '../errors.js';
+import type { AuthScheme } from '../auth/scheme.js';
 import type { RequestContext } from '../http/context.js';
 import { parseQuery } from '../http/query.js';
 import type { Logger } from '../observe/logger.js';
-import type { RouteAuth } from '../routes/route.js';
 import { addressKey } from './address-key.js';
-import { noteRefusal } from './refusal.js';
+import type { Limit } from './limit.js';
+import { Refusal } from './refusal.js';
 import type { Block } from './throttle.js';
 import type { AuthThrottle } from './throttle-sharing.js';
 
-export class ThrottleGate {
+export class ThrottleGate implements Limit {
   readonly #throttle: AuthThrottle;
   readonly #logger: Logger;
   readonly #now: () => number;
@@ -30,13 +30,11 @@ export class ThrottleGate {
   }
 
   /** Throws the 429 when the client is blocked. Needs the client address, which the adapters give. */
-  check(ctx: RequestContext, auth: RouteAuth, search: string): void {
+  beforeAuthentication(ctx: RequestContext, auth: AuthScheme, search: string): void {
     if (auth === 'none') return;
     if (ctx.clientAddress === undefined) return warnNoAddress(this.#logger, ctx);
     const block = this.#throttle.blocked(addressKey(ctx.clientAddress, this.#ipv6Prefix), () => claimedMerchant(ctx, auth, search), Math.floor(this.#now() / 1000));
-    if (!block) return;
-    noteRefusal(this.#logger, ctx, block.scope === 'address' ? 'auth_address' : 'auth_pair');
-    throw tooManyFailures(block);
+    if (block) throw tooManyFailures(block);
   }
 
   /**
@@ -44,7 +42,7 @@ export class ThrottleGate {
    * failure may answer a promise: the answer waits for a shared store to
    * have it, so that the client's next request finds it on any instance.
    */
-  count(ctx: RequestContext): void | Promise<void> {
+  afterAnswer(ctx: RequestContext): void | Promise<void> {
     if (ctx.clientAddress === undefined) return;
     if (ctx.authFailure !== undefined) return this.#throttle.failed(addressKey(ctx.clientAddress, this.#ipv6Prefix), ctx.claimedMerchantId, Math.floor(this.#now() / 1000));
     else if (ctx.merchantId !== undefined) this.#throttle.succeeded(addressKey(ctx.clientAddress, this.#ipv6Prefix), ctx.merchantId);
@@ -68,7 +66,7 @@ function warnNoAddress(logger: Logger, ctx: RequestContext): void {
 }
 
 /** The merchant a request names, before anything is looked up: the Basic user, or `cp`. */
-function claimedMerchant(ctx: RequestContext, auth: RouteAuth, search: string): string | undefined {
+function claimedMerchant(ctx: RequestContext, auth: AuthScheme, search: string): string | undefined {
   try {
     if (auth === 'basic') return parseBasicAuth(ctx.header('authorization'))?.id;
     return parseQuery(search).find(([key]) => key === 'cp')?.[1];
@@ -77,11 +75,11 @@ function claimedMerchant(ctx: RequestContext, auth: RouteAuth, search: string): 
   }
 }
 
-function tooManyFailures(block: Block): MerchantApiError {
-  const who = block.scope === 'address' ? 'this address' : 'this merchant from this address';
-  const name = block.scope === 'address' ? 'auth-address' : 'auth-merchant';
-  return new MerchantApiError('too_many_requests', `Too many failed authentications from ${who}; try again in ${block.retryAfter} seconds.`, {
+function tooManyFailures(block: Block): Refusal {
+  const address = block.scope === 'address';
+  const who = address ? 'this address' : 'this merchant from this address';
+  return new Refusal(address ? 'auth_address' : 'auth_pair', `Too many failed authentications from ${who}; try again in ${block.retryAfter} seconds.`, {
     retryAfter: block.retryAfter,
-    policy: { name, quota: block.limit, window: block.window },
+    policy: { name: address ? 'auth-address' : 'auth-merchant', quota: block.limit, window: block.window },
   });
 }

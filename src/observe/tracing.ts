@@ -1,8 +1,9 @@
 /**
  * Traces through `@opentelemetry/api` (docs/observability.md#traces): a
- * server span per request, continuing an incoming W3C `traceparent` through
- * the registered propagator, and a child span per storage call. Until the
- * embedding application registers an SDK every call here is the API's no-op.
+ * server span per request, refused ones included, continuing an incoming W3C
+ * `traceparent` through the registered propagator, and a child span per
+ * storage call. Until the embedding application registers an SDK no span is
+ * started at all, not even the API's no-op one.
  *
  * `@opentelemetry/api` is an optional peer dependency (docs/install.md): an
  * application that registers an SDK has it installed. It is loaded once, as
@@ -41,7 +42,12 @@ function withSdk(): OpenTelemetryApi | undefined {
   return delegate === otel.noSdk ? undefined : otel.api;
 }
 
-export function tracingHooks(): MerchantApiHooks {
+/** The tracing hooks, and `begin`, which the pipeline calls as soon as the route is known, before any limit may refuse the request. */
+export interface TracingHooks extends MerchantApiHooks {
+  begin(ctx: RequestContext): void;
+}
+
+export function tracingHooks(): TracingHooks {
   const spans = new WeakMap<RequestContext, Traced>();
   // A proxy that follows whichever SDK is registered, got once the API has loaded.
   let tracer: Tracer | undefined;
@@ -66,7 +72,7 @@ export function tracingHooks(): MerchantApiHooks {
   };
 
   return {
-    onRequest(ctx) {
+    begin(ctx) {
       start(ctx);
     },
     onStorageCall(ctx, operation) {
@@ -81,8 +87,8 @@ export function tracingHooks(): MerchantApiHooks {
       };
     },
     onFinish(ctx, summary) {
-      // 404 and 405 are answered before onRequest runs: their span starts here, back-dated.
-      const traced = spans.get(ctx) ?? (ctx.route === undefined || ctx.errorCode === 'method_not_allowed' ? start(ctx) : undefined);
+      // A request without a route (a 404, an adapter's refusal) never reaches `begin`: its span starts here, back-dated.
+      const traced = spans.get(ctx) ?? (ctx.route === undefined ? start(ctx) : undefined);
       if (traced === undefined) return;
       spans.delete(ctx);
       const { span, api } = traced;

@@ -1,6 +1,6 @@
 /**
  * The OpenAPI 3.1 document served at `/openapi.json` (docs/protocol.md), built
- * from the route table (src/routes/table.ts) so that it names every route, and
+ * from the route table it is given (src/routes/table.ts) so that it names every route, and
  * written to say exactly what the handler and the runtime adapters answer:
  * every status an operation can give, with its body and headers.
  *
@@ -11,18 +11,17 @@
  * 500, ...) from shared-errors.ts. Each GET has an explicit HEAD twin with
  * the same answers and no body.
  */
-import type { Route } from '../routes/route.js';
-import { allowedMethods, ROUTES } from '../routes/table.js';
+import { allowedMethods } from '../http/methods.js';
 import { ref } from './fragments.js';
 import { headers } from './headers.js';
-import type { Json } from './operation.js';
+import type { DocumentedRoute, Json } from './operation.js';
 import { schemas } from './schemas.js';
 import { SHARED_RESPONSES, sharedErrors } from './shared-errors.js';
 
 /** The GET operation of a route, and its HEAD twin. */
-function pathItem(route: Route): Json {
+function pathItem(route: DocumentedRoute): Json {
   const operation = route.openapi;
-  const responses = sortByStatus({ ...sharedErrors(route, operation, allowedMethods(route)), ...operation.responses });
+  const responses = sortByStatus({ ...sharedErrors(route, operation, allowedMethods(route.method)), ...operation.responses });
   const get = {
     operationId: route.id,
     summary: route.summary,
@@ -57,7 +56,8 @@ function sortByStatus(responses: Record<string, Json>): Record<string, Json> {
   return Object.fromEntries(Object.entries(responses).sort(([a], [b]) => a.localeCompare(b)));
 }
 
-export function openApiDocument(basePath: string): Record<string, unknown> {
+/** The document of `routes` (the route table, `ROUTES`), served under `basePath`. */
+export function openApiDocument(basePath: string, routes: readonly DocumentedRoute[]): Record<string, unknown> {
   return {
     openapi: '3.1.0',
     info: {
@@ -77,7 +77,7 @@ export function openApiDocument(basePath: string): Record<string, unknown> {
       { name: 'Users', description: "A merchant's users, with HTTP Basic authentication (docs/protocol.md#users)." },
       { name: 'Service', description: 'Liveness, readiness and this document.' },
     ],
-    paths: Object.fromEntries(ROUTES.map((route) => [route.pattern, pathItem(route)])),
+    paths: Object.fromEntries(routes.map((route) => [route.pattern, pathItem(route)])),
     components: {
       securitySchemes: { merchantBasic: { type: 'http', scheme: 'basic', description: 'User name: the merchant id; password: one of its active API keys.' } },
       parameters: {

@@ -26,7 +26,9 @@ export const ERROR_CODES: Record<MerchantApiErrorCode, string> = {
   headers_too_large: 'the request line and headers are larger than the runtime accepts (the Node adapter)',
   expectation_failed: 'an `Expect` header other than `100-continue` (answered by the adapters)',
   storage_unavailable: 'the storage failed or missed its deadline',
-  too_many_requests: 'throttled after failed authentications, or too many listings of one merchant at once',
+  too_many_requests:
+    'refused by a limit: too many failed authentications, too many listings of one merchant at once, more than its share of a busy instance or of the ' +
+    "storage's connections, half of the memory storage's replay store, or (the Node adapter) too many connections",
   internal_error: 'an unexpected failure (a bug); the answer says nothing about it',
 };
 

@@ -4,10 +4,32 @@
  * (`Route.openapi`), so adding an endpoint touches no file here; the builder
  * (document.ts) adds what the table says and the answers every route shares.
  */
+import type { AuthScheme } from '../auth/scheme.js';
 import type { MerchantApiErrorCode } from '../errors.js';
+import type { ErrorShape } from '../http/responses.js';
+import type { RouteLimit } from '../limits/limit.js';
 
 /** A piece of the OpenAPI document, as JSON. */
 export type Json = Record<string, unknown>;
+
+/** What the document reads of a route table entry (the `Route` of src/routes/route.ts is one, with its handler). */
+export interface DocumentedRoute {
+  /** The operation's name, also its OpenAPI `operationId`. */
+  id: string;
+  method: 'GET';
+  /** Path under the base path; `{name}` matches one percent-decoded segment. */
+  pattern: string;
+  auth: AuthScheme;
+  /** The JSON shape its errors take. */
+  errorShape: ErrorShape;
+  /** A limit of the route's own: `listings`, at most `merchantConcurrency` of one merchant's requests to it at once. */
+  limit?: RouteLimit;
+  /** True when `pattern` + `/` is the same route. */
+  trailingSlash?: boolean;
+  summary: string;
+  /** The operation's own OpenAPI text, kept beside its handler; the rest of the document comes from the fields above. */
+  openapi: OperationDoc;
+}
 
 /** What the route table does not say about an operation. */
 export interface OperationDoc {

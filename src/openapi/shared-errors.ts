@@ -5,13 +5,12 @@
  */
 import type { MerchantApiErrorCode } from '../errors.js';
 import { MAX_QUERY_LENGTH } from '../http/query.js';
-import type { Route } from '../routes/route.js';
 import { codesWithStatus, envelopeError } from './error-codes.js';
 import { adapterResponse, header, response, schemaRef } from './fragments.js';
-import type { Json, OperationDoc } from './operation.js';
+import type { DocumentedRoute, Json, OperationDoc } from './operation.js';
 
 /** The body of an error the handler answers on `route`, in the route's shape. */
-function routeError(route: Route, codes: readonly MerchantApiErrorCode[]): Json {
+function routeError(route: DocumentedRoute, codes: readonly MerchantApiErrorCode[]): Json {
   return route.errorShape === 'signature' ? schemaRef('SignatureError') : envelopeError(codes);
 }
 
@@ -19,7 +18,7 @@ function routeError(route: Route, codes: readonly MerchantApiErrorCode[]): Json 
  * The body of an error that the handler or, before it runs, the runtime
  * adapter may answer: the adapters know no route, so theirs is always the envelope.
  */
-function routeOrAdapterError(route: Route, codes: readonly MerchantApiErrorCode[], adapterCodes: readonly MerchantApiErrorCode[]): Json {
+function routeOrAdapterError(route: DocumentedRoute, codes: readonly MerchantApiErrorCode[], adapterCodes: readonly MerchantApiErrorCode[]): Json {
   if (route.errorShape === 'envelope') return envelopeError([...new Set([...codes, ...adapterCodes])]);
   return { oneOf: [schemaRef('SignatureError'), envelopeError(adapterCodes)] };
 }
@@ -37,7 +36,7 @@ function badRequestDescription(operation: OperationDoc): string {
  * What `route` can answer besides its own outcomes. `allowed` is the `Allow`
  * of its path, given by the caller so that this file needs only the route's shape.
  */
-export function sharedErrors(route: Route, operation: OperationDoc, allowed: string): Record<string, Json> {
+export function sharedErrors(route: DocumentedRoute, operation: OperationDoc, allowed: string): Record<string, Json> {
   const errors: Record<string, Json> = {
     '400': response(
       badRequestDescription(operation),

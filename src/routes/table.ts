@@ -47,8 +47,3 @@ export const ROUTES: readonly Route[] = [
   { id: 'ready', method: 'GET', pattern: '/readyz', auth: 'none', errorShape: 'envelope', summary: 'Readiness: the storage answers', handle: readyz, openapi: readyzDoc },
   { id: 'openApi', method: 'GET', pattern: '/openapi.json', auth: 'none', errorShape: 'envelope', summary: 'This OpenAPI document', handle: openApiDocumentRoute, openapi: openApiDocumentDoc },
 ];
-
-/** The methods a route answers: each of its own, and HEAD wherever GET is. */
-export function allowedMethods(route: Route): string {
-  return route.method === 'GET' ? 'GET, HEAD' : route.method;
-}

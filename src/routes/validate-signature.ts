@@ -2,13 +2,15 @@
  * `GET /validatesignature` (docs/protocol.md#validating-a-signature): the outcome table, checked
  * in the documented order, with byte-exact bodies.
  */
+import { verifyMerchant, type CredentialScheme } from '../auth/merchant-check.js';
 import type { RequestContext } from '../http/context.js';
 import { MerchantApiError } from '../errors.js';
 import { decodePathSegment, parseQuery } from '../http/query.js';
 import { signatureError } from '../http/error-reply.js';
-import { reply, SIGNATURE_OK, type Reply } from '../http/responses.js';
+import { reply, type Reply } from '../http/responses.js';
 import { canonicalMessage, verify } from '../signing/index.js';
-import { MAX_ID_LENGTH, type MerchantLookup } from '../storage/contract.js';
+import type { PublicBaseResolver } from '../http/public-url.js';
+import { MAX_ID_LENGTH } from '../storage/contract.js';
 import { MALFORMED_QUERY, queryParameter, response, schemaRef } from '../openapi/fragments.js';
 import type { OperationDoc } from '../openapi/operation.js';
 import type { HandlerDeps, RouteInput } from './route.js';
@@ -21,49 +23,52 @@ const DISABLED = reply(403, signatureError('This account is disabled.'));
 const MISMATCH = reply(400, signatureError('Signature does not match.'));
 const NOT_WHOLE_SECONDS = reply(400, signatureError('Invalid timestamp: ts must be a Unix time in whole seconds.'));
 const REPLAYED = reply(400, signatureError('This salt was already used: every request needs a new salt.'));
-const VALID = reply(200, SIGNATURE_OK);
-/** The lookup after a signature matched none of the merchant's (cached) keys. */
-const REFRESH: MerchantLookup = Object.freeze({ refresh: true });
+const VALID = reply(200, '{"status":"ok","is_valid":true}');
+
+/** What a signed request presents: the four values, and what the signature covers. */
+interface SignedQuery {
+  salt: string;
+  cp: string;
+  ts: string;
+  hmac: string;
+  pairs: [string, string][];
+  ctx: RequestContext;
+  input: RouteInput;
+  resolveBases: PublicBaseResolver;
+  /** The public base URLs the merchant may have called, resolved at the first comparison (after the merchant is known active). */
+  bases: string[] | undefined;
+}
+
+/** A signature compared with every key of an active merchant's; a merchant disabled is answered before it. */
+const SIGNATURE: CredentialScheme<SignedQuery> = {
+  verifies: (merchant, signed) => merchant.status === 'active' && signatureMatches(signed, merchant.keys),
+  mismatch: 'bad_signature',
+  disabledFirst: true,
+};
 
 export async function validateSignature(ctx: RequestContext, input: RouteInput, deps: HandlerDeps): Promise<Reply> {
-  const pairs = parseQuery(input.search);
-  const values = requiredValues(pairs);
+  const signed = requiredValues(parseQuery(input.search), ctx, input, deps.resolveBases);
 
-  let merchant = await deps.storage(ctx).getMerchant(values.cp);
-  if (!merchant) {
-    ctx.authFailure = 'unknown_merchant';
-    return UNKNOWN_MERCHANT;
-  }
-  ctx.claimedMerchantId = merchant.id;
-  if (merchant.status !== 'active') return DISABLED;
-
-  const bases = deps.resolveBases(ctx, input.origin);
-  if (!signatureMatches(ctx.method, bases, input.path, pairs, values.hmac, merchant.keys)) {
-    // Signed with a key added since this instance cached the merchant? Read it again once
-    // (the storage bounds how often) before calling the signature wrong.
-    merchant = await deps.storage(ctx).getMerchant(values.cp, REFRESH);
-    if (!merchant || merchant.status !== 'active' || !signatureMatches(ctx.method, bases, input.path, pairs, values.hmac, merchant.keys)) {
-      ctx.authFailure = 'bad_signature';
-      return MISMATCH;
-    }
-  }
-  const hooks = deps.authenticated(ctx, merchant.id);
+  const verified = await verifyMerchant(ctx, deps.storage(ctx), signed.cp, SIGNATURE, signed);
+  if (typeof verified === 'string') return verified === 'unknown_merchant' ? UNKNOWN_MERCHANT : verified === 'disabled' ? DISABLED : MISMATCH;
+  // The one place the merchant is marked authenticated: once its signature verifies, before the timestamp and the salt.
+  const hooks = deps.authenticated(ctx, verified.id);
   if (hooks) await hooks;
 
   const nowSeconds = Math.floor(deps.now() / 1000);
-  if (!WHOLE_SECONDS.test(values.ts)) return NOT_WHOLE_SECONDS;
-  const ts = Number(values.ts);
+  if (!WHOLE_SECONDS.test(signed.ts)) return NOT_WHOLE_SECONDS;
+  const ts = Number(signed.ts);
   if (Math.abs(nowSeconds - ts) > deps.tolerance) {
     return reply(400, signatureError(`Invalid timestamp: ts is outside the accepted window of ${deps.tolerance} seconds from the server's time.`));
   }
 
-  const record = { merchantId: merchant.id, salt: values.salt, expiresAt: ts + deps.tolerance, now: nowSeconds, ts };
+  const record = { merchantId: verified.id, salt: signed.salt, expiresAt: ts + deps.tolerance, now: nowSeconds, ts };
   const fresh = await deps.storage(ctx).recordSalt(record);
   return fresh ? VALID : REPLAYED;
 }
 
-/** The four required values, or a 400 naming every absent, empty or repeated one. */
-function requiredValues(pairs: [string, string][]): Record<(typeof REQUIRED)[number], string> {
+/** The four required values with what the signature covers, or a 400 naming every absent, empty or repeated value. */
+function requiredValues(pairs: [string, string][], ctx: RequestContext, input: RouteInput, resolveBases: PublicBaseResolver): SignedQuery {
   // Fast path, no allocation but the result: each of the four exactly once,
   // non-empty and short enough, as every valid request has them.
   let salt: string | undefined;
@@ -78,7 +83,7 @@ function requiredValues(pairs: [string, string][]): Record<(typeof REQUIRED)[num
     else if (key === 'ts') (ts = value), seen++;
     else if (key === 'hmac') (hmac = value), seen++;
   }
-  if (seen === 4 && salt && cp && ts && hmac && cp.length <= MAX_ID_LENGTH && salt.length <= MAX_ID_LENGTH) return { salt, cp, ts, hmac };
+  if (seen === 4 && salt && cp && ts && hmac && cp.length <= MAX_ID_LENGTH && salt.length <= MAX_ID_LENGTH) return { salt, cp, ts, hmac, pairs, ctx, input, resolveBases, bases: undefined };
   return describeProblems(pairs);
 }
 
@@ -106,7 +111,9 @@ function describeProblems(pairs: [string, string][]): never {
  * with escapes both its encoded and its decoded form: clients sign the URL
  * string they hold, which may be either.
  */
-function signatureMatches(method: string, bases: string[], path: string, pairs: [string, string][], hmac: string, keys: string[]): boolean {
+function signatureMatches(signed: SignedQuery, keys: string[]): boolean {
+  const { ctx: { method }, input: { path }, pairs, hmac } = signed;
+  const bases = (signed.bases ??= signed.resolveBases(signed.ctx, signed.input.origin));
   const decoded = path.includes('%') ? decodePathSegment(path) : undefined;
   let matched = false;
   for (const base of bases) {

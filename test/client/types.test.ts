@@ -1,6 +1,6 @@
 /**
  * The client's types cannot drift from the server's: openapi-typescript
- * generates types from the server's OpenAPI document (`openApiDocument('')`,
+ * generates types from the server's OpenAPI document (`openApiDocument('', ROUTES)`,
  * what GET /openapi.json serves), and tsc checks that each of the client's
  * wire types and the generated one are assignable both ways (and have the
  * same keys, so an optional property on one side only counts too), for the
@@ -15,6 +15,7 @@ import { join } from 'node:path';
 import openapiTS, { astToString } from 'openapi-typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openApiDocument } from '../../src/openapi/document.js';
+import { ROUTES } from '../../src/routes/table.js';
 import { ROOT } from '../support/processes.js';
 
 const CHECKS = (from: string) => `
@@ -73,14 +74,14 @@ describe('the client types against types generated from the OpenAPI document (op
   });
 
   it('the client source (src/client) and the generated types are assignable both ways', async () => {
-    const result = await typeCheck(openApiDocument(''), join(ROOT, 'src/client/index.js'));
+    const result = await typeCheck(openApiDocument('', ROUTES), join(ROOT, 'src/client/index.js'));
     expect(result.report).toBe('');
     expect(result.status).toBe(0);
   }, 60_000);
 
   it('so are the published declarations (dist/client.d.ts)', async () => {
     expect(existsSync(join(ROOT, 'dist/client.d.ts')), 'run npm run build first').toBe(true);
-    const result = await typeCheck(openApiDocument(''), join(ROOT, 'dist/client.js'));
+    const result = await typeCheck(openApiDocument('', ROUTES), join(ROOT, 'dist/client.js'));
     expect(result.report).toBe('');
     expect(result.status).toBe(0);
   }, 60_000);
@@ -92,7 +93,7 @@ describe('the client types against types generated from the OpenAPI document (op
   };
 
   it('control: a document where state is never null fails the record checks', async () => {
-    const altered = openApiDocument('') as { components: { schemas: { User: { properties: Record<string, unknown> } } } };
+    const altered = openApiDocument('', ROUTES) as { components: { schemas: { User: { properties: Record<string, unknown> } } } };
     altered.components.schemas.User.properties.state = { type: 'string' };
     const result = await typeCheck(altered, join(ROOT, 'src/client/index.js'));
     expect(result.status).not.toBe(0);
@@ -100,7 +101,7 @@ describe('the client types against types generated from the OpenAPI document (op
   }, 60_000);
 
   it('control: a document with a new filter fails the query and filter checks', async () => {
-    const altered = openApiDocument('') as { paths: Record<string, { get: { parameters: unknown[] } }> };
+    const altered = openApiDocument('', ROUTES) as { paths: Record<string, { get: { parameters: unknown[] } }> };
     const listUsers = Object.entries(altered.paths).find(([path]) => path.endsWith('/merchant/users'))![1].get;
     listUsers.parameters = [...listUsers.parameters, { name: 'country', in: 'query', schema: { type: 'string' } }];
     const result = await typeCheck(altered, join(ROOT, 'src/client/index.js'));

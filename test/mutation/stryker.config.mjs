@@ -19,8 +19,9 @@ export default {
     'src/limits/throttle-sharing.ts',
     // Page cursors
     'src/listing/cursor.ts',
-    // Basic auth
+    // Basic auth, and the check of credentials against a merchant that Basic and signatures share
     'src/auth/basic-auth.ts',
+    'src/auth/merchant-check.ts',
     // Tenant lookups: merchants, and users only of their merchant
     'src/storage/memory/memory-storage.ts',
     'src/routes/user.ts',

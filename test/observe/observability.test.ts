@@ -365,6 +365,20 @@ describe('traces', () => {
     }
   });
 
+  it('spans a request the throttle refuses before any hook runs (docs/observability.md#traces: a span per request)', async () => {
+    exporter.reset();
+    const api = createMerchantApi({ storage: new MemoryStorage(contractSeed()), logger: recordingLogger().logger, accessLog: false, throttle: { addressFailures: 1 } });
+    const wrongKey = () => new Request(`${ORIGIN}/merchant/users`, { headers: basic('m1', 'not-the-key') });
+    const info = { clientAddress: '192.0.2.7' };
+    expect((await api.fetch(wrongKey(), info)).status).toBe(401);
+    expect((await api.fetch(wrongKey(), info)).status).toBe(429);
+    const spans = exporter.getFinishedSpans().filter((s) => s.name === 'GET /merchant/users');
+    expect(spans.map((s) => [s.attributes['http.response.status_code'], s.attributes['merchant_api.error_code']])).toEqual([
+      [401, 'unauthorized'],
+      [429, 'too_many_requests'],
+    ]);
+  });
+
   it('spans a 404 too, and marks a 5xx as an error', async () => {
     exporter.reset();
     const storage = new MemoryStorage(contractSeed());

@@ -69,7 +69,7 @@ describe('the OpenAPI document', () => {
   it("passes Redocly's recommended rules with no error and no warning, with and without a base path", async () => {
     const files = ['', '/merchant-api'].map((basePath, i) => {
       const file = join(work, `openapi-${i}.json`);
-      writeFileSync(file, JSON.stringify(openApiDocument(basePath), null, 2));
+      writeFileSync(file, JSON.stringify(openApiDocument(basePath, ROUTES), null, 2));
       return file;
     });
     const report = await redoclyLint(files);
@@ -82,12 +82,12 @@ describe('the OpenAPI document', () => {
     const source = readFileSync(join(ROOT, 'src/errors.ts'), 'utf8');
     const union = /export type MerchantApiErrorCode =([^;]+);/.exec(source)![1]!;
     const codes = [...union.matchAll(/'([a-z_]+)'/g)].map((m) => m[1]);
-    const documented = openApiDocument('').components as Json;
+    const documented = openApiDocument('', ROUTES).components as Json;
     expect(documented.schemas.Error.properties.code.enum).toEqual(codes);
   });
 
   it('has a GET and a HEAD operation for every route, named after it, with its authentication', () => {
-    const document = openApiDocument('');
+    const document = openApiDocument('', ROUTES);
     const paths = document.paths as Record<string, Json>;
     expect(Object.keys(paths)).toEqual(ROUTES.map((r) => r.pattern));
     for (const route of ROUTES) {
@@ -105,7 +105,7 @@ describe('the OpenAPI document', () => {
   });
 
   it('documents on every operation the answers every route can give, and the others where they can happen', () => {
-    const document = openApiDocument('');
+    const document = openApiDocument('', ROUTES);
     const resolve = (r: Json): Json => (r.$ref ? (document.components as Json).responses[r.$ref.split('/').at(-1)] : r);
     const headers = (op: Json, status: string) => Object.keys(resolve(op.responses[status]).headers);
     for (const { path, method, operation } of operationsOf(document)) {
@@ -128,7 +128,7 @@ describe('the OpenAPI document', () => {
   });
 
   it('states the constraints of the parameters', () => {
-    const paths = openApiDocument('').paths as Record<string, Json>;
+    const paths = openApiDocument('', ROUTES).paths as Record<string, Json>;
     const parameter = (path: string, name: string) => (paths[path]!.get.parameters as Json[]).find((p) => p.name === name)!;
     for (const name of ['cp', 'ts', 'salt', 'hmac']) expect(parameter('/validatesignature', name)).toMatchObject({ required: true, schema: { minLength: 1 } });
     for (const name of ['cp', 'salt']) expect(parameter('/validatesignature', name).schema.maxLength).toBe(128);
@@ -141,7 +141,7 @@ describe('the OpenAPI document', () => {
 });
 
 describe('the validator of answers', () => {
-  const validator = new OpenApiValidator(openApiDocument(''));
+  const validator = new OpenApiValidator(openApiDocument('', ROUTES));
   const health = { method: 'GET', target: '/healthz', status: 200, headers: { 'content-type': 'application/json', 'cache-control': 'no-store' }, body: '{"status":"ok"}' };
 
   it('passes a documented answer and finds each kind of departure from the document', () => {
@@ -174,7 +174,7 @@ const downStorage: Storage = {
 
 for (const basePath of ['', '/mapi']) {
   describe(`answers given in process${basePath ? `, mounted under ${basePath}` : ''}, against the document`, () => {
-    const validator = new OpenApiValidator(openApiDocument(basePath));
+    const validator = new OpenApiValidator(openApiDocument(basePath, ROUTES));
     const base = ORIGIN + basePath;
     const auth = basic('m1', 'key-one');
     const api = (options: Partial<MerchantApiOptions> = {}) =>

@@ -1,0 +1,50 @@
+/**
+ * Authentication as a step of the request: a route with HTTP Basic is
+ * authenticated before its handler runs, which then runs inside the limits
+ * around the handler; a signed route checks its signature in its handler
+ * (src/routes/validate-signature.ts). Both mark the merchant authenticated
+ * through `deps.authenticated`: the limits after authentication, then the
+ * `onAuthenticated` hooks.
+ */
+import { basicOutcome, checkBasicAuth } from '../auth/basic-auth.js';
+import type { RequestContext } from '../http/context.js';
+import { HookAnswer, type MerchantApiHooks } from '../http/hooks.js';
+import type { LimitPoints } from '../limits/limit.js';
+import type { HandlerDeps, Route } from '../routes/route.js';
+import type { Answer } from './answer.js';
+
+/** Runs a route's handler, authenticated first where the route says so. Throws for errors. */
+export type RunRoute = (ctx: RequestContext, route: Route, path: string, search: string, origin: string, params: Record<string, string>) => Answer | Promise<Answer>;
+
+/** Not async: a route without Basic authentication costs no promise of its own here. */
+export function routeRunner(deps: HandlerDeps, aroundHandler: LimitPoints['aroundHandler']): RunRoute {
+  return (ctx, route, path, search, origin, params) => {
+    if (route.auth !== 'basic') return route.handle(ctx, { path, search, origin, params, merchant: undefined }, deps);
+    return checkBasicAuth(ctx, deps.storage(ctx)).then(async (checked): Promise<Answer> => {
+      const merchant = basicOutcome(ctx, checked);
+      const release = aroundHandler?.(ctx, merchant.id, route.limit);
+      try {
+        const hooked = deps.authenticated(ctx, merchant.id);
+        if (hooked) await hooked;
+        const answer = await route.handle(ctx, { path, search, origin, params, merchant }, deps);
+        // A copy: handlers may answer with a shared constant reply.
+        return release ? { ...answer, release } : answer;
+      } catch (error) {
+        release?.();
+        throw error;
+      }
+    });
+  };
+}
+
+/** `deps.authenticated`: marks the merchant, runs the limits after authentication, then the `onAuthenticated` hooks (which may answer instead). */
+export function authenticatedStep(afterAuthentication: LimitPoints['afterAuthentication'], onAuthenticated: MerchantApiHooks['onAuthenticated']): HandlerDeps['authenticated'] {
+  return (ctx, merchantId) => {
+    ctx.merchantId = merchantId;
+    afterAuthentication?.(ctx, merchantId);
+    if (!onAuthenticated) return;
+    return Promise.resolve(onAuthenticated(ctx)).then((answer) => {
+      if (answer) throw new HookAnswer(answer);
+    });
+  };
+}

@@ -1,0 +1,92 @@
+/**
+ * The request flow, once for every route (docs/architecture.md#one-request-through-the-files):
+ * match the route table, start the trace, run the limits before
+ * authentication, run the `onRequest` hooks, authenticate and run the
+ * handler (authentication.ts), and turn whatever came out, answer or error
+ * (failure.ts), into one `Response` in the JSON shape of its endpoint
+ * (answer.ts), held back and counted by the limits on the way out.
+ */
+import { MerchantApiError } from '../errors.js';
+import { createContext, type RequestContext, type RequestInfo } from '../http/context.js';
+import { HookAnswer, type MerchantApiHooks } from '../http/hooks.js';
+import { allowedMethods } from '../http/methods.js';
+import type { ErrorShape } from '../http/responses.js';
+import { matchPath, splitUrl } from '../http/url.js';
+import type { LimitPoints } from '../limits/limit.js';
+import { noteRefusal } from '../limits/refusal.js';
+import { heldBack } from '../limits/tarpit.js';
+import type { Logger } from '../observe/logger.js';
+import { createMatcher, NOT_FOUND } from '../routes/match.js';
+import type { HandlerDeps, Route } from '../routes/route.js';
+import { responder, type Answer } from './answer.js';
+import { routeRunner } from './authentication.js';
+import { failure } from './failure.js';
+
+export interface PipelineParts {
+  routes: readonly Route[];
+  deps: HandlerDeps;
+  hooks: MerchantApiHooks;
+  logger: Logger;
+  basePath: string;
+  trustProxy: boolean;
+  /** Every limit, at its points (src/limits/limit.ts). */
+  limits: LimitPoints;
+  /** Starts the request's trace span, before any limit can refuse it; undefined when tracing is off. */
+  begin: ((ctx: RequestContext) => void) | undefined;
+  /** Where each streamed answer still being written leaves the function that cuts it (`abortStreams`). */
+  inFlight: Set<() => void>;
+}
+
+export function createPipeline(parts: PipelineParts): (request: Request, info?: RequestInfo) => Promise<Response> {
+  const { hooks, logger, basePath, trustProxy, begin } = parts;
+  const { beforeAuthentication, onConnection, afterAnswer } = parts.limits;
+  const match = createMatcher(parts.routes);
+  const onRequest = hooks.onRequest;
+  const run = routeRunner(parts.deps, parts.limits.aroundHandler);
+  const failed = failure(logger, hooks.onError);
+  const respond = responder(logger, hooks, parts.inFlight);
+
+  return async function fetch(request: Request, info?: RequestInfo): Promise<Response> {
+    const started = performance.now();
+    const ctx = createContext(request, info, trustProxy);
+    const head = request.method === 'HEAD';
+    let shape: ErrorShape = 'envelope';
+    let answer: Answer | Response;
+    try {
+      if (info?.refusal) {
+        // The adapter's connection caps: noted as every limit's refusal, their event logged by the adapter once per cap.
+        if (info.connectionLimit !== undefined) noteRefusal(logger, ctx, info.connectionLimit, false);
+        throw info.refusal;
+      }
+      const { origin, path: received, search } = splitUrl(request.url);
+      // The path the merchant called, the base path put back where a mount stripped it.
+      const located = info?.dotSegments ? undefined : matchPath(match, received, basePath, info?.pathAsSent === true);
+      if (!located) throw NOT_FOUND;
+      const { found: { route, params }, path } = located;
+      ctx.route = route.pattern;
+      // First: a request refused by a limit is traced too (docs/observability.md#traces).
+      begin?.(ctx);
+      shape = route.errorShape;
+      if (request.method !== route.method && !(head && route.method === 'GET')) {
+        const allow = allowedMethods(route.method);
+        throw new MerchantApiError('method_not_allowed', `Only ${allow.replace(', ', ' and ')} are allowed here.`, { allow });
+      }
+      beforeAuthentication?.(ctx, route.auth, search);
+      if (onRequest) {
+        const early = onRequest(ctx);
+        const answered = early instanceof Promise ? await early : early;
+        if (answered) throw new HookAnswer(answered);
+      }
+      answer = await run(ctx, route, path, search, origin, params);
+    } catch (error) {
+      answer = failed(ctx, error, shape);
+      // A connection refused by the adapter's cap is closed after this answer: no request comes back on it to hold back.
+      const wait = onConnection && info?.connectionLimit === undefined && onConnection(ctx, error);
+      if (wait) await heldBack(wait);
+    }
+    // A failure shared through a store is answered once the store has it (bounded).
+    const counted = afterAnswer?.(ctx);
+    if (counted) await counted;
+    return respond(ctx, answer, head, started, info?.unsent === true);
+  };
+}
