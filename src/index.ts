@@ -15,8 +15,6 @@ export type { ErrorDetail, MerchantApiErrorCode, MerchantApiErrorOptions, RateLi
 export { errorResponse } from './http/error-reply.js';
 export type { ErrorShape } from './http/responses.js';
 export { createJsonLogger, silentLogger } from './observe/logger.js';
-// The key every per-address limit counts a client under (IPv6 by prefix): also what `throttle unblock --address` looks up.
-export { addressKey } from './limits/address-key.js';
 export type { JsonLoggerOptions, Logger, LogLevel } from './observe/logger.js';
 export { MAX_ID_LENGTH, USER_RECORD_KEYS } from './storage/contract.js';
 export type { Merchant, MerchantLookup, SaltRecord, Storage, UserFilter, UserPageQuery, UserRecord } from './storage/contract.js';

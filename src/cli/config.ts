@@ -4,10 +4,9 @@
  * down. Every bad value is named in one error.
  */
 import { availableParallelism } from 'node:os';
-import { DEFAULTS, LOG_LEVELS, MAX_IPV6_PREFIX, MIN_IPV6_PREFIX, normalisePublicUrl, type ThrottleOptions } from '../options.js';
+import { DEFAULTS, LOG_LEVELS, MAX_IPV6_PREFIX, MAX_MAX_SALTS, MIN_IPV6_PREFIX, normalisePublicUrl, type ThrottleOptions } from '../cli-internal.js';
 import { DEFAULT_LIMITS, DEFAULT_SHUTDOWN_TIMEOUT_MS, type ConnectionLimits } from '../../adapters/serve-options.js';
 import { MasterKeyError, parseMasterKey, type MasterKey } from '../storage/mysql/index.js';
-import { MAX_MAX_SALTS } from '../storage/memory/index.js';
 import { CliUsageError } from './usage-error.js';
 import { redisSettings, type RedisConfig } from './redis-config.js';
 import { replicaSettings, type ReplicaConfig } from './replica-config.js';

@@ -9,7 +9,8 @@
 const LAYERS = [
   { name: 'cli', path: '^src/cli/' },
   { name: 'adapters', path: '^adapters/' },
-  { name: 'composition-root', path: '^src/(index|api|options)\\.ts$' },
+  // cli-internal.ts sits with index.ts: an entry point, for the CLI alone.
+  { name: 'composition-root', path: '^src/(index|api|options|cli-internal)\\.ts$' },
   { name: 'http-routes-limits-observe-openapi', path: '^src/(http|routes|limits|observe|openapi)/' },
   { name: 'auth-listing-signing', path: '^src/(auth|listing|signing)/' },
   // defaults.ts is the one table of defaults that the storages, the limits and the CLI all read.
@@ -31,10 +32,15 @@ const STORAGE_CONTRACT = [
   '^src/(errors|defaults)\\.ts$',
 ];
 
-/** The public entry points (package.json "exports"), which the CLI uses like any embedder, and its options. */
+/**
+ * The public entry points (package.json "exports"), which the CLI uses like any embedder, and its own
+ * entry point for the few names it shares with the library that are no embedder's business.
+ */
+const CLI_INTERNAL = '^src/cli-internal\\.ts$';
 const CLI_MAY_IMPORT = [
   '^src/cli/',
-  '^src/(index|options)\\.ts$',
+  '^src/index\\.ts$',
+  CLI_INTERNAL,
   '^src/signing/index\\.ts$',
   '^src/observe/metrics\\.ts$',
   '^src/storage/(memory|mysql|redis)/index\\.ts$',
@@ -58,7 +64,7 @@ const upward = LAYERS.slice(1).map((layer, index) => {
 
 const cli = {
   name: 'cli-imports-entry-points-only',
-  comment: 'the CLI imports only public entry points, src/options.ts and its own folder',
+  comment: 'the CLI imports only public entry points, src/cli-internal.ts and its own folder',
   severity: 'error',
   from: { path: '^src/cli/' },
   to: { path: LOCAL, pathNot: CLI_MAY_IMPORT },
@@ -125,6 +131,13 @@ module.exports = {
       to: { path: CLIENT },
     },
     cli,
+    {
+      name: 'cli-internal-used-by-cli-only',
+      comment: 'src/cli-internal.ts is the CLI\'s entry point: the library imports each name from its own file',
+      severity: 'error',
+      from: { pathNot: '^src/cli/' },
+      to: { path: CLI_INTERNAL },
+    },
   ],
   options: {
     // Type-only imports count: a cycle or an upward import through types ties files together all the same.
