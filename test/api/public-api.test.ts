@@ -24,7 +24,7 @@ const EXPECTED: Record<string, string[]> = {
     'revokeMerchantKey',
   ],
   './storage/redis': ['RedisSetupError', 'createRedisConnection', 'parseRedisUrl', 'redisConnectionFromClient', 'withRedisState'],
-  './client': ['MerchantApiError', 'MerchantClientError', 'MerchantNetworkError', 'MerchantTimeoutError', 'createMerchantClient'],
+  './client': ['MerchantClientError', 'MerchantNetworkError', 'MerchantResponseError', 'MerchantTimeoutError', 'createMerchantClient'],
 };
 
 const pkg = JSON.parse(readFileSync(`${ROOT}package.json`, 'utf8')) as { exports: Record<string, { import: { default: string }; require: { default: string } } | string> };

@@ -10,7 +10,7 @@
  * when both calls work, 1 when one does not, 2 for a usage problem.
  */
 import process from 'node:process';
-import { createMerchantClient, MerchantApiError, MerchantNetworkError, MerchantTimeoutError, type MerchantClient } from '../../client/index.js';
+import { createMerchantClient, MerchantResponseError, MerchantNetworkError, MerchantTimeoutError, type MerchantClient } from '../../client/index.js';
 import { readMerchantApiKey } from '../config.js';
 import type { CliIo } from '../io.js';
 import { CliUsageError } from '../usage-error.js';
@@ -81,17 +81,17 @@ export async function checkCommand(args: string[], io: CliIo, deps: CheckDeps = 
   } catch (error) {
     users = error;
   }
-  if (users !== undefined && !(users instanceof MerchantApiError)) {
+  if (users !== undefined && !(users instanceof MerchantResponseError)) {
     io.err(`  PROBLEM  ${unreachable(users, base)}`);
     io.err('  skipped  signature: not checked, the server cannot be reached.');
     return 1;
   }
-  if (users instanceof MerchantApiError && ['not_found', 'invalid_response', 'redirected'].includes(users.code)) {
+  if (users instanceof MerchantResponseError && ['not_found', 'invalid_response', 'redirected'].includes(users.code)) {
     io.err(`  PROBLEM  ${wrongUrl(users, base)}`);
     io.err('  skipped  signature: not checked at a URL that is not the Merchant API.');
     return 1;
   }
-  if (users instanceof MerchantApiError && users.code === 'unauthorized') {
+  if (users instanceof MerchantResponseError && users.code === 'unauthorized') {
     io.err(`  PROBLEM  user list: ${usersWords(users, merchantId, base)}${requestIdWords(users)}`);
     io.err('  skipped  signature: not checked with a key the server refused (a second try would count a second failed authentication against its throttle).');
     return 1;
@@ -106,23 +106,23 @@ export async function checkCommand(args: string[], io: CliIo, deps: CheckDeps = 
   } catch (error) {
     signature = error;
   }
-  if (signature !== undefined && !(signature instanceof MerchantApiError)) {
+  if (signature !== undefined && !(signature instanceof MerchantResponseError)) {
     io.err(`  PROBLEM  ${unreachable(signature, base)}`);
     return 1;
   }
   const offset = offsetSeconds();
   // A skew the signature step already reports is not repeated; one it survived (a server with a wider tolerance) is a warning.
-  if (offset !== undefined && !(signature instanceof MerchantApiError && signature.code === 'timestamp_out_of_window')) {
+  if (offset !== undefined && !(signature instanceof MerchantResponseError && signature.code === 'timestamp_out_of_window')) {
     if (Math.abs(offset) < DEFAULT_TOLERANCE_S) io.out(`  ok       clock: ${clockWords(offset)}`);
     else if (signature === undefined) io.out(`  warning  clock: ${clockWords(offset)}`);
     else io.err(`  PROBLEM  clock: ${clockWords(offset)}`);
   }
-  if (signature instanceof MerchantApiError) {
+  if (signature instanceof MerchantResponseError) {
     const words = ['not_found', 'invalid_response', 'redirected'].includes(signature.code) ? wrongUrl(signature, base) : `signature: ${signatureWords(signature, merchantId, base, users === undefined, offset)}`;
     io.err(`  PROBLEM  ${words}${requestIdWords(signature)}`);
   }
   if (users !== undefined) {
-    io.err(`  PROBLEM  user list: ${usersWords(users as MerchantApiError, merchantId, base)}${requestIdWords(users as MerchantApiError)}`);
+    io.err(`  PROBLEM  user list: ${usersWords(users as MerchantResponseError, merchantId, base)}${requestIdWords(users as MerchantResponseError)}`);
   }
   if (signature === undefined && users === undefined) {
     io.out('Everything works: this merchant can sign requests and read its users.');
@@ -169,11 +169,11 @@ function clockWords(offset: number): string {
   return Math.abs(offset) < DEFAULT_TOLERANCE_S ? words : `${words}; servers accept ${DEFAULT_TOLERANCE_S} s by default. Set your clock by NTP.`;
 }
 
-function requestIdWords(error: MerchantApiError): string {
+function requestIdWords(error: MerchantResponseError): string {
   return error.requestId ? ` (request id ${error.requestId})` : '';
 }
 
-function signatureWords(error: MerchantApiError, merchantId: string, base: string, keyWorks: boolean, offset: number | undefined): string {
+function signatureWords(error: MerchantResponseError, merchantId: string, base: string, keyWorks: boolean, offset: number | undefined): string {
   switch (error.code) {
     case 'signature_mismatch':
       return keyWorks
@@ -196,7 +196,7 @@ function signatureWords(error: MerchantApiError, merchantId: string, base: strin
   }
 }
 
-function usersWords(error: MerchantApiError, merchantId: string, base: string): string {
+function usersWords(error: MerchantResponseError, merchantId: string, base: string): string {
   switch (error.code) {
     case 'unauthorized':
       return `wrong API key or merchant id: GET /merchant/users refuses "${merchantId}" with this key (401).`;
@@ -211,7 +211,7 @@ function usersWords(error: MerchantApiError, merchantId: string, base: string): 
   }
 }
 
-function commonWords(error: MerchantApiError): string {
+function commonWords(error: MerchantResponseError): string {
   switch (error.code) {
     case 'too_many_requests':
       return `the server refuses requests for now (429)${error.retryAfter === undefined ? '' : ` for ${error.retryAfter} s`}: ${error.message} Wait, then check again with the right key.`;
@@ -222,7 +222,7 @@ function commonWords(error: MerchantApiError): string {
   }
 }
 
-function wrongUrl(error: MerchantApiError, base: string): string {
+function wrongUrl(error: MerchantResponseError, base: string): string {
   if (error.code === 'redirected') return `wrong base URL: ${error.message}`;
   const answer = error.code === 'not_found' ? `404 "${error.message}"` : `${error.status} with something that is not the Merchant API's JSON (${error.headers.get('content-type') ?? 'no content type'})`;
   return `wrong base URL or path: ${error.url} answered ${answer}. Give the URL the API answers at; if it is mounted under a path, include the path, e.g. ${new URL(base).origin}/merchant-api.`;
