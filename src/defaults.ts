@@ -1,7 +1,7 @@
 /**
  * Every default of the library and the standalone server, in one table:
- * `createMerchantApi`, the storages, the limits and the CLI's configuration
- * all read their defaults here, so a default is typed once
+ * `createMerchantApi`, the storages, the limits, the adapters' `serve` and
+ * the CLI's configuration all read their defaults here, so a default is typed once
  * (docs/configuration.md lists them).
  */
 export const DEFAULTS = {
@@ -33,6 +33,12 @@ export const DEFAULTS = {
   maxSalts: 1_000_000,
   /** The MySQL storage: seconds a revoked key may keep working per instance. */
   keyCacheTtlSeconds: 10,
-  /** The standalone server's port. */
+  /** The standalone server's port, and every adapter's `serve`. */
   port: 8787,
+  /** The interface `serve` and the standalone server listen on: this machine only, until told otherwise. */
+  hostname: '127.0.0.1',
+  /** Milliseconds in-flight requests may take on `close()` (SIGTERM) before their connections are cut. */
+  shutdownTimeoutMs: 8000,
+  /** The runtime adapters' connection limits (docs/runtimes.md#connection-limits): milliseconds, and connections. */
+  connectionLimits: { headersTimeout: 10_000, requestTimeout: 30_000, keepAliveTimeout: 5_000, maxConnections: 10_000, maxConnectionsPerAddress: 256 },
 } as const;

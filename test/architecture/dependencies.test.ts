@@ -69,12 +69,13 @@ const CONTROL: Record<string, string> = {
   'src/storage/redis/index.ts': `import { x as a } from '../throttle-store.js'; import { x as b } from '../memory/own.js';`,
   'src/storage/throttle-store.ts': '',
   'src/client/index.ts': `import type { T } from '../storage/contract.js'; import { x as a } from '../signing/index.js'; import { x as b } from '../errors.js'; import { x as c } from '../http/context.js';`,
-  'src/cli/run.ts': `import { x as a } from '../index.js'; import { x as b } from '../storage/mysql/index.js'; import { x as c } from '../../adapters/bun.js'; import { x as d } from './config.js'; import { x as e } from '../storage/mysql/sql-values.js';`,
+  'src/cli/run.ts': `import { x as a } from '../index.js'; import { x as b } from '../storage/mysql/index.js'; import { x as c } from '../../adapters/bun.js'; import { x as d } from './config.js'; import { x as e } from '../storage/mysql/sql-values.js'; import { x as f } from '../../adapters/serve-options.js';`,
   'src/cli/config.ts': `import { x as a } from '../cli-internal.js'; import { x as b } from '../routes/table.js'; import { x as c } from '../options.js';`,
   'src/cli-internal.ts': `import { x as a } from './storage/mysql/sql-values.js';`,
   'src/options.ts': `import { x as a } from './defaults.js'; import { x as b } from './cli-internal.js';`,
   'adapters/node.ts': `import { x as a } from '../src/api.js'; import { x as b } from '../src/cli/run.js';`,
   'adapters/bun.ts': `import { x as a } from '../src/index.js';`,
+  'adapters/serve-options.ts': '',
   'src/nowhere.ts': `import { x as a } from './missing.js';`,
 };
 
@@ -88,6 +89,7 @@ const EXPECTED = [
   'auth-listing-signing-imports-upward: src/listing/cursor.ts → src/http/context.ts',
   'cli-imports-entry-points-only: src/cli/config.ts → src/options.ts',
   'cli-imports-entry-points-only: src/cli/config.ts → src/routes/table.ts',
+  'cli-imports-entry-points-only: src/cli/run.ts → adapters/serve-options.ts',
   'cli-imports-entry-points-only: src/cli/run.ts → src/storage/mysql/sql-values.ts',
   'cli-internal-used-by-cli-only: src/options.ts → src/cli-internal.ts',
   'client-imports-signing-json-and-types: src/client/index.ts → src/errors.ts',

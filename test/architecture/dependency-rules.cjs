@@ -45,7 +45,7 @@ const CLI_MAY_IMPORT = [
   '^src/observe/metrics\\.ts$',
   '^src/storage/(memory|mysql|redis)/index\\.ts$',
   '^src/client/index\\.ts$',
-  '^adapters/[^/]+\\.ts$',
+  '^adapters/(node|bun|deno)\\.ts$',
 ];
 
 const LOCAL = '^(src|adapters)/';

@@ -11,6 +11,7 @@
  */
 import process from 'node:process';
 import { createMerchantClient, MerchantResponseError, MerchantNetworkError, MerchantTimeoutError, type MerchantClient } from '../../client/index.js';
+import { DEFAULTS } from '../../cli-internal.js';
 import { readMerchantApiKey } from '../config.js';
 import type { CliIo } from '../io.js';
 import { CliUsageError } from '../usage-error.js';
@@ -30,7 +31,7 @@ export interface CheckDeps {
 }
 
 /** The server's default TIMESTAMP_TOLERANCE: the check cannot see the server's own setting. */
-const DEFAULT_TOLERANCE_S = 300;
+const DEFAULT_TOLERANCE_S = DEFAULTS.timestampTolerance;
 
 export async function checkCommand(args: string[], io: CliIo, deps: CheckDeps = { prompt: terminalPrompt() }): Promise<number> {
   const parsed = readArguments(args);

@@ -11,7 +11,7 @@ import process from 'node:process';
 import { createJsonLogger, createMerchantApi, type Logger, type MerchantApi, type Storage } from '../../index.js';
 import { createMetrics } from '../../observe/metrics.js';
 import { loadMemoryStorage, MemoryStorage, SeedError, SeedSyntaxError } from '../../storage/memory/index.js';
-import type { Served, ServeOptions } from '../../../adapters/serve-options.js';
+import type { Served, ServeOptions } from '../../../adapters/node.js';
 import { readServerConfig, type MysqlConfig, type ServerConfig } from '../config.js';
 import type { CliIo } from '../io.js';
 import { CliUsageError } from '../usage-error.js';

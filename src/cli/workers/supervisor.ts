@@ -12,7 +12,7 @@ import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
 import process from 'node:process';
 import { createJsonLogger } from '../../index.js';
-import type { Served } from '../../../adapters/serve-options.js';
+import type { Served } from '../../../adapters/node.js';
 import type { ServerConfig } from '../config.js';
 import type { CliIo } from '../io.js';
 import { CliUsageError } from '../usage-error.js';
