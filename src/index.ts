@@ -1,9 +1,11 @@
 /**
  * merchant-api: request-signature validation and merchant user data as a
- * web-standard fetch handler. Other entry points: `merchant-api/signing`
- * (sign and verify requests), `merchant-api/metrics` (Prometheus), the
- * runtime adapters `merchant-api/node`, `/bun`, `/deno`, and the storages
- * `merchant-api/storage/memory`, `merchant-api/storage/mysql`.
+ * web-standard fetch handler. Other entry points (package.json "exports"):
+ * `merchant-api/signing` (sign and verify requests), `merchant-api/metrics`
+ * (Prometheus), the runtime adapters `merchant-api/node`, `/bun`, `/deno`,
+ * the storages `merchant-api/storage/memory` and `merchant-api/storage/mysql`,
+ * `merchant-api/storage/redis` (salts and throttle counters on Redis, in
+ * front of any storage), and the merchant's side, `merchant-api/client`.
  */
 export { createMerchantApi } from './api.js';
 export type { MerchantApi, MerchantApiOptions } from './api.js';
