@@ -18,7 +18,8 @@
  */
 import type { Server } from 'node:http';
 import type { Socket } from 'node:net';
-import { addressKey, MerchantApiError, type MerchantApi } from '../src/index.js';
+import { MerchantApiError, type MerchantApi } from '../src/index.js';
+import { addressKey } from '../src/limits/address-key.js';
 import { endWithAnswer, refuseWithoutRequest } from './node-raw-answer.js';
 
 export interface ConnectionCaps {

@@ -60,8 +60,6 @@ export interface ConnectionLimits {
   maxConnectionsPerAddress?: number;
 }
 
-export const DEFAULT_LIMITS: Required<ConnectionLimits> = { headersTimeout: 10_000, requestTimeout: 30_000, keepAliveTimeout: 5_000, maxConnections: 10_000, maxConnectionsPerAddress: 256 };
-
 export interface Served {
   /** Where the server listens, e.g. `http://127.0.0.1:8787`. */
   url: string;
@@ -75,10 +73,6 @@ export function listenUrl(secure: boolean, hostname: string, port: number): stri
   return `${secure ? 'https' : 'http'}://${host}:${port}`;
 }
 
-export const DEFAULT_PORT = DEFAULTS.port;
-export const DEFAULT_HOSTNAME = '127.0.0.1';
-export const DEFAULT_SHUTDOWN_TIMEOUT_MS = 8000;
-
 /** The options with every default filled in, the same on every runtime. */
 export function resolveServeOptions(options: ServeOptions): {
   port: number;
@@ -89,16 +83,16 @@ export function resolveServeOptions(options: ServeOptions): {
   reusePort: boolean;
   ipv6Prefix: number;
 } {
-  const limits = { ...DEFAULT_LIMITS, ...options.limits };
+  const limits: Required<ConnectionLimits> = { ...DEFAULTS.connectionLimits, ...options.limits };
   for (const [name, value] of Object.entries(limits)) {
     if (!Number.isInteger(value) || value < 1) throw new TypeError(`limits.${name} must be a whole number, at least 1.`);
   }
   const ipv6Prefix = options.ipv6Prefix ?? DEFAULTS.ipv6Prefix;
   checkIpv6Prefix(ipv6Prefix, 'ipv6Prefix');
   return {
-    port: options.port ?? DEFAULT_PORT,
-    hostname: options.hostname ?? DEFAULT_HOSTNAME,
-    shutdownTimeout: options.shutdownTimeout ?? DEFAULT_SHUTDOWN_TIMEOUT_MS,
+    port: options.port ?? DEFAULTS.port,
+    hostname: options.hostname ?? DEFAULTS.hostname,
+    shutdownTimeout: options.shutdownTimeout ?? DEFAULTS.shutdownTimeoutMs,
     tls: options.tls,
     limits,
     reusePort: options.reusePort ?? false,

@@ -11,7 +11,7 @@
  */
 import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createMerchantClient, MerchantApiError } from '../src/client/index.js';
+import { createMerchantClient, MerchantResponseError } from '../src/client/index.js';
 
 const { values } = parseArgs({ options: { url: { type: 'string' }, connections: { type: 'string', default: '24' }, id: { type: 'string' }, key: { type: 'string' } } });
 const url = values.url!;
@@ -41,9 +41,9 @@ async function sdkLoop(): Promise<void> {
       count(200);
     } catch (error) {
       failedCalls++;
-      const status = error instanceof MerchantApiError ? error.status : 'network';
+      const status = error instanceof MerchantResponseError ? error.status : 'network';
       count(status);
-      await sleep(error instanceof MerchantApiError && error.retryAfter !== undefined ? error.retryAfter * 1000 : 1000);
+      await sleep(error instanceof MerchantResponseError && error.retryAfter !== undefined ? error.retryAfter * 1000 : 1000);
     }
   }
 }

@@ -7,7 +7,7 @@
  *
  * BASE_URL, MERCHANT_ID and API_KEY default to the demo server and merchant.
  */
-import { createMerchantClient, MerchantApiError, MerchantNetworkError, MerchantTimeoutError } from 'merchant-api/client';
+import { createMerchantClient, MerchantNetworkError, MerchantResponseError, MerchantTimeoutError } from 'merchant-api/client';
 
 const client = createMerchantClient({
   baseUrl: process.env.BASE_URL ?? 'http://127.0.0.1:8787',
@@ -42,7 +42,7 @@ try {
 
   await client.user('no-such-user');
 } catch (error) {
-  if (error instanceof MerchantApiError && error.status === 404) {
+  if (error instanceof MerchantResponseError && error.status === 404) {
     console.log(`no-such-user: ${error.status} ${error.code} (request id ${error.requestId})`);
   } else if (error instanceof MerchantNetworkError || error instanceof MerchantTimeoutError) {
     console.error(`cannot reach the API: ${error.message}`);

@@ -1,7 +1,7 @@
 /**
  * Every default of the library and the standalone server, in one table:
- * `createMerchantApi`, the storages, the limits and the CLI's configuration
- * all read their defaults here, so a default is typed once
+ * `createMerchantApi`, the storages, the limits, the adapters' `serve` and
+ * the CLI's configuration all read their defaults here, so a default is typed once
  * (docs/configuration.md lists them).
  */
 export const DEFAULTS = {
@@ -40,6 +40,12 @@ export const DEFAULTS = {
   saltPrune: { intervalMs: 1000, batchSize: 5000, maxBatches: 20 },
   /** Reads on a MySQL replica: most seconds it may be behind, and how often its lag is read (ms). */
   replicaReads: { maxLagSeconds: 5, checkIntervalMs: 1000 },
-  /** The standalone server's port. */
+  /** The standalone server's port, and every adapter's `serve`. */
   port: 8787,
+  /** The interface `serve` and the standalone server listen on: this machine only, until told otherwise. */
+  hostname: '127.0.0.1',
+  /** Milliseconds in-flight requests may take on `close()` (SIGTERM) before their connections are cut. */
+  shutdownTimeoutMs: 8000,
+  /** The runtime adapters' connection limits (docs/runtimes.md#connection-limits): milliseconds, and connections. */
+  connectionLimits: { headersTimeout: 10_000, requestTimeout: 30_000, keepAliveTimeout: 5_000, maxConnections: 10_000, maxConnectionsPerAddress: 256 },
 } as const;

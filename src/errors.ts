@@ -1,7 +1,10 @@
 /**
- * The one error type of merchant-api. Every failure the handler answers is a
- * `MerchantApiError`; `src/http/error-reply.ts` turns it into the documented JSON shape
- * of the endpoint that raised it, and its headers, in one place.
+ * The errors the handler answers with: every error code is a `MerchantApiError`
+ * (a storage that fails throws a `StorageUnavailableError`), and
+ * `src/http/error-reply.ts` turns it into the documented JSON shape of the
+ * endpoint that raised it, and its headers, in one place; anything else thrown
+ * is answered as `internal_error`. The errors of setting up (bad options, a
+ * seed, a master key, an import) are not these: they never reach a client.
  */
 
 /** Every error code the handler can answer with (docs/protocol.md#errors). */

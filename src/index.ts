@@ -1,9 +1,11 @@
 /**
  * merchant-api: request-signature validation and merchant user data as a
- * web-standard fetch handler. Other entry points: `merchant-api/signing`
- * (sign and verify requests), `merchant-api/metrics` (Prometheus), the
- * runtime adapters `merchant-api/node`, `/bun`, `/deno`, and the storages
- * `merchant-api/storage/memory`, `merchant-api/storage/mysql`.
+ * web-standard fetch handler. Other entry points (package.json "exports"):
+ * `merchant-api/signing` (sign and verify requests), `merchant-api/metrics`
+ * (Prometheus), the runtime adapters `merchant-api/node`, `/bun`, `/deno`,
+ * the storages `merchant-api/storage/memory` and `merchant-api/storage/mysql`,
+ * `merchant-api/storage/redis` (salts and throttle counters on Redis, in
+ * front of any storage), and the merchant's side, `merchant-api/client`.
  */
 export { createMerchantApi } from './api.js';
 export type { MerchantApi, MerchantApiOptions } from './api.js';
@@ -15,8 +17,6 @@ export type { ErrorDetail, MerchantApiErrorCode, MerchantApiErrorOptions, RateLi
 export { errorResponse } from './http/error-reply.js';
 export type { ErrorShape } from './http/responses.js';
 export { createJsonLogger, silentLogger } from './observe/logger.js';
-// The key every per-address limit counts a client under (IPv6 by prefix): also what `throttle unblock --address` looks up.
-export { addressKey } from './limits/address-key.js';
 export type { JsonLoggerOptions, Logger, LogLevel } from './observe/logger.js';
 export { MAX_ID_LENGTH, USER_RECORD_KEYS } from './storage/contract.js';
 export type { Merchant, MerchantLookup, SaltRecord, Storage, UserFilter, UserPageQuery, UserRecord } from './storage/contract.js';

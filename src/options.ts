@@ -13,13 +13,6 @@ import type { ThrottleOptions } from './limits/throttle.js';
 import type { Logger } from './observe/logger.js';
 import type { Storage } from './storage/contract.js';
 
-// What the standalone server's configuration checks its variables against, so that nothing is typed twice.
-export { DEFAULTS } from './defaults.js';
-export { normalisePublicUrl } from './http/public-url.js';
-export { LOG_LEVELS } from './observe/logger.js';
-export { MAX_IPV6_PREFIX, MIN_IPV6_PREFIX } from './limits/address-key.js';
-export type { ThrottleOptions } from './limits/throttle.js';
-
 export interface MerchantApiOptions {
   /** Where merchants, keys, salts and users live. The caller owns it and closes it. */
   storage: Storage;

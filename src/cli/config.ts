@@ -4,10 +4,9 @@
  * down. Every bad value is named in one error.
  */
 import { availableParallelism } from 'node:os';
-import { DEFAULTS, LOG_LEVELS, MAX_IPV6_PREFIX, MIN_IPV6_PREFIX, normalisePublicUrl, type ThrottleOptions } from '../options.js';
-import { DEFAULT_LIMITS, DEFAULT_SHUTDOWN_TIMEOUT_MS, type ConnectionLimits } from '../../adapters/serve-options.js';
+import { DEFAULTS, LOG_LEVELS, MAX_IPV6_PREFIX, MAX_MAX_SALTS, MIN_IPV6_PREFIX, normalisePublicUrl, type ThrottleOptions } from '../cli-internal.js';
+import type { ServeOptions } from '../../adapters/node.js';
 import { MasterKeyError, parseMasterKey, type MasterKey } from '../storage/mysql/index.js';
-import { MAX_MAX_SALTS } from '../storage/memory/index.js';
 import { CliUsageError } from './usage-error.js';
 import { redisSettings, type RedisConfig } from './redis-config.js';
 import { replicaSettings, type ReplicaConfig } from './replica-config.js';
@@ -62,7 +61,7 @@ export interface ServerConfig {
   /** MAX_SALTS: salts the memory storage holds at most (one merchant: half). */
   maxSalts: number;
   /** HEADERS_TIMEOUT, REQUEST_TIMEOUT, KEEP_ALIVE_TIMEOUT (ms), MAX_CONNECTIONS and MAX_CONNECTIONS_PER_ADDRESS (IPv6: per IPV6_PREFIX network). */
-  limits: Required<ConnectionLimits>;
+  limits: Required<NonNullable<ServeOptions['limits']>>;
   /** WORKERS: processes serving the same port (`auto`: one per core); above 1 only with MySQL; with METRICS_PORT the primary serves every worker's metrics. */
   workers: number;
   /** REDIS_URL and the other REDIS_* variables: salts and throttle counters on Redis (docs/scaling.md), or undefined. */
@@ -131,7 +130,7 @@ export function readServerConfig(env: Env): ServerConfig {
   if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) r.problems.push(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (got "${env.LOG_LEVEL}")`);
   const metricsPort = r.text('METRICS_PORT') === undefined ? undefined : r.int('METRICS_PORT', 0, 0, 65535);
   const port = r.int('PORT', DEFAULTS.port, 0, 65535);
-  const hostname = r.text('HOST') ?? '127.0.0.1';
+  const hostname = r.text('HOST') ?? DEFAULTS.hostname;
   const mysql = mysqlSettings(env, r);
 
   const config: ServerConfig = {
@@ -151,7 +150,7 @@ export function readServerConfig(env: Env): ServerConfig {
     accessLog: r.bool('ACCESS_LOG', true),
     metricsPort,
     metricsHost: r.text('METRICS_HOST') ?? hostname,
-    shutdownTimeout: r.int('SHUTDOWN_TIMEOUT', DEFAULT_SHUTDOWN_TIMEOUT_MS, 0, 3_600_000),
+    shutdownTimeout: r.int('SHUTDOWN_TIMEOUT', DEFAULTS.shutdownTimeoutMs, 0, 3_600_000),
     throttle: r.bool('THROTTLE_AUTH', true)
       ? {
           pairFailures: r.int('AUTH_FAILURES_PER_MERCHANT', DEFAULTS.throttle.pairFailures, 1, 1_000_000),
@@ -166,12 +165,12 @@ export function readServerConfig(env: Env): ServerConfig {
     fairShare: r.bool('FAIR_SHARE', true) ? { busyPercent: r.int('FAIR_SHARE_CPU', DEFAULTS.fairShareBusyPercent, 1, 1000) } : false,
     maxSalts: r.int('MAX_SALTS', DEFAULTS.maxSalts, 2, MAX_MAX_SALTS),
     limits: {
-      headersTimeout: r.int('HEADERS_TIMEOUT', DEFAULT_LIMITS.headersTimeout, 100, 600_000),
-      requestTimeout: r.int('REQUEST_TIMEOUT', DEFAULT_LIMITS.requestTimeout, 100, 3_600_000),
-      keepAliveTimeout: r.int('KEEP_ALIVE_TIMEOUT', DEFAULT_LIMITS.keepAliveTimeout, 100, 600_000),
-      maxConnections: r.int('MAX_CONNECTIONS', DEFAULT_LIMITS.maxConnections, 1, 1_000_000),
+      headersTimeout: r.int('HEADERS_TIMEOUT', DEFAULTS.connectionLimits.headersTimeout, 100, 600_000),
+      requestTimeout: r.int('REQUEST_TIMEOUT', DEFAULTS.connectionLimits.requestTimeout, 100, 3_600_000),
+      keepAliveTimeout: r.int('KEEP_ALIVE_TIMEOUT', DEFAULTS.connectionLimits.keepAliveTimeout, 100, 600_000),
+      maxConnections: r.int('MAX_CONNECTIONS', DEFAULTS.connectionLimits.maxConnections, 1, 1_000_000),
       // Behind a proxy every connection is the proxy's.
-      maxConnectionsPerAddress: r.int('MAX_CONNECTIONS_PER_ADDRESS', trustProxy ? 1_000_000 : DEFAULT_LIMITS.maxConnectionsPerAddress, 1, 1_000_000),
+      maxConnectionsPerAddress: r.int('MAX_CONNECTIONS_PER_ADDRESS', trustProxy ? 1_000_000 : DEFAULTS.connectionLimits.maxConnectionsPerAddress, 1, 1_000_000),
     },
     workers: workerCount(r),
     redis: redisSettings(r),

@@ -4,7 +4,8 @@
  * Redis, in front of the memory or the MySQL storage, so that WORKERS above 1
  * and several instances work on the memory storage too.
  */
-import { DEFAULT_PREFIX, parseRedisUrl } from '../storage/redis/index.js';
+import { DEFAULT_PREFIX } from '../cli-internal.js';
+import { parseRedisUrl } from '../storage/redis/index.js';
 
 export interface RedisConfig {
   /** REDIS_URL: one URL, or with REDIS_CLUSTER the cluster's seed nodes, comma-separated. */

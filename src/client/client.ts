@@ -13,7 +13,7 @@
 import { pct, signUrl } from '../signing/index.js';
 import { toPairs } from '../signing/params.js';
 import { requestIdOf } from './decode-error.js';
-import { MerchantApiError, networkError } from './errors.js';
+import { MerchantResponseError, networkError } from './errors.js';
 import { JsonEnvelopeParser, JsonStreamError } from './json-stream.js';
 import { filterQuery, queryString } from './query.js';
 import { retryPolicy } from './retry.js';
@@ -41,11 +41,11 @@ export interface MerchantClient {
   readonly merchantId: string;
   /**
    * Signs and sends `GET /validatesignature`: resolves to `{status:'ok', is_valid:true}`
-   * when the key and the signing are right, else throws `MerchantApiError`
+   * when the key and the signing are right, else throws `MerchantResponseError`
    * (`code` tells why: `signature_mismatch`, `timestamp_out_of_window`, `unknown_merchant`, …).
    */
   validateSignature(options?: ValidateSignatureOptions): Promise<SignatureResult>;
-  /** One user as shared with this merchant; `MerchantApiError` with status 404 when there is none. */
+  /** One user as shared with this merchant; `MerchantResponseError` with status 404 when there is none. */
   user(sharedUserId: string, options?: RequestOptions): Promise<UserRecord>;
   /**
    * Every user matching the filters, page after page as the iteration needs them. With
@@ -186,7 +186,7 @@ class Client implements MerchantClient {
       if (error instanceof JsonStreamError && error.truncated) {
         return networkError(new Error(`the streamed list was cut off after ${parser.elements} user(s)`, { cause: error }), target);
       }
-      return new MerchantApiError(
+      return new MerchantResponseError(
         { status: response.status, code: 'invalid_response', message: `The streamed list from ${url} is not the documented JSON: ${(error as Error).message}`, requestId: requestIdOf(response), headers: response.headers },
         target,
         { cause: error },

@@ -1,16 +1,16 @@
 /**
- * An answer that is not a success, decoded into a `MerchantApiError`: the
+ * An answer that is not a success, decoded into a `MerchantResponseError`: the
  * envelope's `errors` (docs/protocol.md#errors), the message of a
  * `/validatesignature` answer with a code derived from it, a redirect, or a
  * page that is not the Merchant API's JSON at all.
  */
 import { readText, type Attempt, type Target } from './attempt.js';
-import { MerchantApiError } from './errors.js';
+import { MerchantResponseError } from './errors.js';
 import type { RetryPolicy } from './retry.js';
 import type { ErrorDetail, ErrorEnvelope, SignatureErrorBody, SignatureErrorCode } from './types.js';
 
-/** The `MerchantApiError` of an answer that is not a success. */
-export async function errorOf(response: Response, attempt: Attempt, target: Target, policy: RetryPolicy, timeoutMs: number): Promise<MerchantApiError> {
+/** The `MerchantResponseError` of an answer that is not a success. */
+export async function errorOf(response: Response, attempt: Attempt, target: Target, policy: RetryPolicy, timeoutMs: number): Promise<MerchantResponseError> {
   const requestId = requestIdOf(response);
   const retryAfterHeader = response.headers.get('retry-after');
   const retryAfter = retryAfterHeader !== null && /^\s*\d+\s*$/.test(retryAfterHeader) ? Number(retryAfterHeader) : undefined;
@@ -18,7 +18,7 @@ export async function errorOf(response: Response, attempt: Attempt, target: Targ
   if (response.status >= 300 && response.status < 400) {
     await response.body?.cancel().catch(() => undefined);
     const location = response.headers.get('location');
-    return new MerchantApiError(
+    return new MerchantResponseError(
       { ...common, code: 'redirected', message: `${target.url} redirects (${response.status}) to ${location ?? 'another URL'}; use the URL the API answers at as baseUrl.` },
       target,
     );
@@ -33,15 +33,15 @@ export async function errorOf(response: Response, attempt: Attempt, target: Targ
   const shaped = body as Partial<ErrorEnvelope & SignatureErrorBody> | undefined;
   if (shaped && typeof shaped === 'object' && Array.isArray(shaped.errors) && shaped.errors.length > 0) {
     const details = shaped.errors as ErrorDetail[];
-    return new MerchantApiError({ ...common, body, details, code: String(details[0]!.code), message: details.map((d) => d.message).join(' ') }, target);
+    return new MerchantResponseError({ ...common, body, details, code: String(details[0]!.code), message: details.map((d) => d.message).join(' ') }, target);
   }
   if (shaped && typeof shaped === 'object' && shaped.status === 'error' && 'is_valid' in shaped) {
     const message = typeof shaped.message === 'string' ? shaped.message : undefined;
     const code = signatureCode(response.status, message);
-    return new MerchantApiError({ ...common, body, code, message: message ?? (code === 'unknown_merchant' ? 'No merchant has this id.' : `${response.status} ${response.statusText}`.trim()) }, target);
+    return new MerchantResponseError({ ...common, body, code, message: message ?? (code === 'unknown_merchant' ? 'No merchant has this id.' : `${response.status} ${response.statusText}`.trim()) }, target);
   }
   const type = response.headers.get('content-type') ?? 'no content type';
-  return new MerchantApiError(
+  return new MerchantResponseError(
     { ...common, body, code: 'invalid_response', message: `${target.url} answered ${response.status} ${response.statusText} (${type}), not the Merchant API's JSON: check baseUrl.`.replace('  ', ' ') },
     target,
   );

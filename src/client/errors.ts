@@ -4,10 +4,11 @@
  * answer about to be written (its status follows from its code), while these
  * describe an answer received (status, request id, parsed body, headers) or
  * no answer at all. Keeping them apart keeps the client free of server code
- * and lets either side change without breaking the other.
+ * and lets either side change without breaking the other; naming them apart
+ * keeps an editor's auto-import from offering the server's class here.
  *
  *     MerchantClientError            every error the client throws itself
- *     ├─ MerchantApiError            the server answered with an error status, or with an unreadable body
+ *     ├─ MerchantResponseError       the server answered with an error status, or with an unreadable body
  *     ├─ MerchantNetworkError        no answer: refused, reset, DNS, TLS, or a body cut off
  *     └─ MerchantTimeoutError        no answer in time: timeoutMs, or the call's total deadline
  *
@@ -36,10 +37,10 @@ export class MerchantClientError extends Error {
  *
  * @example
  * try { await client.user('nobody'); }
- * catch (error) { if (error instanceof MerchantApiError && error.status === 404) { ... } }
+ * catch (error) { if (error instanceof MerchantResponseError && error.status === 404) { ... } }
  */
-export class MerchantApiError extends MerchantClientError {
-  override name = 'MerchantApiError';
+export class MerchantResponseError extends MerchantClientError {
+  override name = 'MerchantResponseError';
   /** The HTTP status. */
   readonly status: number;
   /**

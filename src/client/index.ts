@@ -4,7 +4,7 @@
  * server but the signing functions of `merchant-api/signing`.
  */
 export { createMerchantClient, type MerchantClient } from './client.js';
-export { MerchantApiError, MerchantClientError, MerchantNetworkError, MerchantTimeoutError, type NetworkErrorKind } from './errors.js';
+export { MerchantClientError, MerchantNetworkError, MerchantResponseError, MerchantTimeoutError, type NetworkErrorKind } from './errors.js';
 export type {
   ChangedUserRecord,
   ClientErrorCode,

@@ -8,7 +8,7 @@
  * server may be stuck, and retrying would multiply the caller's wait. Other
  * 4xx and 5xx are answers, not accidents, and are thrown at once.
  */
-import { MerchantApiError, type MerchantClientError } from './errors.js';
+import { MerchantResponseError, type MerchantClientError } from './errors.js';
 import type { RetryOptions } from './types.js';
 
 export interface RetryPolicy {
@@ -43,7 +43,7 @@ export function isRetryableStatus(status: number): boolean {
 
 /** Connection failures are retried; a timeout, TLS and DNS failures, and answers other than 503/429 are not. */
 export function isRetryableFailure(error: MerchantClientError): boolean {
-  if (error instanceof MerchantApiError) return isRetryableStatus(error.status);
+  if (error instanceof MerchantResponseError) return isRetryableStatus(error.status);
   return error.name === 'MerchantNetworkError' && ['refused', 'connection', 'other'].includes((error as { kind?: string }).kind ?? '');
 }
 

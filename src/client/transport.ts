@@ -6,7 +6,7 @@
  */
 import { Attempt, readText, type Target } from './attempt.js';
 import { errorOf, requestIdOf } from './decode-error.js';
-import { MerchantApiError, MerchantClientError } from './errors.js';
+import { MerchantResponseError, MerchantClientError } from './errors.js';
 import { backoffMs, isRetryableFailure, isRetryableStatus, retryAfterMs, sleep, type RetryPolicy } from './retry.js';
 
 export interface TransportOptions {
@@ -42,7 +42,7 @@ export class Transport {
         body = JSON.parse(text);
         return accept(body);
       } catch (error) {
-        throw new MerchantApiError(
+        throw new MerchantResponseError(
           { status: response.status, code: 'invalid_response', message: `The answer of ${target.url} is not the documented JSON: ${(error as Error).message}`, requestId: requestIdOf(response), body: body ?? text, headers: response.headers },
           target,
           { cause: error },
@@ -90,7 +90,7 @@ export class Transport {
         }
         if (response.ok && response.status !== 204) {
           if (!consume) {
-            if (!response.body) throw new MerchantApiError({ status: response.status, code: 'invalid_response', message: `The answer of ${target.url} has no body.`, requestId: requestIdOf(response), headers: response.headers }, target);
+            if (!response.body) throw new MerchantResponseError({ status: response.status, code: 'invalid_response', message: `The answer of ${target.url} has no body.`, requestId: requestIdOf(response), headers: response.headers }, target);
             return { response, attempt };
           }
           const result = await consume(response, attempt);
@@ -112,7 +112,7 @@ export class Transport {
       // A wait longer than maxDelayMs (a Retry-After of minutes), or one that would end past the
       // deadline, is not worth starting: the last answer, with its retryAfter, is the best one to give.
       if (delay > policy.maxDelayMs || Date.now() + delay >= deadline) throw failure;
-      policy.onRetry?.({ retry: retry + 1, delayMs: delay, method: target.method, url: target.url, status: failure instanceof MerchantApiError ? failure.status : undefined, error: failure });
+      policy.onRetry?.({ retry: retry + 1, delayMs: delay, method: target.method, url: target.url, status: failure instanceof MerchantResponseError ? failure.status : undefined, error: failure });
       await sleep(delay, external);
     }
   }

@@ -37,7 +37,7 @@ export type SignatureErrorCode =
  */
 export type ClientErrorCode = 'invalid_response' | 'redirected';
 
-/** Every code `MerchantApiError.code` can hold, known today; a newer server may send others. */
+/** Every code `MerchantResponseError.code` can hold, known today; a newer server may send others. */
 export type ErrorCode = ServerErrorCode | SignatureErrorCode | ClientErrorCode;
 
 /** One problem as the envelope lists it. */
@@ -54,7 +54,7 @@ export interface SignatureResult {
   is_valid: true;
 }
 
-/** What `/validatesignature` answers otherwise (the body of the `MerchantApiError`); the unknown merchant's 404 has no message. */
+/** What `/validatesignature` answers otherwise (the body of the `MerchantResponseError`); the unknown merchant's 404 has no message. */
 export interface SignatureErrorBody {
   status: 'error';
   message?: string;
@@ -77,7 +77,7 @@ export interface UserListBody {
   errors: unknown[];
 }
 
-/** The error envelope of every path but `/validatesignature` (the body of the `MerchantApiError`). */
+/** The error envelope of every path but `/validatesignature` (the body of the `MerchantResponseError`). */
 export interface ErrorEnvelope {
   status: 'error';
   data: unknown[];

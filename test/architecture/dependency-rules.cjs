@@ -9,7 +9,8 @@
 const LAYERS = [
   { name: 'cli', path: '^src/cli/' },
   { name: 'adapters', path: '^adapters/' },
-  { name: 'composition-root', path: '^src/(index|api|options)\\.ts$' },
+  // cli-internal.ts sits with index.ts: an entry point, for the CLI alone.
+  { name: 'composition-root', path: '^src/(index|api|options|cli-internal)\\.ts$' },
   // One request's layers. The pipeline runs the sequence; the routes answer, each with its OpenAPI text;
   // the openapi building blocks know a route by its shape; limits act at the pipeline's points and log;
   // observe hangs on the hooks; http is the request and its answer, which every layer above reads and writes.
@@ -39,7 +40,6 @@ const STORAGE_CONTRACT = [
   '^src/(errors|defaults)\\.ts$',
 ];
 
-/** The public entry points (package.json "exports"), which the CLI uses like any embedder, and its options. */
 /**
  * What any SQL storage shares (the merchant cache and directory, key sealing and ids, the statement
  * batcher): a storage of its own rank, used by the SQL storages and by nothing else.
@@ -47,14 +47,20 @@ const STORAGE_CONTRACT = [
 const SQL_SHARED = '^src/storage/sql/';
 const SQL_STORAGES = '^src/storage/(mysql)/';
 
+/**
+ * The public entry points (package.json "exports"), which the CLI uses like any embedder, and its own
+ * entry point for the few names it shares with the library that are no embedder's business.
+ */
+const CLI_INTERNAL = '^src/cli-internal\\.ts$';
 const CLI_MAY_IMPORT = [
   '^src/cli/',
-  '^src/(index|options)\\.ts$',
+  '^src/index\\.ts$',
+  CLI_INTERNAL,
   '^src/signing/index\\.ts$',
   '^src/observe/metrics\\.ts$',
   '^src/storage/(memory|mysql|redis)/index\\.ts$',
   '^src/client/index\\.ts$',
-  '^adapters/[^/]+\\.ts$',
+  '^adapters/(node|bun|deno)\\.ts$',
 ];
 
 const LOCAL = '^(src|adapters)/';
@@ -73,7 +79,7 @@ const upward = LAYERS.slice(1).map((layer, index) => {
 
 const cli = {
   name: 'cli-imports-entry-points-only',
-  comment: 'the CLI imports only public entry points, src/options.ts and its own folder',
+  comment: 'the CLI imports only public entry points, src/cli-internal.ts and its own folder',
   severity: 'error',
   from: { path: '^src/cli/' },
   to: { path: LOCAL, pathNot: CLI_MAY_IMPORT },
@@ -147,6 +153,13 @@ module.exports = {
       to: { path: CLIENT },
     },
     cli,
+    {
+      name: 'cli-internal-used-by-cli-only',
+      comment: 'src/cli-internal.ts is the CLI\'s entry point: the library imports each name from its own file',
+      severity: 'error',
+      from: { pathNot: '^src/cli/' },
+      to: { path: CLI_INTERNAL },
+    },
   ],
   options: {
     // Type-only imports count: a cycle or an upward import through types ties files together all the same.

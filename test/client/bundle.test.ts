@@ -42,7 +42,7 @@ describe('bundling merchant-api/client', () => {
     expect(code.length).toBeLessThan(MAX_BYTES);
     for (const marker of SERVER_MARKERS) expect(code, marker).not.toContain(marker);
     // What it must contain: the client and the signing it reuses.
-    for (const marker of ['createMerchantClient', 'MerchantApiError', 'MerchantNetworkError', 'MerchantTimeoutError', 'sha224', '/validatesignature', '/merchant/users']) expect(code, marker).toContain(marker);
+    for (const marker of ['createMerchantClient', 'MerchantResponseError', 'MerchantNetworkError', 'MerchantTimeoutError', 'sha224', '/validatesignature', '/merchant/users']) expect(code, marker).toContain(marker);
     console.log(`merchant-api/client bundle: ${code.length} bytes minified`);
   });
 

@@ -47,7 +47,7 @@ describe('examples/client.ts against the demo server', () => {
 
 /** The example of the issue that asked for the client, against the demo merchant. */
 const ISSUE_EXAMPLE = `
-import { createMerchantClient, MerchantApiError, type UserRecord } from 'merchant-api/client';
+import { createMerchantClient, MerchantResponseError, type UserRecord } from 'merchant-api/client';
 
 const client = createMerchantClient({
   baseUrl: process.env.BASE_URL!,
@@ -68,7 +68,7 @@ out.user = u.first_name;
 try {
   await client.user('u-0001');
 } catch (error) {
-  if (!(error instanceof MerchantApiError)) throw error;
+  if (!(error instanceof MerchantResponseError)) throw error;
   out.missing = [error.status, error.code];
 }
 const all = client.exportUsers();

@@ -16,7 +16,7 @@ import { CLEAN_ENV, ROOT, RUNTIMES, runProcess, runtimeCommand, useCliServer } f
 import { conformanceSeed, MERCHANTS } from '../support/seeds.js';
 
 const SCRIPT = `
-const { createMerchantClient, MerchantApiError, MerchantNetworkError, MerchantTimeoutError } = await import(${JSON.stringify(pathToFileURL(`${ROOT}dist/client.js`).href)});
+const { createMerchantClient, MerchantResponseError, MerchantNetworkError, MerchantTimeoutError } = await import(${JSON.stringify(pathToFileURL(`${ROOT}dist/client.js`).href)});
 const env = globalThis.process?.env ?? globalThis.Deno.env.toObject();
 const options = { baseUrl: env.BASE_URL, merchantId: env.MERCHANT_ID, apiKey: env.API_KEY };
 const client = createMerchantClient(options);
@@ -31,7 +31,7 @@ let exported = [];
 for await (const user of client.exportUsers({ active: true })) exported.push(user.shared_user_id);
 out.exportedSameAsPaged = JSON.stringify(exported) === JSON.stringify(paged);
 out.firstExported = exported.slice(0, 3);
-const fail = async (promise) => { try { await promise; return 'no error'; } catch (e) { return { class: e.constructor.name, api: e instanceof MerchantApiError, network: e instanceof MerchantNetworkError, timeout: e instanceof MerchantTimeoutError, status: e.status, code: e.code, kind: e.kind, hasRequestId: typeof e.requestId === 'string' && e.requestId.length > 0 }; } };
+const fail = async (promise) => { try { await promise; return 'no error'; } catch (e) { return { class: e.constructor.name, api: e instanceof MerchantResponseError, network: e instanceof MerchantNetworkError, timeout: e instanceof MerchantTimeoutError, status: e.status, code: e.code, kind: e.kind, hasRequestId: typeof e.requestId === 'string' && e.requestId.length > 0 }; } };
 out.notFound = await fail(client.user('nobody'));
 out.wrongKey = await fail(createMerchantClient({ ...options, apiKey: 'wrong' }).validateSignature());
 out.refused = await fail(createMerchantClient({ ...options, baseUrl: env.CLOSED_URL, retries: { maxRetries: 1, baseDelayMs: 1 } }).validateSignature());
@@ -82,7 +82,7 @@ describe('dist/client.js under every runtime, against a running server', () => {
       });
       expect(code, output).toBe(0);
       const active = expectedUsers(MERCHANTS.main.id, { active: true });
-      const apiError = { class: 'MerchantApiError', api: true, network: false, timeout: false, hasRequestId: true };
+      const apiError = { class: 'MerchantResponseError', api: true, network: false, timeout: false, hasRequestId: true };
       expect(JSON.parse(output.trim().split('\n').at(-1)!)).toEqual({
         runtime,
         signature: { status: 'ok', is_valid: true },

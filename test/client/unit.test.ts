@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { createMerchantClient, MerchantApiError, MerchantTimeoutError } from '../../src/client/index.js';
+import { createMerchantClient, MerchantResponseError, MerchantTimeoutError } from '../../src/client/index.js';
 import { signatureCode } from '../../src/client/decode-error.js';
 import { JsonEnvelopeParser, JsonStreamError } from '../../src/client/json-stream.js';
 import { backoffMs, DEFAULT_RETRY, retryAfterMs, retryPolicy } from '../../src/client/retry.js';
@@ -138,14 +138,14 @@ describe('the client against the handler in process (a fetch that calls api.fetc
   const api = createMerchantApi({ storage: createMemoryStorage({ seed: conformanceSeed() }), logger: silentLogger, accessLog: false, tracing: false });
   const inProcess: typeof fetch = (input, init) => api.fetch(new Request(input, init));
 
-  it('every wrong answer is a MerchantApiError with status, code, message, request id and body', async () => {
+  it('every wrong answer is a MerchantResponseError with status, code, message, request id and body', async () => {
     const client = createMerchantClient({ baseUrl: 'http://merchant-api.test', merchantId: main.id, apiKey: 'not-the-key', fetch: inProcess });
-    const error = (await client.validateSignature().catch((e: unknown) => e)) as MerchantApiError;
-    expect(error).toBeInstanceOf(MerchantApiError);
+    const error = (await client.validateSignature().catch((e: unknown) => e)) as MerchantResponseError;
+    expect(error).toBeInstanceOf(MerchantResponseError);
     expect(error).toMatchObject({ status: 400, code: 'signature_mismatch', message: 'Signature does not match.', body: { status: 'error', message: 'Signature does not match.', is_valid: false }, method: 'GET', url: 'http://merchant-api.test/validatesignature' });
     expect(error.requestId).toMatch(/^[0-9a-f-]{36}$/);
     expect(error.requestId).toBe(error.headers.get('x-request-id'));
-    const listing = (await client.users().next().catch((e: unknown) => e)) as MerchantApiError;
+    const listing = (await client.users().next().catch((e: unknown) => e)) as MerchantResponseError;
     expect(listing).toMatchObject({ status: 401, code: 'unauthorized', details: [{ code: 'unauthorized' }] });
     expect(listing.headers.get('www-authenticate')).toContain('Basic');
   });

@@ -10,7 +10,7 @@
 import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createMerchantClient, MerchantApiError, type MerchantClientOptions, type RetryInfo, type UserRecord } from '../../src/client/index.js';
+import { createMerchantClient, MerchantResponseError, type MerchantClientOptions, type RetryInfo, type UserRecord } from '../../src/client/index.js';
 import { asRecord, conformanceSeed, MERCHANTS, SPECIAL_IDS } from '../support/seeds.js';
 
 const seed = conformanceSeed();
@@ -59,11 +59,11 @@ export function describeClientSuite(options: { baseUrl: () => string }): void {
       await Promise.all([c.validateSignature(), c.validateSignature(), c.validateSignature()]);
     });
 
-    it('throws MerchantApiError with a code for a wrong key, an unknown merchant and a disabled one', async () => {
+    it('throws MerchantResponseError with a code for a wrong key, an unknown merchant and a disabled one', async () => {
       const wrong = await client({ apiKey: 'not-a-key' }).validateSignature().catch((e: unknown) => e);
-      expect(wrong).toBeInstanceOf(MerchantApiError);
+      expect(wrong).toBeInstanceOf(MerchantResponseError);
       expect(wrong).toMatchObject({ status: 400, code: 'signature_mismatch', message: 'Signature does not match.', body: { status: 'error', message: 'Signature does not match.', is_valid: false } });
-      expect((wrong as MerchantApiError).requestId).toMatch(/^[\w-]{8,}$/);
+      expect((wrong as MerchantResponseError).requestId).toMatch(/^[\w-]{8,}$/);
       const unknown = await createMerchantClient({ baseUrl: options.baseUrl(), merchantId: 'no-such-shop', apiKey: 'k' }).validateSignature().catch((e: unknown) => e);
       expect(unknown).toMatchObject({ status: 404, code: 'unknown_merchant', body: { status: 'error', is_valid: false } });
       const disabled = await createMerchantClient({ baseUrl: options.baseUrl(), merchantId: closed.id, apiKey: closed.keys[0] }).validateSignature().catch((e: unknown) => e);
@@ -87,7 +87,7 @@ export function describeClientSuite(options: { baseUrl: () => string }): void {
       expect((await createMerchantClient({ baseUrl: options.baseUrl(), merchantId: other.id, apiKey: other.keys[0] }).user('u-00001')).first_name).toBe('Other copy');
       for (const id of ['only-other', 'nobody', 'slash', 'with%20space']) {
         const error = await client().user(id).catch((e: unknown) => e);
-        expect(error, id).toBeInstanceOf(MerchantApiError);
+        expect(error, id).toBeInstanceOf(MerchantResponseError);
         expect(error, id).toMatchObject({ status: 404, code: 'not_found', message: 'No user with this shared_user_id is shared with this merchant.', details: [{ code: 'not_found' }] });
       }
     });

@@ -10,7 +10,8 @@
  * when both calls work, 1 when one does not, 2 for a usage problem.
  */
 import process from 'node:process';
-import { createMerchantClient, MerchantApiError, MerchantNetworkError, MerchantTimeoutError, type MerchantClient } from '../../client/index.js';
+import { createMerchantClient, MerchantResponseError, MerchantNetworkError, MerchantTimeoutError, type MerchantClient } from '../../client/index.js';
+import { DEFAULTS } from '../../cli-internal.js';
 import { readMerchantApiKey } from '../config.js';
 import type { CliIo } from '../io.js';
 import { CliUsageError } from '../usage-error.js';
@@ -30,7 +31,7 @@ export interface CheckDeps {
 }
 
 /** The server's default TIMESTAMP_TOLERANCE: the check cannot see the server's own setting. */
-const DEFAULT_TOLERANCE_S = 300;
+const DEFAULT_TOLERANCE_S = DEFAULTS.timestampTolerance;
 
 export async function checkCommand(args: string[], io: CliIo, deps: CheckDeps = { prompt: terminalPrompt() }): Promise<number> {
   const parsed = readArguments(args);
@@ -39,29 +40,14 @@ export async function checkCommand(args: string[], io: CliIo, deps: CheckDeps = 
     return 0;
   }
   const { baseUrl, merchantId } = parsed;
-  let apiKey = readMerchantApiKey(io.env);
-  if (apiKey === undefined) {
-    if (!deps.prompt) throw new CliUsageError(`No API key: set MERCHANT_API_KEY, or run the command in a terminal to be asked for it.\n${CHECK_USAGE}`);
-    apiKey = await deps.prompt(`API key of ${merchantId}: `);
-    if (apiKey === '') throw new CliUsageError('No API key was entered.');
-  }
+  const apiKey = await readApiKey(io, deps, merchantId);
   const now = deps.now ?? Date.now;
-  // The Date header and timing of the last answer, for the clock offset.
-  let lastAnswer: { date: number; localMidpoint: number } | undefined;
-  const baseFetch = deps.fetch ?? ((input, init) => globalThis.fetch(input, init));
-  const fetchAndTime: typeof fetch = async (input, init) => {
-    const sent = now();
-    const response = await baseFetch(input, init);
-    const date = Date.parse(response.headers.get('date') ?? '');
-    // Date has whole seconds: the server's time was somewhere in that second, so its middle is the best guess.
-    if (!Number.isNaN(date)) lastAnswer = { date: date + 500, localMidpoint: (sent + now()) / 2 };
-    return response;
-  };
+  const clock = clockFromAnswers(deps.fetch ?? ((input, init) => globalThis.fetch(input, init)), now);
   const client = createMerchantClient({
     baseUrl,
     merchantId,
     apiKey,
-    fetch: fetchAndTime,
+    fetch: clock.fetch,
     now,
     timeoutMs: deps.timeoutMs ?? 10_000,
     retries: { maxRetries: 2, deadlineMs: 15_000 },
@@ -69,35 +55,12 @@ export async function checkCommand(args: string[], io: CliIo, deps: CheckDeps = 
   });
   const base = client.baseUrl;
   io.out(`Checking ${base} for merchant "${merchantId}".`);
-  const offsetSeconds = () => (lastAnswer ? Math.round((lastAnswer.date - lastAnswer.localMidpoint) / 1000) : undefined);
 
   // 1. The user list, with HTTP Basic: it tells a wrong key from a wrong URL, and a key it
   // refuses is not tried again on /validatesignature, so a wrong key counts as one failed
   // authentication against the server's throttle, not two.
-  let users: unknown;
-  let first: number | undefined;
-  try {
-    first = await firstPage(client);
-  } catch (error) {
-    users = error;
-  }
-  if (users !== undefined && !(users instanceof MerchantApiError)) {
-    io.err(`  PROBLEM  ${unreachable(users, base)}`);
-    io.err('  skipped  signature: not checked, the server cannot be reached.');
-    return 1;
-  }
-  if (users instanceof MerchantApiError && ['not_found', 'invalid_response', 'redirected'].includes(users.code)) {
-    io.err(`  PROBLEM  ${wrongUrl(users, base)}`);
-    io.err('  skipped  signature: not checked at a URL that is not the Merchant API.');
-    return 1;
-  }
-  if (users instanceof MerchantApiError && users.code === 'unauthorized') {
-    io.err(`  PROBLEM  user list: ${usersWords(users, merchantId, base)}${requestIdWords(users)}`);
-    io.err('  skipped  signature: not checked with a key the server refused (a second try would count a second failed authentication against its throttle).');
-    return 1;
-  }
-  if (users === undefined) io.out(`  ok       user list: this key reads GET /merchant/users (HTTP Basic); ${first === 0 ? 'no user shares data with this merchant yet' : 'the first page has a user'}`);
-
+  const users = await checkUsers(client, io, merchantId);
+  if (users === 'stop') return 1;
   // 2. The signature.
   let signature: unknown;
   try {
@@ -106,29 +69,87 @@ export async function checkCommand(args: string[], io: CliIo, deps: CheckDeps = 
   } catch (error) {
     signature = error;
   }
-  if (signature !== undefined && !(signature instanceof MerchantApiError)) {
+  if (signature !== undefined && !(signature instanceof MerchantResponseError)) {
     io.err(`  PROBLEM  ${unreachable(signature, base)}`);
     return 1;
   }
-  const offset = offsetSeconds();
-  // A skew the signature step already reports is not repeated; one it survived (a server with a wider tolerance) is a warning.
-  if (offset !== undefined && !(signature instanceof MerchantApiError && signature.code === 'timestamp_out_of_window')) {
-    if (Math.abs(offset) < DEFAULT_TOLERANCE_S) io.out(`  ok       clock: ${clockWords(offset)}`);
-    else if (signature === undefined) io.out(`  warning  clock: ${clockWords(offset)}`);
-    else io.err(`  PROBLEM  clock: ${clockWords(offset)}`);
-  }
-  if (signature instanceof MerchantApiError) {
+  const offset = clock.offsetSeconds();
+  reportClock(io, offset, signature);
+  if (signature instanceof MerchantResponseError) {
     const words = ['not_found', 'invalid_response', 'redirected'].includes(signature.code) ? wrongUrl(signature, base) : `signature: ${signatureWords(signature, merchantId, base, users === undefined, offset)}`;
     io.err(`  PROBLEM  ${words}${requestIdWords(signature)}`);
   }
   if (users !== undefined) {
-    io.err(`  PROBLEM  user list: ${usersWords(users as MerchantApiError, merchantId, base)}${requestIdWords(users as MerchantApiError)}`);
+    io.err(`  PROBLEM  user list: ${usersWords(users, merchantId, base)}${requestIdWords(users)}`);
   }
   if (signature === undefined && users === undefined) {
     io.out('Everything works: this merchant can sign requests and read its users.');
     return 0;
   }
   return 1;
+}
+
+/** MERCHANT_API_KEY, or the key typed at the prompt; never an argument. */
+async function readApiKey(io: CliIo, deps: CheckDeps, merchantId: string): Promise<string> {
+  const apiKey = readMerchantApiKey(io.env);
+  if (apiKey !== undefined) return apiKey;
+  if (!deps.prompt) throw new CliUsageError(`No API key: set MERCHANT_API_KEY, or run the command in a terminal to be asked for it.\n${CHECK_USAGE}`);
+  const typed = await deps.prompt(`API key of ${merchantId}: `);
+  if (typed === '') throw new CliUsageError('No API key was entered.');
+  return typed;
+}
+
+/** A fetch that notes the `Date` header and timing of the last answer, and the clock offset they give. */
+function clockFromAnswers(baseFetch: typeof fetch, now: () => number): { fetch: typeof fetch; offsetSeconds(): number | undefined } {
+  let lastAnswer: { date: number; localMidpoint: number } | undefined;
+  const fetchAndTime: typeof fetch = async (input, init) => {
+    const sent = now();
+    const response = await baseFetch(input, init);
+    const date = Date.parse(response.headers.get('date') ?? '');
+    // Date has whole seconds: the server's time was somewhere in that second, so its middle is the best guess.
+    if (!Number.isNaN(date)) lastAnswer = { date: date + 500, localMidpoint: (sent + now()) / 2 };
+    return response;
+  };
+  return { fetch: fetchAndTime, offsetSeconds: () => (lastAnswer ? Math.round((lastAnswer.date - lastAnswer.localMidpoint) / 1000) : undefined) };
+}
+
+/**
+ * The first step: undefined when the user list answers, its error when the signature is still
+ * worth checking, `'stop'` when the problem is reported and the signature is not to be tried.
+ */
+async function checkUsers(client: MerchantClient, io: CliIo, merchantId: string): Promise<MerchantResponseError | undefined | 'stop'> {
+  const base = client.baseUrl;
+  let first: number;
+  try {
+    first = await firstPage(client);
+  } catch (users) {
+    if (!(users instanceof MerchantResponseError)) {
+      io.err(`  PROBLEM  ${unreachable(users, base)}`);
+      io.err('  skipped  signature: not checked, the server cannot be reached.');
+      return 'stop';
+    }
+    if (['not_found', 'invalid_response', 'redirected'].includes(users.code)) {
+      io.err(`  PROBLEM  ${wrongUrl(users, base)}`);
+      io.err('  skipped  signature: not checked at a URL that is not the Merchant API.');
+      return 'stop';
+    }
+    if (users.code === 'unauthorized') {
+      io.err(`  PROBLEM  user list: ${usersWords(users, merchantId, base)}${requestIdWords(users)}`);
+      io.err('  skipped  signature: not checked with a key the server refused (a second try would count a second failed authentication against its throttle).');
+      return 'stop';
+    }
+    return users;
+  }
+  io.out(`  ok       user list: this key reads GET /merchant/users (HTTP Basic); ${first === 0 ? 'no user shares data with this merchant yet' : 'the first page has a user'}`);
+  return undefined;
+}
+
+/** The clock, measured from the answers' Date headers: a skew the signature step already reports is not repeated; one it survived (a server with a wider tolerance) is a warning. */
+function reportClock(io: CliIo, offset: number | undefined, signature: unknown): void {
+  if (offset === undefined || (signature instanceof MerchantResponseError && signature.code === 'timestamp_out_of_window')) return;
+  if (Math.abs(offset) < DEFAULT_TOLERANCE_S) io.out(`  ok       clock: ${clockWords(offset)}`);
+  else if (signature === undefined) io.out(`  warning  clock: ${clockWords(offset)}`);
+  else io.err(`  PROBLEM  clock: ${clockWords(offset)}`);
 }
 
 async function firstPage(client: MerchantClient): Promise<number> {
@@ -169,11 +190,11 @@ function clockWords(offset: number): string {
   return Math.abs(offset) < DEFAULT_TOLERANCE_S ? words : `${words}; servers accept ${DEFAULT_TOLERANCE_S} s by default. Set your clock by NTP.`;
 }
 
-function requestIdWords(error: MerchantApiError): string {
+function requestIdWords(error: MerchantResponseError): string {
   return error.requestId ? ` (request id ${error.requestId})` : '';
 }
 
-function signatureWords(error: MerchantApiError, merchantId: string, base: string, keyWorks: boolean, offset: number | undefined): string {
+function signatureWords(error: MerchantResponseError, merchantId: string, base: string, keyWorks: boolean, offset: number | undefined): string {
   switch (error.code) {
     case 'signature_mismatch':
       return keyWorks
@@ -196,7 +217,7 @@ function signatureWords(error: MerchantApiError, merchantId: string, base: strin
   }
 }
 
-function usersWords(error: MerchantApiError, merchantId: string, base: string): string {
+function usersWords(error: MerchantResponseError, merchantId: string, base: string): string {
   switch (error.code) {
     case 'unauthorized':
       return `wrong API key or merchant id: GET /merchant/users refuses "${merchantId}" with this key (401).`;
@@ -211,7 +232,7 @@ function usersWords(error: MerchantApiError, merchantId: string, base: string): 
   }
 }
 
-function commonWords(error: MerchantApiError): string {
+function commonWords(error: MerchantResponseError): string {
   switch (error.code) {
     case 'too_many_requests':
       return `the server refuses requests for now (429)${error.retryAfter === undefined ? '' : ` for ${error.retryAfter} s`}: ${error.message} Wait, then check again with the right key.`;
@@ -222,7 +243,7 @@ function commonWords(error: MerchantApiError): string {
   }
 }
 
-function wrongUrl(error: MerchantApiError, base: string): string {
+function wrongUrl(error: MerchantResponseError, base: string): string {
   if (error.code === 'redirected') return `wrong base URL: ${error.message}`;
   const answer = error.code === 'not_found' ? `404 "${error.message}"` : `${error.status} with something that is not the Merchant API's JSON (${error.headers.get('content-type') ?? 'no content type'})`;
   return `wrong base URL or path: ${error.url} answered ${answer}. Give the URL the API answers at; if it is mounted under a path, include the path, e.g. ${new URL(base).origin}/merchant-api.`;

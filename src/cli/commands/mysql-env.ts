@@ -8,10 +8,10 @@ import {
   ImportValidationError,
   MasterKeyError,
   MerchantAdminError,
-  storageError,
   type MerchantApiDatabase,
   type MysqlKyselyOptions,
 } from '../../storage/mysql/index.js';
+import { storageError } from '../../cli-internal.js';
 import type { MysqlConfig } from '../config.js';
 import type { CliIo } from '../io.js';
 import { CliUsageError } from '../usage-error.js';

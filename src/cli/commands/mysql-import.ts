@@ -7,7 +7,8 @@
 import { constants } from 'node:fs';
 import { access, readFile, stat } from 'node:fs/promises';
 import { parseSeed, SeedError } from '../../storage/memory/index.js';
-import { importSeed, importUserFile, ImportValidationError, redact, type ImportSummary } from '../../storage/mysql/index.js';
+import { importSeed, importUserFile, ImportValidationError, type ImportSummary } from '../../storage/mysql/index.js';
+import { redact } from '../../cli-internal.js';
 import type { CliCommand, CliIo } from '../io.js';
 import { CliUsageError } from '../usage-error.js';
 import type { MysqlConfig } from '../config.js';

@@ -4,8 +4,8 @@
  * lifted; every server reads the change within its poll interval (a second by default) and
  * drops the block, whichever instance made it.
  */
-import { isShareableAddress, liftThrottleBlocks, listThrottleBlocks, merchantIdProblem } from '../../storage/mysql/index.js';
-import { addressKey } from '../../index.js';
+import { liftThrottleBlocks, listThrottleBlocks } from '../../storage/mysql/index.js';
+import { addressKey, isShareableAddress, merchantIdProblem } from '../../cli-internal.js';
 import type { CliIo } from '../io.js';
 import { CliUsageError } from '../usage-error.js';
 import type { MysqlConfig } from '../config.js';

@@ -5,7 +5,8 @@
  * 10), STORAGE_TIMEOUT (ms, default 5000: also the per-query timeout).
  */
 import type { Logger, Storage } from '../../index.js';
-import { createMigrator, createMysqlKysely, MasterKeyError, migrateToLatest, MysqlStorage, openApiKey, storageError } from '../../storage/mysql/index.js';
+import { createMigrator, createMysqlKysely, MasterKeyError, migrateToLatest, MysqlStorage, openApiKey } from '../../storage/mysql/index.js';
+import { storageError } from '../../cli-internal.js';
 import type { CliCommand, CliIo } from '../io.js';
 import { CliUsageError } from '../usage-error.js';
 import { importCommand } from './mysql-import.js';

@@ -3,6 +3,7 @@
  * parsers read their bounds from it, and test/package/cli-docs.test.ts compares it with the
  * table in docs/cli.md#options-with-defaults-and-ranges, so the two cannot drift apart.
  */
+import { DEFAULT_BATCH_SIZE } from '../../storage/mysql/index.js';
 
 export interface OptionLimit {
   command: string;
@@ -14,8 +15,8 @@ export interface OptionLimit {
   max: string;
 }
 
-/** Users per transaction of an import. */
-export const BATCH_SIZE = { default: 10_000, min: 1, max: 100_000 } as const;
+/** Users per transaction of an import: the library's own default, so the two cannot differ. */
+export const BATCH_SIZE = { default: DEFAULT_BATCH_SIZE, min: 1, max: 100_000 } as const;
 /** How long rolled keys keep working, in seconds. */
 export const EXPIRE_OLD_IN = { min: 1, max: 366 * 86_400 } as const;
 

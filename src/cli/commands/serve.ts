@@ -11,13 +11,13 @@ import process from 'node:process';
 import { createJsonLogger, createMerchantApi, type Logger, type MerchantApi, type Storage } from '../../index.js';
 import { createMetrics } from '../../observe/metrics.js';
 import { loadMemoryStorage, MemoryStorage, SeedError, SeedSyntaxError } from '../../storage/memory/index.js';
-import type { Served, ServeOptions } from '../../../adapters/serve-options.js';
+import type { Served, ServeOptions } from '../../../adapters/node.js';
 import { readServerConfig, type MysqlConfig, type ServerConfig } from '../config.js';
 import type { CliIo } from '../io.js';
 import { CliUsageError } from '../usage-error.js';
 import { parseCommandArgs } from './parse-args.js';
 import { withRedisConfig } from '../redis-state.js';
-import { WORKER_ARGUMENT, workerChannel } from '../workers/channel.js';
+import { WORKER_ARGUMENT, workerChannel, type WorkerChannel } from '../workers/channel.js';
 import { stampPid, wholeLineWriter } from '../workers/line-writer.js';
 import { isLoopback, logStartEvents, printBanner, startBanner, type StartFacts } from '../start-lines.js';
 import type { WorkerRuntime } from '../workers/runtimes.js';
@@ -37,29 +37,22 @@ export interface ServeRuntime {
   workers?: WorkerRuntime;
 }
 
+type JsonLogger = ReturnType<typeof createJsonLogger>;
+
 const DEMO_SEED = new URL('../examples/seed.json', import.meta.url);
 
 export const SERVE_USAGE = 'Usage: merchant-api serve   (the default command; it takes no arguments: every setting is an environment variable, see docs/configuration.md)';
 
 export async function serveCommand(runtime: ServeRuntime, io: CliIo, args: string[] = []): Promise<number> {
-  // --worker is no option to document: only a primary passes it, to the workers it starts.
-  const parsed = parseCommandArgs(args, { [WORKER_ARGUMENT.slice(2)]: { type: 'boolean' } }, SERVE_USAGE);
-  if (parsed === 'help') {
+  const asWorker = readServeArguments(args);
+  if (asWorker === 'help') {
     io.out(SERVE_USAGE);
     return 0;
   }
-  const [unknown] = parsed.positionals;
-  if (unknown !== undefined) throw new CliUsageError(`serve takes no arguments (got "${unknown}"); it is configured by environment variables, see docs/configuration.md.`);
   const config = readServerConfig(io.env);
-  if (!config.databaseUrl && config.seedFile === undefined && !isLoopback(config.hostname)) {
-    // The demo merchant and its key are published in the docs: never serve them to a network.
-    throw new CliUsageError(
-      `HOST ${config.hostname} is reachable from other machines, and without DATABASE_URL or SEED_FILE the server would serve the demo merchant, whose key is public. ` +
-        'Set DATABASE_URL (MySQL) or SEED_FILE (a seed with your merchants), or HOST=127.0.0.1 to try the demo on this machine.',
-    );
-  }
+  refuseDemoOnNetwork(config);
   // Asked for before anything else, so that the primary's stop message finds its listener.
-  const worker = parsed.values[WORKER_ARGUMENT.slice(2)] ? workerChannel(runtime.workers) : undefined;
+  const worker = asWorker ? workerChannel(runtime.workers) : undefined;
   if (!worker && config.workers > 1) {
     // Unreadable TLS files: one message here rather than one from each worker.
     if (config.tls) await readTlsFiles(config.tls);
@@ -72,8 +65,62 @@ export async function serveCommand(runtime: ServeRuntime, io: CliIo, args: strin
   // started in (a process before may have accepted it then): listening from the next second on, no
   // request signed once the server is up meets that. MySQL keeps its salts across restarts.
   if (!config.databaseUrl) await new Promise((resolve) => setTimeout(resolve, 1000 - (Date.now() % 1000)));
+  const { served, metricsServer } = await listen(runtime, config, storage, logger, worker);
+
+  const facts: StartFacts = {
+    url: served.url,
+    runtime: runtime.name,
+    description,
+    metricsUrl: metricsServer && `${metricsServer.url}/metrics`,
+    cursorSecret: Boolean(config.cursorSecret),
+    publicUrl: config.publicUrl,
+    hostname: config.hostname,
+    demo,
+  };
+  // JSON events for the log on stdout; the banner for people apart (start-lines.ts).
+  logStartEvents(logger, facts);
+  logger.flush();
+  // A worker's banner is the primary's to print, once for all workers.
+  if (worker) worker.ready(startBanner(facts));
+  else printBanner(io, startBanner(facts));
+
+  // A worker stops when the primary says so, or on a signal of its own (Ctrl-C reaches every process of the terminal).
+  const never = new Promise<string>(() => {});
+  const signal = await Promise.race([io.stopSignal ?? never, worker?.stopRequested ?? never]);
+  logger.info({ event: 'shutdown', signal }, 'finishing in-flight requests');
+  logger.flush();
+  await Promise.all([served.close(), metricsServer?.close()]);
+  await storage.close();
+  logger.info({ event: 'stopped' });
+  logger.flush();
+  return 0;
+}
+
+/** Whether this process is a worker (`--worker`), or `'help'`; serve takes no other argument. */
+function readServeArguments(args: string[]): boolean | 'help' {
+  // --worker is no option to document: only a primary passes it, to the workers it starts.
+  const parsed = parseCommandArgs(args, { [WORKER_ARGUMENT.slice(2)]: { type: 'boolean' } }, SERVE_USAGE);
+  if (parsed === 'help') return 'help';
+  const [unknown] = parsed.positionals;
+  if (unknown !== undefined) throw new CliUsageError(`serve takes no arguments (got "${unknown}"); it is configured by environment variables, see docs/configuration.md.`);
+  return Boolean(parsed.values[WORKER_ARGUMENT.slice(2)]);
+}
+
+/** The demo merchant and its key are published in the docs: never serve them to a network. */
+function refuseDemoOnNetwork(config: ServerConfig): void {
+  if (config.databaseUrl || config.seedFile !== undefined || isLoopback(config.hostname)) return;
+  throw new CliUsageError(
+    `HOST ${config.hostname} is reachable from other machines, and without DATABASE_URL or SEED_FILE the server would serve the demo merchant, whose key is public. ` +
+      'Set DATABASE_URL (MySQL) or SEED_FILE (a seed with your merchants), or HOST=127.0.0.1 to try the demo on this machine.',
+  );
+}
+
+/**
+ * The handler on the storage, listening, and the metrics on their own listener (or handed to the
+ * primary); on a failure, whatever was opened is closed again before the error goes on.
+ */
+async function listen(runtime: ServeRuntime, config: ServerConfig, storage: Storage, logger: JsonLogger, worker: WorkerChannel | undefined): Promise<{ served: Served; metricsServer: Served | undefined }> {
   let served: Served | undefined;
-  let metricsServer: Served | undefined;
   try {
     const memory = storage instanceof MemoryStorage ? storage : undefined;
     const metrics = config.metricsPort === undefined ? undefined : createMetrics({ saltCount: memory && (() => memory.saltCount), saltCapacity: memory?.maxSalts });
@@ -104,41 +151,15 @@ export async function serveCommand(runtime: ServeRuntime, io: CliIo, args: strin
       onConnectionsCapped: (clientAddress, limit) => logger.warn({ event: 'connections_per_address_reached', client_address: clientAddress, limit }),
     });
     // Metrics on a listener of their own (METRICS_HOST, by default HOST), so they are never public by accident; a worker's go to the primary, which serves them all.
+    let metricsServer: Served | undefined;
     if (metrics && worker) worker.answerMetrics(() => metrics.registry.getMetricsAsJSON());
     else if (metrics) metricsServer = await runtime.serve(metrics, { port: config.metricsPort, hostname: config.metricsHost });
+    return { served, metricsServer };
   } catch (error) {
     await served?.close();
     await storage.close();
     throw error;
   }
-
-  const facts: StartFacts = {
-    url: served.url,
-    runtime: runtime.name,
-    description,
-    metricsUrl: metricsServer && `${metricsServer.url}/metrics`,
-    cursorSecret: Boolean(config.cursorSecret),
-    publicUrl: config.publicUrl,
-    hostname: config.hostname,
-    demo,
-  };
-  // JSON events for the log on stdout; the banner for people apart (start-lines.ts).
-  logStartEvents(logger, facts);
-  logger.flush();
-  // A worker's banner is the primary's to print, once for all workers.
-  if (worker) worker.ready(startBanner(facts));
-  else printBanner(io, startBanner(facts));
-
-  // A worker stops when the primary says so, or on a signal of its own (Ctrl-C reaches every process of the terminal).
-  const never = new Promise<string>(() => {});
-  const signal = await Promise.race([io.stopSignal ?? never, worker?.stopRequested ?? never]);
-  logger.info({ event: 'shutdown', signal }, 'finishing in-flight requests');
-  logger.flush();
-  await Promise.all([served.close(), metricsServer?.close()]);
-  await storage.close();
-  logger.info({ event: 'stopped' });
-  logger.flush();
-  return 0;
 }
 
 async function readTlsFiles(files: { certFile: string; keyFile: string }): Promise<{ cert: string; key: string }> {

@@ -2,7 +2,6 @@
  * `merchant-api/storage/memory`: the in-memory storage, the embedded default
  * (docs/protocol.md#storage-and-secrets), and its loaders.
  */
-export { MAX_MAX_SALTS } from './salts.js';
 export { createMemoryStorage, MemoryStorage, type IndexedSeed, type MemoryStorageOptions } from './memory-storage.js';
 export { loadMemoryStorage, type LoadMemoryStorageOptions } from './load.js';
 export { parseSeed, SeedError, type Seed, type SeedMerchant, type SeedUser } from '../seed/seed.js';

@@ -13,5 +13,4 @@ export { createRedisConnection, parseRedisUrl, redisConnectionFromClient } from 
 export type { RedisConnection, RedisConnectionOptions, RedisScript, RedisSubscriber } from './connection.js';
 export { withRedisState } from './redis-state.js';
 export type { RedisHealth, RedisStateOptions, RedisStateStorage } from './redis-state.js';
-export { DEFAULT_PREFIX } from './keys.js';
 export { RedisSetupError } from './eviction-policy.js';

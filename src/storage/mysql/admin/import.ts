@@ -132,103 +132,159 @@ export async function importSeed(db: Kysely<MerchantApiDatabase>, masterKey: Mas
  */
 export async function importUserFile(db: Kysely<MerchantApiDatabase>, path: string, options: ImportOptions = {}): Promise<ImportSummary> {
   const batchSize = options.batchSize ?? DEFAULT_BATCH_SIZE;
-  const size = (await stat(path)).size;
-  const summary = emptySummary();
-  const problems: string[] = [];
-  let problemCount = 0;
-  // No batch holding this line or a later one is written: the first line of the batch a problem was found in.
-  let stopLine = Infinity;
-  const report = (problem: string, line: number) => {
-    problemCount++;
-    if (problems.length < MAX_PROBLEMS) problems.push(problem);
-    stopLine = Math.min(stopLine, line);
-  };
-  // Merchants: known to exist, known not to, and the first line naming each one not checked yet.
-  const known = new Set<string>();
-  const missing = new Set<string>();
-  const unchecked = new Map<string, number>();
-  const checkMerchants = async () => {
-    const ids = [...unchecked.keys()];
-    for (let i = 0; i < ids.length; i += 1000) {
-      const rows = await db.selectFrom('merchants').select('id').where('id', 'in', ids.slice(i, i + 1000)).execute();
-      for (const row of rows) known.add(row.id);
-    }
-    for (const [id, line] of unchecked) {
-      if (known.has(id)) continue;
-      missing.add(id);
-      report(`line ${line}: merchant_id: no such merchant (add it first); later lines may name it too`, line);
-    }
-    unchecked.clear();
-  };
-
-  interface Batch {
-    users: UserBatch;
-    /** The line numbers of its first and last user, and the bytes of the lines it was read from. */
-    first: number;
-    last: number;
-    bytes: number;
-  }
+  const problems = new FileProblems();
+  const merchants = new MerchantCheck(db, problems);
+  const writer = new BatchWriter(db, (await stat(path)).size, problems, merchants, options.onProgress);
   const ready: Batch[] = [];
-  let open: Batch = { users: new UserBatch(), first: 0, last: 0, bytes: 0 };
-  let allocation: IdAllocation | undefined;
-  // Merchants other than a batch's own that share the file's changed users: every later batch locks them too (user-upsert.ts).
-  const alsoLock = new Set<string>();
-  let bytesWritten = 0;
-  let done = 0;
-  let writtenThroughLine = 0;
-  let writing: Promise<void> = Promise.resolve();
-
-  /** Writes the batch (after the previous one) unless a problem at or before its lines stopped the writing. */
-  const write = async ({ users, last, bytes }: Batch) => {
-    await writing;
-    if (unchecked.size > 0) await checkMerchants();
-    if (last >= stopLine || users.size === 0) return;
-    // Not awaited here: the next batch is read and validated while this one is written.
-    writing = (async () => {
-      allocation ??= await readIdAllocation(db);
-      const result = await withSharingMerchants(alsoLock, () => db.transaction().execute((trx) => upsertUsers(trx, users, allocation!, alsoLock)));
-      summary.usersInserted += result.inserted;
-      summary.usersUpdated += result.updated;
-      summary.usersUnchanged += result.unchanged;
-      done += users.size;
-      writtenThroughLine = last;
-      bytesWritten += bytes;
-      options.onProgress?.(done, Math.max(done, Math.round((done * size) / Math.max(bytesWritten, 1))));
-    })();
-    writing.catch(() => undefined);
-  };
-
+  let open = emptyBatch();
   const lines = new LineSplitter((line, number) => {
     open.bytes += line.length + 1;
     const found: string[] = [];
     const user = parseLine(line, number, found);
     // A bad line spoils the batch being read: from its first line on, nothing is written.
-    for (const problem of found) report(problem, open.users.size > 0 ? open.first : number);
-    if (!user || missing.has(user.merchant_id)) return;
+    for (const problem of found) problems.report(problem, open.users.size > 0 ? open.first : number);
+    if (!user || merchants.isMissing(user.merchant_id)) return;
     // Merchants are checked for every valid line, also once the writing stopped: all problems are reported.
-    if (!known.has(user.merchant_id) && !unchecked.has(user.merchant_id)) unchecked.set(user.merchant_id, number);
-    if (number >= stopLine) return;
+    merchants.note(user.merchant_id, number);
+    if (number >= problems.stopLine) return;
     if (open.users.size === 0) open.first = number;
     open.users.add(user);
     open.last = number;
     if (open.users.size >= batchSize) {
       ready.push(open);
-      open = { users: new UserBatch(), first: 0, last: 0, bytes: 0 };
+      open = emptyBatch();
     }
   });
   // Small reads: the event loop turns between them, so the database's answers for the batch being
   // written are taken at once and the reading and the writing overlap.
   for await (const chunk of createReadStream(path, { highWaterMark: 1 << 16 })) {
     lines.push(chunk as Buffer);
-    for (let batch = ready.shift(); batch; batch = ready.shift()) await write(batch);
+    for (let batch = ready.shift(); batch; batch = ready.shift()) await writer.write(batch);
   }
   lines.end();
-  for (const batch of [...ready, open]) await write(batch);
-  await writing;
-  if (unchecked.size > 0) await checkMerchants();
-  if (problemCount > 0) throw new ImportValidationError(problems.sort(byLineNumber), problemCount, done > 0 ? { summary, throughLine: writtenThroughLine } : undefined);
-  options.onProgress?.(done, done);
-  return summary;
+  for (const batch of [...ready, open]) await writer.write(batch);
+  await writer.finished();
+  await merchants.check();
+  if (problems.count > 0) throw new ImportValidationError(problems.sorted(), problems.count, writer.done > 0 ? { summary: writer.summary, throughLine: writer.writtenThroughLine } : undefined);
+  options.onProgress?.(writer.done, writer.done);
+  return writer.summary;
+}
+
+/** Users read from consecutive lines, written in one transaction. */
+interface Batch {
+  users: UserBatch;
+  /** The line numbers of its first and last user, and the bytes of the lines it was read from. */
+  first: number;
+  last: number;
+  bytes: number;
+}
+
+const emptyBatch = (): Batch => ({ users: new UserBatch(), first: 0, last: 0, bytes: 0 });
+
+/** The problems of a file (the first 1000 kept, all counted), and the line from which nothing is written. */
+class FileProblems {
+  readonly #kept: string[] = [];
+  count = 0;
+  /** No batch holding this line or a later one is written: the first line of the batch a problem was found in. */
+  stopLine = Infinity;
+
+  report(problem: string, line: number): void {
+    this.count++;
+    if (this.#kept.length < MAX_PROBLEMS) this.#kept.push(problem);
+    this.stopLine = Math.min(this.stopLine, line);
+  }
+
+  sorted(): string[] {
+    return this.#kept.sort(byLineNumber);
+  }
+}
+
+/** Whether the merchants the file names exist, asked in bulk before each write: a missing one is a problem of the first line naming it. */
+class MerchantCheck {
+  readonly #db: Kysely<MerchantApiDatabase>;
+  readonly #problems: FileProblems;
+  readonly #known = new Set<string>();
+  readonly #missing = new Set<string>();
+  /** The first line naming each merchant not checked yet. */
+  readonly #unchecked = new Map<string, number>();
+
+  constructor(db: Kysely<MerchantApiDatabase>, problems: FileProblems) {
+    this.#db = db;
+    this.#problems = problems;
+  }
+
+  isMissing(merchantId: string): boolean {
+    return this.#missing.has(merchantId);
+  }
+
+  note(merchantId: string, line: number): void {
+    if (!this.#known.has(merchantId) && !this.#unchecked.has(merchantId)) this.#unchecked.set(merchantId, line);
+  }
+
+  async check(): Promise<void> {
+    if (this.#unchecked.size === 0) return;
+    const ids = [...this.#unchecked.keys()];
+    for (let i = 0; i < ids.length; i += 1000) {
+      const rows = await this.#db.selectFrom('merchants').select('id').where('id', 'in', ids.slice(i, i + 1000)).execute();
+      for (const row of rows) this.#known.add(row.id);
+    }
+    for (const [id, line] of this.#unchecked) {
+      if (this.#known.has(id)) continue;
+      this.#missing.add(id);
+      this.#problems.report(`line ${line}: merchant_id: no such merchant (add it first); later lines may name it too`, line);
+    }
+    this.#unchecked.clear();
+  }
+}
+
+/** Writes batches one after another, each while the next is read, and counts what they changed. */
+class BatchWriter {
+  readonly #db: Kysely<MerchantApiDatabase>;
+  readonly #fileSize: number;
+  readonly #problems: FileProblems;
+  readonly #merchants: MerchantCheck;
+  readonly #onProgress: ImportOptions['onProgress'];
+  readonly summary = emptySummary();
+  done = 0;
+  writtenThroughLine = 0;
+  #bytesWritten = 0;
+  #allocation: IdAllocation | undefined;
+  // Merchants other than a batch's own that share the file's changed users: every later batch locks them too (user-upsert.ts).
+  readonly #alsoLock = new Set<string>();
+  #writing: Promise<void> = Promise.resolve();
+
+  constructor(db: Kysely<MerchantApiDatabase>, fileSize: number, problems: FileProblems, merchants: MerchantCheck, onProgress: ImportOptions['onProgress']) {
+    this.#db = db;
+    this.#fileSize = fileSize;
+    this.#problems = problems;
+    this.#merchants = merchants;
+    this.#onProgress = onProgress;
+  }
+
+  /** Writes the batch (after the previous one) unless a problem at or before its lines stopped the writing. */
+  async write({ users, last, bytes }: Batch): Promise<void> {
+    await this.#writing;
+    await this.#merchants.check();
+    if (last >= this.#problems.stopLine || users.size === 0) return;
+    // Not awaited here: the next batch is read and validated while this one is written.
+    this.#writing = (async () => {
+      const db = this.#db;
+      const allocation = (this.#allocation ??= await readIdAllocation(db));
+      const result = await withSharingMerchants(this.#alsoLock, () => db.transaction().execute((trx) => upsertUsers(trx, users, allocation, this.#alsoLock)));
+      this.summary.usersInserted += result.inserted;
+      this.summary.usersUpdated += result.updated;
+      this.summary.usersUnchanged += result.unchanged;
+      this.done += users.size;
+      this.writtenThroughLine = last;
+      this.#bytesWritten += bytes;
+      this.#onProgress?.(this.done, Math.max(this.done, Math.round((this.done * this.#fileSize) / Math.max(this.#bytesWritten, 1))));
+    })();
+    this.#writing.catch(() => undefined);
+  }
+
+  finished(): Promise<void> {
+    return this.#writing;
+  }
 }
 
 /** One NDJSON line: a user, or undefined with problems (blank lines are skipped silently). */

@@ -1,0 +1,19 @@
+/**
+ * The `merchant-api` command's own entry point into the library: what its
+ * checks and messages share with the storages and limits, that no embedder
+ * needs. Not a package export (package.json "exports" and tsup.config.ts do
+ * not list it): the command is bundled with it, so these names stay out of
+ * the public surface, and only src/cli/ may import it
+ * (test/architecture/dependency-rules.cjs).
+ */
+export { DEFAULTS } from './defaults.js';
+export { normalisePublicUrl } from './http/public-url.js';
+export { LOG_LEVELS } from './observe/logger.js';
+export { addressKey, MAX_IPV6_PREFIX, MIN_IPV6_PREFIX } from './limits/address-key.js';
+export type { ThrottleOptions } from './limits/throttle.js';
+export { merchantIdProblem } from './storage/contract.js';
+export { MAX_MAX_SALTS } from './storage/memory/salts.js';
+export { redact } from './storage/mysql/admin/import.js';
+export { storageError } from './storage/mysql/sql-values.js';
+export { isShareableAddress } from './storage/mysql/throttle/throttle-queries.js';
+export { DEFAULT_PREFIX } from './storage/redis/keys.js';
