@@ -144,7 +144,7 @@ describe('a project that installed the tarball', () => {
     }, 120_000);
   }
 
-  /** The names each entry point of the repository's own dist/ exports (test/api/public-api.test.ts lists them). */
+  /** The names each entry point of the repository's own dist/ exports (test/package/public-api.test.ts lists them). */
   const expectedExports = () => {
     const require = createRequire(`${ROOT}package.json`);
     return Object.fromEntries(subpaths.map((subpath) => [specifier(subpath), Object.keys(require(`${ROOT}${(pkg.exports[subpath] as { require: { default: string } }).require.default}`)).sort()]));

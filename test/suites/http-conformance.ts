@@ -1,7 +1,7 @@
 /**
  * The HTTP conformance suite: every row of docs/protocol.md over real HTTP,
  * written once and run against a real server process on each runtime
- * (test/runtimes/http-node.test.ts, http-bun.test.ts, http-deno.test.ts), loaded with
+ * (test/adapters/http-node.test.ts, http-bun.test.ts, http-deno.test.ts), loaded with
  * `conformanceSeed()`. Signed URLs come from test/support/test-signer.ts,
  * which shares no code with the library.
  */

@@ -24,12 +24,12 @@ import {
   withReplicaReads,
   type MerchantApiDatabase,
   type ReplicaReadsOptions,
-} from '../../src/storage/mysql/index.js';
-import type { Storage } from '../../src/storage/contract.js';
-import { basicAuth, send } from '../support/http-client.js';
-import { CLEAN_ENV, CLI, runProcess, startServer } from '../support/processes.js';
-import { replicaAvailable, startPrimaryAndReplica, type ReplicatedPair } from '../support/mariadb-replica.js';
-import { contractSeed, user } from '../support/seeds.js';
+} from '../../../src/storage/mysql/index.js';
+import type { Storage } from '../../../src/storage/contract.js';
+import { basicAuth, send } from '../../support/http-client.js';
+import { CLEAN_ENV, CLI, runProcess, startServer } from '../../support/processes.js';
+import { replicaAvailable, startPrimaryAndReplica, type ReplicatedPair } from '../../support/mariadb-replica.js';
+import { contractSeed, user } from '../../support/seeds.js';
 
 const available = replicaAvailable();
 const NOW = Math.floor(Date.now() / 1000);

@@ -4,8 +4,8 @@
  */
 import { sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
-import { createMysqlKysely, MysqlStorage } from '../../src/storage/mysql/index.js';
-import { createTestDatabase, MYSQL_URL, mysqlAvailable } from '../support/mysql.js';
+import { createMysqlKysely, MysqlStorage } from '../../../src/storage/mysql/index.js';
+import { createTestDatabase, MYSQL_URL, mysqlAvailable } from '../../support/mysql.js';
 
 const available = await mysqlAvailable();
 

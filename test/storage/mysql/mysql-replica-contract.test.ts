@@ -7,9 +7,9 @@
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe } from 'vitest';
-import { createMysqlKysely, generateMasterKey, importSeed, migrateToLatest, MysqlStorage, parseMasterKey, withReplicaReads } from '../../src/storage/mysql/index.js';
-import { storageContract } from '../suites/storage-contract.js';
-import { replicaAvailable, startPrimaryAndReplica, type ReplicatedPair } from '../support/mariadb-replica.js';
+import { createMysqlKysely, generateMasterKey, importSeed, migrateToLatest, MysqlStorage, parseMasterKey, withReplicaReads } from '../../../src/storage/mysql/index.js';
+import { storageContract } from '../../suites/storage-contract.js';
+import { replicaAvailable, startPrimaryAndReplica, type ReplicatedPair } from '../../support/mariadb-replica.js';
 
 describe.skipIf(!replicaAvailable())('the MySQL storage reading from a replica', () => {
   let pair: ReplicatedPair;

@@ -6,13 +6,13 @@
  */
 import { createConnection } from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createMerchantClient, type RetryInfo } from '../../src/client/index.js';
-import { createMerchantApi, silentLogger, type MerchantApi } from '../../src/index.js';
-import { signUrl } from '../../src/signing/index.js';
-import { createMysqlKysely, importSeed, MysqlStorage } from '../../src/storage/mysql/index.js';
-import { createTestDatabase, MYSQL_URL, mysqlAvailable, urlOf, type TestDatabase } from '../support/mysql.js';
-import { TcpProxy } from '../support/tcp-proxy.js';
-import { user } from '../support/seeds.js';
+import { createMerchantClient, type RetryInfo } from '../../../src/client/index.js';
+import { createMerchantApi, silentLogger, type MerchantApi } from '../../../src/index.js';
+import { signUrl } from '../../../src/signing/index.js';
+import { createMysqlKysely, importSeed, MysqlStorage } from '../../../src/storage/mysql/index.js';
+import { createTestDatabase, MYSQL_URL, mysqlAvailable, urlOf, type TestDatabase } from '../../support/mysql.js';
+import { TcpProxy } from '../../support/tcp-proxy.js';
+import { user } from '../../support/seeds.js';
 
 const available = await mysqlAvailable();
 const BASE = 'http://merchant-api.test';

@@ -9,13 +9,13 @@ import { join } from 'node:path';
 import { createPool } from 'mysql2';
 import { Kysely, MysqlDialect, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { importSeed, importUserFile, ImportValidationError, MysqlStorage, type MerchantApiDatabase } from '../../src/storage/mysql/index.js';
-import { readIdAllocation, upsertUsers } from '../../src/storage/mysql/admin/user-upsert.js';
-import type { ChangedUserRecord } from '../../src/storage/contract.js';
-import type { SeedUser } from '../../src/storage/seed/seed.js';
-import { fullScan } from '../suites/storage-contract.js';
-import { createTestDatabase, mysqlAvailable, type TestDatabase } from '../support/mysql.js';
-import { user } from '../support/seeds.js';
+import { importSeed, importUserFile, ImportValidationError, MysqlStorage, type MerchantApiDatabase } from '../../../src/storage/mysql/index.js';
+import { readIdAllocation, upsertUsers } from '../../../src/storage/mysql/admin/user-upsert.js';
+import type { ChangedUserRecord } from '../../../src/storage/contract.js';
+import type { SeedUser } from '../../../src/storage/seed/seed.js';
+import { fullScan } from '../../suites/storage-contract.js';
+import { createTestDatabase, mysqlAvailable, type TestDatabase } from '../../support/mysql.js';
+import { user } from '../../support/seeds.js';
 
 const available = await mysqlAvailable();
 
