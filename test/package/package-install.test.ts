@@ -14,6 +14,7 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { basic } from '../support/basic-auth.js';
 import { CONSUMER_ENV, ROOT, runInDirectory } from '../support/processes.js';
 
 const FIXTURE = `${ROOT}test/fixtures/package-consumer/`;
@@ -203,7 +204,7 @@ describe('a project that installed the tarball', () => {
         child.once('exit', (code) => reject(new Error(`exited with ${code}:\n${output}`)));
       });
       expect(output).toContain('examples/seed.json');
-      const users = await fetch(`${url}/merchant/users?limit=1`, { headers: { authorization: `Basic ${Buffer.from('demo-merchant:demo-secret').toString('base64')}` } });
+      const users = await fetch(`${url}/merchant/users?limit=1`, { headers: basic('demo-merchant', 'demo-secret') });
       expect(users.status).toBe(200);
       expect(((await users.json()) as { data: unknown[] }).data).toHaveLength(1);
     } finally {

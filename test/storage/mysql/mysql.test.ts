@@ -28,9 +28,9 @@ import type { UserPageQuery } from '../../../src/storage/contract.js';
 import { storageContract } from '../../suites/storage-contract.js';
 import { createTestDatabase, mysqlAvailable, type TestDatabase } from '../../support/mysql.js';
 import { user } from '../../support/seeds.js';
+import { sleep } from '../../support/sleep.js';
 
 const available = await mysqlAvailable();
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const now = 1_700_000_000;
 
 describe.skipIf(!available)('MySQL storage', () => {
