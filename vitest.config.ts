@@ -5,7 +5,8 @@ export default defineConfig({
     include: ['test/**/*.test.ts'],
     testTimeout: 30_000,
     hookTimeout: 60_000,
-    // Suites that start servers and databases on real ports run one file at a time per worker.
+    // Two files at a time, each in a worker process of its own: suites listen on ephemeral ports and
+    // create databases of their own (test/support/mysql.ts), so files running together do not clash.
     fileParallelism: true,
     maxWorkers: 2,
   },

@@ -2,33 +2,38 @@
  * docs/cli.md promises that every command and subcommand takes `--help` (`-h`) and that an unknown
  * option is one line, `Unknown option --bogus.`, followed by the usage (exit 2). This runs every
  * command line the CLI has, from its own list (`everyCommand` over the commands the bins are given),
- * through the built bin: a command or subcommand added later is checked without touching this file.
- * `-h` is checked in process: the same dispatch, without a second round of processes.
+ * through the CLI's dispatch in process (`runCli`, what every bin runs, with the output captured):
+ * a command or subcommand added later is checked without touching this file. The built bins of
+ * Node, Bun and Deno then answer a command and a subcommand exactly as the dispatch does, on
+ * stdout and stderr with the exit code: what a process adds, checked once per runtime rather
+ * than once per command line.
  */
-import { execFile } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { mysqlCommands } from '../../src/cli/commands/mysql.js';
-import type { CliIo } from '../../src/cli/io.js';
 import { everyCommand, runCli } from '../../src/cli/run.js';
-import { CLEAN_ENV, ROOT } from '../support/processes.js';
+import { CLEAN_ENV, CLI, RUNTIMES, runInDirectory, runtimeCommand, ROOT, type Runtime } from '../support/processes.js';
+import { captureIo } from '../support/recording.js';
 
 const LINES = everyCommand(mysqlCommands);
 
-function bin(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, ['dist/cli.js', ...args], { cwd: ROOT, env: { ...process.env, ...CLEAN_ENV } }, (error, stdout, stderr) => {
-      resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, out: stdout.trimEnd(), err: stderr.trimEnd() });
-    });
-  });
+interface Run {
+  code: number | null;
+  out: string;
+  err: string;
 }
 
-async function inProcess(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  const out: string[] = [];
-  const err: string[] = [];
-  const io: CliIo = { env: {}, out: (line) => out.push(line), err: (line) => err.push(line) };
+/** The built bin of `runtime`, as a user runs it. */
+async function bin(runtime: Runtime, args: string[]): Promise<Run> {
+  const [command, argv] = runtimeCommand(runtime, CLI[runtime], args);
+  const { code, stdout, stderr } = await runInDirectory(command, argv, ROOT, CLEAN_ENV);
+  return { code, out: stdout.trimEnd(), err: stderr.trimEnd() };
+}
+
+async function inProcess(args: string[]): Promise<Run> {
+  const io = captureIo({});
   const serve = () => Promise.reject(new Error('--help must not start a server'));
   const code = await runCli(args, io, { name: 'node', serve, commands: mysqlCommands });
-  return { code, out: out.join('\n'), err: err.join('\n') };
+  return { code, out: io.lines.join('\n'), err: io.errors.join('\n') };
 }
 
 describe('every command line of the CLI', () => {
@@ -39,11 +44,11 @@ describe('every command line of the CLI', () => {
   });
 
   it.each(LINES.map((words) => [words.join(' ') || '(no command)', words] as const))('%s: --help prints its usage (0), --bogus is one line and the usage (2)', async (_, words) => {
-    const [help, bogus] = await Promise.all([bin([...words, '--help']), bin([...words, '--bogus'])]);
+    const [help, bogus] = await Promise.all([inProcess([...words, '--help']), inProcess([...words, '--bogus'])]);
     expect(help).toMatchObject({ code: 0, err: '' });
     expect(help.out).toMatch(/^Usage: merchant-api/);
     expect(bogus).toMatchObject({ code: 2, out: '', err: `Unknown option --bogus.\n${help.out}` });
-  }, 30_000);
+  });
 
   it('-h is --help, for every one of them', async () => {
     for (const words of LINES) {
@@ -52,5 +57,15 @@ describe('every command line of the CLI', () => {
       expect(short.code, words.join(' ')).toBe(0);
       expect(short.out, words.join(' ')).toMatch(/^Usage: merchant-api/);
     }
+  });
+
+  describe.each(RUNTIMES)('the built bin on %s', (runtime) => {
+    // The top-level usage (which lists every command) and a subcommand of a command group.
+    it.each([[[]], [['merchant', 'rotate-key']]] as const)('answers %j --help and --bogus as the dispatch does, usage on stdout (0), the refusal on stderr (2)', async (words) => {
+      const [help, bogus] = await Promise.all([bin(runtime, [...words, '--help']), bin(runtime, [...words, '--bogus'])]);
+      expect(help).toEqual({ ...(await inProcess([...words, '--help'])), code: 0, err: '' });
+      expect(help.out).toMatch(/^Usage: merchant-api/);
+      expect(bogus).toEqual({ ...(await inProcess([...words, '--bogus'])), code: 2, out: '' });
+    }, 30_000);
   });
 });

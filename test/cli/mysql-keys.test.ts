@@ -17,10 +17,12 @@ import { createMerchantApi, silentLogger, type MerchantApi } from '../../src/ind
 import { signUrl } from '../../src/signing/index.js';
 import { MysqlStorage } from '../../src/storage/mysql/index.js';
 import { ADMIN_EVENTS } from '../../src/cli/commands/admin-log.js';
+import { basic } from '../support/basic-auth.js';
 import { inCi } from '../support/ci.js';
 import { CLEAN_ENV, ROOT, startServer, type ServerProcess } from '../support/processes.js';
 import { createTestDatabase, mysqlAvailable, type TestDatabase } from '../support/mysql.js';
 import { user } from '../support/seeds.js';
+import { sleep } from '../support/sleep.js';
 
 const available = await mysqlAvailable();
 if (!available && inCi()) throw new Error('MariaDB is required in CI (127.0.0.1:3306).');
@@ -31,7 +33,6 @@ interface Run {
   err: string;
 }
 
-const basic = (id: string, key: string) => ({ authorization: `Basic ${Buffer.from(`${id}:${key}`).toString('base64')}` });
 const fingerprint = (key: string) => createHash('sha256').update(key).digest('hex').slice(0, 16);
 
 /** Polls `check` every 50 ms until it holds, for at most `limitMs` (generous: not a timing test). */
@@ -39,7 +40,7 @@ async function eventually(check: () => Promise<boolean>, limitMs = 15_000): Prom
   const end = Date.now() + limitMs;
   while (!(await check())) {
     if (Date.now() > end) throw new Error('the condition never held');
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await sleep(50);
   }
 }
 

@@ -17,27 +17,21 @@ import type { CliIo } from '../../src/cli/io.js';
 import { readMysqlConfig, type MysqlConfig } from '../../src/cli/config.js';
 import { createMemoryStorage } from '../../src/storage/memory/index.js';
 import { generateMasterKey } from '../../src/storage/mysql/index.js';
+import { basic } from '../support/basic-auth.js';
+import { captureIo } from '../support/recording.js';
 import { createTestDatabase, mysqlAvailable, type TestDatabase } from '../support/mysql.js';
 import { user } from '../support/seeds.js';
 
 const available = await mysqlAvailable();
 const BASE = 'http://merchant-api.test';
 
-interface Captured extends CliIo {
-  lines: string[];
-  errors: string[];
-}
-
 /** The arguments of openMysqlStorage for an environment. */
 function open(env: Record<string, string | undefined>): [MysqlConfig, CliIo] {
   return [readMysqlConfig(env), capture(env)];
 }
 
-function capture(env: Record<string, string | undefined>): Captured {
-  const lines: string[] = [];
-  const errors: string[] = [];
-  return { env, lines, errors, out: (line) => lines.push(line), err: (line) => errors.push(line), progress: () => {} };
-}
+/** What a command writes, with a progress line that goes nowhere (as on a terminal). */
+const capture = (env: Record<string, string | undefined>) => captureIo(env, { progress: () => {} });
 
 describe.skipIf(!available)('merchant-api CLI on MySQL', () => {
   let database: TestDatabase;
@@ -51,7 +45,7 @@ describe.skipIf(!available)('merchant-api CLI on MySQL', () => {
     return { code, out: io.lines.join('\n'), err: io.errors.join('\n') };
   };
   const users = (id: string, key: string, path = '/merchant/users') =>
-    api.fetch(new Request(`${BASE}${path}`, { headers: { authorization: `Basic ${Buffer.from(`${id}:${key}`).toString('base64')}` } }));
+    api.fetch(new Request(`${BASE}${path}`, { headers: basic(id, key) }));
   const validate = (id: string, key: string) => api.fetch(new Request(signUrl(key, `${BASE}/validatesignature`, { cp: id })));
 
   beforeAll(async () => {
@@ -88,8 +82,8 @@ describe.skipIf(!available)('merchant-api CLI on MySQL', () => {
     api = createMerchantApi({ storage, logger: silentLogger });
     const seed = JSON.parse(await readFile('examples/seed.json', 'utf8'));
     const memory = createMerchantApi({ storage: createMemoryStorage({ seed }), logger: silentLogger });
-    const auth = { authorization: `Basic ${Buffer.from('demo-merchant:demo-secret').toString('base64')}` };
-    const acme = { authorization: `Basic ${Buffer.from('acme-books:acme-books-key-2024').toString('base64')}` };
+    const auth = basic('demo-merchant', 'demo-secret');
+    const acme = basic('acme-books', 'acme-books-key-2024');
     for (const [path, headers] of [
       ['/merchant/users', auth],
       ['/merchant/users?limit=3', auth],
@@ -97,7 +91,7 @@ describe.skipIf(!available)('merchant-api CLI on MySQL', () => {
       ['/merchant/users/usr-0001', auth],
       ['/merchant/users/usr-0002', acme],
       ['/merchant/users', acme],
-      ['/merchant/users', { authorization: `Basic ${Buffer.from('closed-shop:closed-shop-key').toString('base64')}` }],
+      ['/merchant/users', basic('closed-shop', 'closed-shop-key')],
     ] as const) {
       const [fromMysql, fromMemory] = await Promise.all([api.fetch(new Request(`${BASE}${path}`, { headers })), memory.fetch(new Request(`${BASE}${path}`, { headers }))]);
       expect(fromMysql.status, path).toBe(fromMemory.status);

@@ -3,6 +3,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { basic } from '../support/basic-auth.js';
 import { runProcess, startProcess } from '../support/processes.js';
 
 function seedFile(document: unknown): string {
@@ -17,7 +18,7 @@ describe('merchant-api serve with SEED_FILE', () => {
     const server = await startProcess('node', ['dist/cli.js', 'serve'], { PORT: '0', SEED_FILE }, /listening on (http:\/\/\S+)/);
     try {
       expect(server.output()).toContain('1 merchants, 0 users');
-      const response = await fetch(`${server.url}/merchant/users`, { headers: { authorization: `Basic ${btoa('only-merchants:k')}` } });
+      const response = await fetch(`${server.url}/merchant/users`, { headers: basic('only-merchants', 'k') });
       expect(await response.json()).toEqual({ status: 'ok', data: [], errors: [] });
     } finally {
       expect(await server.stop()).toBe(0);

@@ -11,7 +11,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readServerConfig } from '../../src/cli/config.js';
 import { stampPid } from '../../src/cli/workers/line-writer.js';
 import { CLEAN_ENV, ROOT, runProcess } from '../support/processes.js';
-import { redisAvailable, startRedis, type RedisProcess } from '../support/redis.js';
+import { redisAvailable, useRedis } from '../support/redis.js';
+import { sleep } from '../support/sleep.js';
 
 interface Run {
   child: ChildProcess;
@@ -31,7 +32,7 @@ async function serve(env: Record<string, string>): Promise<Run> {
   const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
   for (let waited = 0; !/listening on (http:\/\/\S+)/.test(stderr); waited += 20) {
     if (child.exitCode !== null || waited > 30_000) throw new Error(`no banner:\n${stdout}\n${stderr}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await sleep(20);
   }
   return {
     child,
@@ -58,7 +59,7 @@ describe('merchant-api serve, one process', () => {
 
   it('writes only JSON lines on stdout, start-up events first, never the demo key or a signature', async () => {
     await fetch(`${run.url}/healthz`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await sleep(100);
     const events = jsonLines(run.stdout());
     expect(events[0]).toMatchObject({ level: 'info', event: 'listening', url: run.url, runtime: 'node', demo: true });
     expect(String(events[0]!.storage)).toMatch(/^in memory, loaded from the bundled examples\/seed\.json: 3 merchants, 12 users/);
@@ -105,20 +106,18 @@ describe('stampPid', () => {
 });
 
 describe.runIf(redisAvailable())('merchant-api serve with WORKERS=2', () => {
-  let redis: RedisProcess;
+  const redis = useRedis();
   let run: Run;
   beforeAll(async () => {
-    redis = await startRedis();
     run = await serve({ WORKERS: '2', REDIS_URL: redis.url });
   }, 60_000);
   afterAll(async () => {
     await run?.stop();
-    await redis?.stop();
   });
 
   it('stamps every stdout line with the pid of the primary or of the worker that wrote it', async () => {
     for (let i = 0; i < 6; i++) await fetch(`${run.url}/healthz`, { headers: { connection: 'close' } });
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    await sleep(200);
     const events = jsonLines(run.stdout());
     expect(events.every((event) => typeof event.pid === 'number')).toBe(true);
     const listening = events.find((event) => event.event === 'workers_listening')!;

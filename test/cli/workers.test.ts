@@ -16,13 +16,14 @@ import { createServer, type AddressInfo } from 'node:net';
 import parsePrometheusTextFormat from 'parse-prometheus-text-format';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signUrl } from '../../src/signing/index.js';
-import { basicAuth, send } from '../support/http-client.js';
+import { basic } from '../support/basic-auth.js';
+import { send } from '../support/http-client.js';
 import { readRest, startSlowList } from '../support/slow-list.js';
 import { createTestDatabase, mysqlAvailable, type TestDatabase } from '../support/mysql.js';
 import { CLEAN_ENV, CLI, ROOT, RUNTIMES, runProcess, runtimeCommand, type Runtime } from '../support/processes.js';
 import { largeSeed, MERCHANTS, writeSeed } from '../support/seeds.js';
+import { sleep } from '../support/sleep.js';
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** The command line of the built server on `runtime`; Deno's primary also needs --allow-run to start its workers. */
 function serverCommand(runtime: Runtime, args: string[]): [string, string[]] {
@@ -151,7 +152,7 @@ describe.skipIf(!mysql)('WORKERS=2 on MariaDB', () => {
         const { main } = MERCHANTS;
         let next: string | null = `${server.url}/merchant/users?limit=2`;
         for (let page = 0; page < 6 && next; page++) {
-          const answer = await send(next, { headers: basicAuth(main.id, main.keys[0]) });
+          const answer = await send(next, { headers: basic(main.id, main.keys[0]) });
           expect(answer.status).toBe(200);
           next = /<([^>]+)>; rel="next"/.exec(String(answer.headers.link))?.[1] ?? null;
         }

@@ -51,7 +51,7 @@ describe('bundling merchant-api/client', () => {
     expect(inputs.filter((file) => !file.startsWith('src/client/')).sort()).toEqual(['src/json/array-splitter.ts', 'src/json/string-text.ts', 'src/signing/crypto.ts', 'src/signing/index.ts', 'src/signing/params.ts']);
   });
 
-  it('the CommonJS build has the same names (see test/api/public-api.test.ts) and no server code either', async () => {
+  it('the CommonJS build has the same names (see test/package/public-api.test.ts) and no server code either', async () => {
     const { code } = await bundle(`${ROOT}dist/client.cjs`);
     expect(code.length).toBeLessThan(MAX_BYTES);
     for (const marker of SERVER_MARKERS) expect(code, marker).not.toContain(marker);

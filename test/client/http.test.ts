@@ -10,6 +10,7 @@ import { createMerchantClient, MerchantNetworkError, MerchantTimeoutError, type 
 import { describeClientSuite } from '../suites/client-suite.js';
 import { RUNTIMES, useCliServer } from '../support/processes.js';
 import { conformanceSeed } from '../support/seeds.js';
+import { freePort } from '../support/ports.js';
 
 for (const runtime of RUNTIMES) {
   describe(`merchant-api/client against the ${runtime} server (memory storage)`, () => {
@@ -65,7 +66,7 @@ describe('a server that never answers (a raw TCP server that accepts and stays s
 
 describe('a port nothing listens on', () => {
   it('retries the refused connection, then throws MerchantNetworkError kind "refused"', async () => {
-    const port = await closedPort();
+    const port = await freePort();
     const retries: RetryInfo[] = [];
     const client = createMerchantClient({ baseUrl: `http://127.0.0.1:${port}`, merchantId: 'm', apiKey: 'k', retries: { maxRetries: 2, baseDelayMs: 10, onRetry: (info) => retries.push(info) } });
     const error = await client.validateSignature().catch((e: unknown) => e);
@@ -76,12 +77,3 @@ describe('a port nothing listens on', () => {
     expect((error as Error).message).not.toMatch(/hmac|salt/);
   });
 });
-
-/** A port that was free a moment ago. */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}

@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectedUsers } from '../suites/client-suite.js';
 import { CLEAN_ENV, ROOT, RUNTIMES, runProcess, runtimeCommand, useCliServer } from '../support/processes.js';
 import { conformanceSeed, MERCHANTS } from '../support/seeds.js';
+import { freePort } from '../support/ports.js';
 
 const SCRIPT = `
 const { createMerchantClient, MerchantResponseError, MerchantNetworkError, MerchantTimeoutError } = await import(${JSON.stringify(pathToFileURL(`${ROOT}dist/client.js`).href)});
@@ -58,10 +59,7 @@ describe('dist/client.js under every runtime, against a running server', () => {
     });
     await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
     silentUrl = `http://127.0.0.1:${(silent.address() as { port: number }).port}`;
-    const closed = createServer();
-    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
-    closedUrl = `http://127.0.0.1:${(closed.address() as { port: number }).port}`;
-    await new Promise((resolve) => closed.close(resolve));
+    closedUrl = `http://127.0.0.1:${await freePort()}`;
   });
   afterAll(async () => {
     for (const socket of sockets) socket.destroy();

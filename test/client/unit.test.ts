@@ -16,6 +16,7 @@ import { createMerchantApi, silentLogger } from '../../src/index.js';
 import { createMemoryStorage } from '../../src/storage/memory/index.js';
 import { conformanceSeed, GENERATED_USERS, MERCHANTS, SPECIAL_IDS } from '../support/seeds.js';
 import { within } from '../support/within.js';
+import { sleep } from '../support/sleep.js';
 
 const record = (id: string, extra: Record<string, string | null> = {}) => ({ shared_user_id: id, first_name: 'Zoë "Q" \\ }{][', state: null, ...extra });
 
@@ -242,7 +243,7 @@ describe('the client against the handler in process (a fetch that calls api.fetc
     const client = createMerchantClient({ baseUrl: 'http://merchant-api.test', merchantId: main.id, apiKey: main.keys[0], fetch: inProcess, timeoutMs: 500 });
     let count = 0;
     for await (const user of client.exportUsers()) {
-      if (count++ === 0) await new Promise((resolve) => setTimeout(resolve, 1000));
+      if (count++ === 0) await sleep(1000);
       expect(user.shared_user_id).toBeTypeOf('string');
     }
     expect(count).toBe(conformanceSeed().users.filter((u) => u.merchant_id === main.id).length);

@@ -5,11 +5,13 @@
  * handler says so once per process, naming `clientAddress`.
  */
 import { describe, expect, it } from 'vitest';
+import { basic as basicAuth } from '../support/basic-auth.js';
 import { signedUrl } from '../support/test-signer.js';
+import { sleep } from '../support/sleep.js';
 import { PREFIX } from './host-suite.js';
 import { processHost } from './process-host.js';
 
-const basic = (key: string) => ({ authorization: `Basic ${Buffer.from(`demo-merchant:${key}`).toString('base64')}` });
+const basic = (key: string) => basicAuth('demo-merchant', key);
 
 describe('embedded with Hono’s bare app.mount', () => {
   const host = processHost('node', 'hono-mount-bare.ts');
@@ -29,7 +31,7 @@ describe('embedded with Hono’s bare app.mount', () => {
       await response.body?.cancel();
     }
     expect(statuses).toEqual(Array<number>(15).fill(401));
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await sleep(100);
     const warnings = host.output!().split('\n').filter((line) => line.includes('"event":"throttle_no_client_address"'));
     expect(warnings).toHaveLength(1);
     // Logged by the first request with authentication: the signed call of the test above.

@@ -7,6 +7,7 @@
  * examples/seed.json: merchant `demo-merchant`, key `demo-secret`.
  */
 import { expect, it } from 'vitest';
+import { basic as basicAuth } from '../support/basic-auth.js';
 import { signedUrl } from '../support/test-signer.js';
 
 export const PREFIX = '/api/merchant';
@@ -24,7 +25,7 @@ export interface Host {
   output?(): string;
 }
 
-const basic = (key: string) => ({ authorization: `Basic ${Buffer.from(`${MERCHANT}:${key}`).toString('base64')}` });
+const basic = (key: string) => basicAuth(MERCHANT, key);
 
 export function embeddingSuite(host: Host): void {
   it('answers a call signed over the public URL with the prefix, and refuses one signed without it', async () => {

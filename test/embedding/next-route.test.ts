@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe } from 'vitest';
 import { ROOT } from '../support/processes.js';
+import { sleep } from '../support/sleep.js';
 import { embeddingSuite } from './host-suite.js';
 
 const PUBLIC_URL = 'https://shop.example.com';
@@ -46,7 +47,7 @@ beforeAll(async () => {
   next.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
   for (let waited = 0; !/Ready in/.test(output); waited += 50) {
     if (next.exitCode !== null || waited > 30_000) throw new Error(`next start did not get ready:\n${output}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await sleep(50);
   }
   local = /- Local:\s+(http:\/\/\S+)/.exec(output)![1]!;
   // Next loads the route module at its first request: the memory storage it creates then refuses a ts

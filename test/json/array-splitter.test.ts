@@ -2,7 +2,7 @@
  * The shared incremental splitter (src/json/array-splitter.ts) on its own: whatever the pieces,
  * it hands out exactly the elements and members JSON.parse finds, asks about each member once,
  * and reports problems in document order with their kind and offset. Its two users have their
- * own tests: test/client/unit.test.ts (the streamed list) and test/storage/seed-stream.test.ts.
+ * own tests: test/client/unit.test.ts (the streamed list) and test/storage/seed/seed-stream.test.ts.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';

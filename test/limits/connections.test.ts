@@ -9,7 +9,8 @@
 import { connect, type Socket } from 'node:net';
 import { request } from 'node:http';
 import { describe, expect, it, vi } from 'vitest';
-import { basicAuth, send } from '../support/http-client.js';
+import { basic } from '../support/basic-auth.js';
+import { send } from '../support/http-client.js';
 import { sampleValue, scrapeCliMetrics } from '../support/metrics-scrape.js';
 import { RUNTIMES, useCliServer } from '../support/processes.js';
 import { conformanceSeed, MERCHANTS } from '../support/seeds.js';
@@ -23,17 +24,17 @@ for (const runtime of RUNTIMES) {
     const server = useCliServer(runtime, conformanceSeed(), { HEADERS_TIMEOUT: '1000', AUTH_BLOCK_SECONDS: '120', ...(runtime === 'node' && { METRICS_PORT: '0' }) });
 
     it('answers the 11th wrong key for a merchant 429 with Retry-After; another merchant from the same address is served', async () => {
-      for (let i = 0; i < 10; i++) expect((await send(`${server.url}/merchant/users?limit=1`, { headers: basicAuth(main.id, `wrong-${i}`) })).status).toBe(401);
-      const blocked = await send(`${server.url}/merchant/users?limit=1`, { headers: basicAuth(main.id, 'wrong-11') });
+      for (let i = 0; i < 10; i++) expect((await send(`${server.url}/merchant/users?limit=1`, { headers: basic(main.id, `wrong-${i}`) })).status).toBe(401);
+      const blocked = await send(`${server.url}/merchant/users?limit=1`, { headers: basic(main.id, 'wrong-11') });
       expect(blocked.status).toBe(429);
       expect(Number(blocked.headers['retry-after'])).toBeGreaterThan(100);
       expect(blocked.headers['ratelimit-policy']).toBe('"auth-merchant";q=10;w=120');
       expect(JSON.parse(blocked.body).errors[0].code).toBe('too_many_requests');
-      expect((await send(`${server.url}/merchant/users?limit=1`, { headers: basicAuth(other.id, other.keys[0]) })).status).toBe(200);
+      expect((await send(`${server.url}/merchant/users?limit=1`, { headers: basic(other.id, other.keys[0]) })).status).toBe(200);
     });
 
     it('refuses the blocked pair even with the right key, on both kinds of authentication', async () => {
-      expect((await send(`${server.url}/merchant/users?limit=1`, { headers: basicAuth(main.id, main.keys[0]) })).status).toBe(429);
+      expect((await send(`${server.url}/merchant/users?limit=1`, { headers: basic(main.id, main.keys[0]) })).status).toBe(429);
       const signed = await send(signedUrl({ secret: main.keys[0], url: `${server.url}/validatesignature`, cp: main.id }));
       expect(signed.status).toBe(429);
       expect(JSON.parse(signed.body)).toMatchObject({ status: 'error', is_valid: false });

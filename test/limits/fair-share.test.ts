@@ -10,13 +10,13 @@
  * with FAIR_SHARE_CPU=1 (any work counts as busy).
  */
 import { Agent } from 'node:http';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import type { MerchantApiOptions } from '../../src/api.js';
 import { basic, call, ORIGIN, signedUrl, testApi } from '../support/api.js';
-import { basicAuth, send, type HttpResponse } from '../support/http-client.js';
+import { send, type HttpResponse } from '../support/http-client.js';
 import { RUNTIMES, useCliServer } from '../support/processes.js';
 import { conformanceSeed, MERCHANTS } from '../support/seeds.js';
+import { sleep } from '../support/sleep.js';
 
 /** A process that used a whole core since the last sample, every sample. */
 function busyCpu(): () => number {
@@ -177,7 +177,7 @@ async function contend(url: string, keepAlive: boolean, expectRefusal: boolean):
     const agent = keepAlive ? new Agent({ keepAlive: true, maxSockets: 1 }) : undefined;
     if (agent) agents.push(agent);
     while (goOn()) {
-      const answer = await send(`${url}/merchant/users?limit=1`, { headers: basicAuth(main.id, main.keys[0]), agent });
+      const answer = await send(`${url}/merchant/users?limit=1`, { headers: basic(main.id, main.keys[0]), agent });
       heavy++;
       if (answer.status === 429) refused = answer;
       else expect(answer.status).toBe(200);
@@ -185,7 +185,7 @@ async function contend(url: string, keepAlive: boolean, expectRefusal: boolean):
   };
   const lightLoop = async () => {
     while (goOn()) {
-      light.push((await send(`${url}/merchant/users/u-00001`, { headers: basicAuth(other.id, other.keys[0]) })).status);
+      light.push((await send(`${url}/merchant/users/u-00001`, { headers: basic(other.id, other.keys[0]) })).status);
       await sleep(20);
     }
   };

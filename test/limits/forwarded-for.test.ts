@@ -6,7 +6,8 @@
  * throttle's maps and the log with 4 KB values); an address kept is bounded.
  */
 import { describe, expect, it } from 'vitest';
-import { basicAuth, send } from '../support/http-client.js';
+import { basic } from '../support/basic-auth.js';
+import { send } from '../support/http-client.js';
 import { RUNTIMES, useCliServer } from '../support/processes.js';
 import { conformanceSeed, MERCHANTS } from '../support/seeds.js';
 
@@ -26,14 +27,14 @@ for (const runtime of RUNTIMES) {
 
     it('counts wrong keys sent with values that are not an IP under the socket address, and answers 429 after the limit', async () => {
       for (let i = 0; i < 10; i++) {
-        const answer = await send(users(), { headers: { ...basicAuth(main.id, `wrong-${i}`), 'x-forwarded-for': `10.0.0.1, client-${i}-${JUNK}` } });
+        const answer = await send(users(), { headers: { ...basic(main.id, `wrong-${i}`), 'x-forwarded-for': `10.0.0.1, client-${i}-${JUNK}` } });
         expect(answer.status).toBe(401);
       }
-      expect((await send(users(), { headers: { ...basicAuth(main.id, main.keys[0]!), 'x-forwarded-for': 'not-an-ip' } })).status).toBe(429);
-      expect((await send(users(), { headers: basicAuth(main.id, main.keys[0]!) })).status).toBe(429);
+      expect((await send(users(), { headers: { ...basic(main.id, main.keys[0]!), 'x-forwarded-for': 'not-an-ip' } })).status).toBe(429);
+      expect((await send(users(), { headers: basic(main.id, main.keys[0]!) })).status).toBe(429);
       // An address the proxy wrote is another client, whose count is its own.
-      expect((await send(users(), { headers: { ...basicAuth(main.id, main.keys[0]!), 'x-forwarded-for': '192.0.2.9' } })).status).toBe(200);
-      expect((await send(users(), { headers: { ...basicAuth(main.id, main.keys[0]!), 'x-forwarded-for': 'junk, 2001:db8::9 ' } })).status).toBe(200);
+      expect((await send(users(), { headers: { ...basic(main.id, main.keys[0]!), 'x-forwarded-for': '192.0.2.9' } })).status).toBe(200);
+      expect((await send(users(), { headers: { ...basic(main.id, main.keys[0]!), 'x-forwarded-for': 'junk, 2001:db8::9 ' } })).status).toBe(200);
     });
 
     it('logs the socket address for a value that is not an IP, the proxy\'s IP otherwise, and never more than 64 characters of one', async () => {

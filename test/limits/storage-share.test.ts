@@ -12,6 +12,7 @@ import { MemoryStorage } from '../../src/storage/memory/index.js';
 import { basic } from '../support/api.js';
 import { signUrl } from '../../src/signing/index.js';
 import { contractSeed } from '../support/seeds.js';
+import { sleep } from '../support/sleep.js';
 
 /** The contract seed on a storage of `concurrency` connections whose getUser for m1 waits until released. */
 function pooledStorage(concurrency: number) {
@@ -39,7 +40,7 @@ function pooledStorage(concurrency: number) {
   return { storage, running: () => running, most: () => most, releaseAll: () => held.splice(0).forEach((release) => release()) };
 }
 
-const tick = () => new Promise((resolve) => setTimeout(resolve, 20));
+const tick = () => sleep(20);
 
 describe('a merchant share of the storage connections', () => {
   it('runs at most half of the connections for one merchant; another merchant is answered while it waits', async () => {

@@ -12,7 +12,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { Tarpit } from '../../src/limits/tarpit.js';
 import { basic, call, ORIGIN, testApi } from '../support/api.js';
-import { basicAuth, send } from '../support/http-client.js';
+import { send } from '../support/http-client.js';
 import { RUNTIMES, useCliServer } from '../support/processes.js';
 import { conformanceSeed, MERCHANTS } from '../support/seeds.js';
 
@@ -146,7 +146,7 @@ for (const runtime of RUNTIMES) {
     it('holds back the refusal of a keep-alive connection that resends at once, not that of a new connection', async () => {
       const agent = new Agent({ keepAlive: true, maxSockets: 1 });
       try {
-        const list = (key: string, viaAgent = true) => send(`${server.url}/merchant/users?limit=1`, { headers: basicAuth(main.id, key), agent: viaAgent ? agent : undefined });
+        const list = (key: string, viaAgent = true) => send(`${server.url}/merchant/users?limit=1`, { headers: basic(main.id, key), agent: viaAgent ? agent : undefined });
         for (let i = 0; i < 10; i++) expect((await list(`wrong-${i}`)).status).toBe(401);
         const refused = await list('wrong-again');
         expect(refused.status).toBe(429);

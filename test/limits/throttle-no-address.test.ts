@@ -8,14 +8,13 @@ import { createMerchantApi } from '../../src/api.js';
 import { MemoryStorage } from '../../src/storage/memory/index.js';
 import { basic, ORIGIN } from '../support/api.js';
 import { contractSeed } from '../support/seeds.js';
+import { recordingLogger } from '../support/recording.js';
 
 describe('a request at the throttle without a client address', () => {
   it('logs one warning per process naming clientAddress, and none for routes without authentication or with an address', async () => {
-    const lines: { level: string; fields: Record<string, unknown>; message?: string }[] = [];
-    const record = (level: string) => (fields: object, message?: string) => void lines.push({ level, fields: fields as Record<string, unknown>, message });
-    const logger = { debug: record('debug'), info: record('info'), warn: record('warn'), error: record('error') };
+    const { logger, lines } = recordingLogger();
     const api = createMerchantApi({ storage: new MemoryStorage(contractSeed()), logger, accessLog: false });
-    const warnings = () => lines.filter((line) => line.fields.event === 'throttle_no_client_address');
+    const warnings = () => lines.filter((line) => line.event === 'throttle_no_client_address');
 
     await api.fetch(new Request(`${ORIGIN}/healthz`));
     await api.fetch(new Request(`${ORIGIN}/merchant/users?limit=1`, { headers: basic('m1', 'key-one') }), { clientAddress: '192.0.2.1' });
@@ -27,7 +26,7 @@ describe('a request at the throttle without a client address', () => {
     await other.fetch(new Request(`${ORIGIN}/merchant/users?limit=1`, { headers: basic('m1', 'wrong') }));
     expect(warnings()).toHaveLength(1);
     expect(warnings()[0]!.level).toBe('warn');
-    expect(warnings()[0]!.fields).toMatchObject({ missing: 'clientAddress', route: '/merchant/users' });
-    expect(warnings()[0]!.message).toContain('clientAddress');
+    expect(warnings()[0]!).toMatchObject({ missing: 'clientAddress', route: '/merchant/users' });
+    expect(warnings()[0]!.msg).toContain('clientAddress');
   });
 });

@@ -22,6 +22,7 @@ import { CLI, RUNTIMES, startServer, type ServerProcess } from '../support/proce
 import { contractSeed } from '../support/seeds.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
 import { assertStoreCountsAsTheLocalThrottle } from '../support/throttle-store-rules.js';
+import { recordingLogger } from '../support/recording.js';
 
 const available = await mysqlAvailable();
 const POLL_MS = 50;
@@ -33,16 +34,6 @@ const POLL_MS = 50;
  */
 async function untilRefused(one: { call(path: string, headers: Record<string, string>, address: string): Promise<Response> }, merchant: string, address: string): Promise<void> {
   await vi.waitFor(async () => expect((await one.call('/merchant/users', basic(merchant, ''), address)).status).toBe(429), { timeout: 10_000, interval: POLL_MS });
-}
-
-interface Logged {
-  level: string;
-  fields: Record<string, unknown>;
-}
-function capturingLogger(): Logger & { lines: Logged[] } {
-  const lines: Logged[] = [];
-  const at = (level: string) => (fields: object) => void lines.push({ level, fields: fields as Record<string, unknown> });
-  return { lines, debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
 }
 
 describe.skipIf(!available)('the throttle shared by two instances on MySQL', () => {
@@ -222,7 +213,7 @@ describe.skipIf(!available)('the throttle shared by two instances on MySQL', () 
     const proxied = new URL(urlOf(database.name));
     proxied.hostname = '127.0.0.1';
     proxied.port = String(proxy.port);
-    const logger = capturingLogger();
+    const { logger, lines } = recordingLogger();
     const a = instance({ url: proxied.toString(), api: { logger } });
     const address = '203.0.113.9';
     try {
@@ -232,15 +223,13 @@ describe.skipIf(!available)('the throttle shared by two instances on MySQL', () 
       await proxy.stop();
       for (let i = 0; i < 10; i++) expect((await a.call('/merchant/users/a-001', basic('m1', 'wrong'), address)).status).toBe(401);
       expect((await a.call('/merchant/users/a-001', basic('m1', 'key-one'), address)).status).toBe(429);
-      await vi.waitFor(() => expect(logger.lines.some((line) => line.fields.event === 'throttle_store_unavailable')).toBe(true));
+      await vi.waitFor(() => expect(lines.some((line) => line.event === 'throttle_store_unavailable')).toBe(true));
       // Further writes fail as well (other addresses, so that the counts checked below stay as they are): still one line.
       for (let i = 0; i < 5; i++) expect((await a.call('/merchant/users/a-001', basic('m2', 'wrong'), `203.0.113.${20 + i}`)).status).toBe(401);
-      expect(logger.lines.filter((line) => line.fields.event === 'throttle_store_unavailable')).toEqual([
-        { level: 'error', fields: expect.objectContaining({ error: 'StorageUnavailableError' }) },
-      ]);
+      expect(lines.filter((line) => line.event === 'throttle_store_unavailable')).toEqual([expect.objectContaining({ level: 'error', error: 'StorageUnavailableError' })]);
       expect(await rows(address)).toEqual([]);
       await proxy.start();
-      await vi.waitFor(() => expect(logger.lines.some((line) => line.fields.event === 'throttle_store_recovered')).toBe(true), { timeout: 5000 });
+      await vi.waitFor(() => expect(lines.some((line) => line.event === 'throttle_store_recovered')).toBe(true), { timeout: 5000 });
       expect((await a.call('/merchant/users/a-001', basic('m2', 'wrong'), address)).status).toBe(401);
       await vi.waitFor(async () => expect(await pairRow(address, 'm2')).toMatchObject({ failures: 1 }));
     } finally {
@@ -368,22 +357,22 @@ describe('the sharing layer, against a store it cannot see into', () => {
 
   it('answers the same when the store fails, and logs that once', async () => {
     const { store, pending } = fakeStore();
-    const logger = capturingLogger();
+    const { logger, lines } = recordingLogger();
     const call = sharedApi(store, logger);
     for (let i = 0; i < 10; i++) {
       expect((await call(basic('m1', 'nope'))).status).toBe(401);
       pending.shift()!.reject(new Error('connection refused'));
     }
     expect((await call(basic('m1', 'key-one'))).status).toBe(429);
-    await vi.waitFor(() => expect(logger.lines.filter((line) => line.fields.event === 'throttle_store_unavailable')).toHaveLength(1));
+    await vi.waitFor(() => expect(lines.filter((line) => line.event === 'throttle_store_unavailable')).toHaveLength(1));
   });
 
   it('holds a bounded number of writes when the store stops answering', async () => {
     const { store, calls } = fakeStore();
-    const logger = capturingLogger();
+    const { logger, lines } = recordingLogger();
     const call = sharedApi(store, logger);
     for (let i = 0; i < MAX_REPORTS_IN_FLIGHT + MAX_REPORTS_QUEUED + 50; i++) await call(basic('ghost', 'nope'), `10.1.${i >> 8}.${i & 255}`);
     expect(calls).toHaveLength(MAX_REPORTS_IN_FLIGHT);
-    expect(logger.lines.filter((line) => line.fields.event === 'throttle_store_behind')).toHaveLength(1);
+    expect(lines.filter((line) => line.event === 'throttle_store_behind')).toHaveLength(1);
   });
 });

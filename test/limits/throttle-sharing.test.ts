@@ -8,13 +8,14 @@
  */
 import { describe, expect, it, vi } from 'vitest';
 import { createMerchantApi } from '../../src/api.js';
-import type { Logger } from '../../src/observe/logger.js';
 import { FailureThrottle } from '../../src/limits/throttle.js';
 import { MAX_REPORTS_IN_FLIGHT, MAX_REPORTS_QUEUED } from '../../src/limits/throttle-sharing.js';
 import { MemoryStorage } from '../../src/storage/memory/index.js';
 import type { ThrottleRecord, ThrottleStore, ThrottleStoreListener } from '../../src/storage/throttle-store.js';
 import { basic, NOW, NOW_MS, ORIGIN } from '../support/api.js';
 import { contractSeed } from '../support/seeds.js';
+import { recordingLogger } from '../support/recording.js';
+import { sleep } from '../support/sleep.js';
 
 const ADDRESS = '203.0.113.40';
 
@@ -45,7 +46,6 @@ function sharedInstance(store: Partial<ThrottleStore> = {}) {
   const writes: string[] = [];
   const asked: { method: string; now: number }[] = [];
   const held: Held[] = [];
-  const logged: { level: string; event: unknown; message: string | undefined; fields: Record<string, unknown> }[] = [];
   let holding = false;
   let next: ThrottleRecord[][] = [];
   let listener: ThrottleStoreListener | undefined;
@@ -60,9 +60,7 @@ function sharedInstance(store: Partial<ThrottleStore> = {}) {
     },
     ...store,
   };
-  const at = (level: string) => (fields: object, message?: string) =>
-    void logged.push({ level, event: (fields as Record<string, unknown>).event, message, fields: fields as Record<string, unknown> });
-  const logger: Logger = { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
+  const { logger, lines: logged } = recordingLogger();
   const storage = Object.assign(new MemoryStorage(contractSeed()), { throttleStore: () => fake });
   const api = createMerchantApi({ storage, now: () => now, logger, accessLog: false, tracing: false });
   const call = async (id: string, key: string, from = ADDRESS) => {
@@ -293,7 +291,7 @@ describe('the sharing layer', () => {
     for (let i = 0; i < 10; i++) await one.call('m1', 'nope');
     // The start's read answers late, with a shorter block of the same pair made elsewhere.
     release!([pair({ blocks: 1, blockedUntil: NOW + 60 })]);
-    await new Promise((resolve) => setTimeout(resolve, 10));
+    await sleep(10);
     expect(await one.call('m1', 'key-one')).toMatchObject({ status: 429, retryAfter: '300' });
   });
 
@@ -318,11 +316,11 @@ describe('the sharing layer', () => {
     one.pollFailed(new Error('connection refused'));
     one.pollFailed(new Error('connection refused'));
     expect(one.events()).toMatchObject([
-      { level: 'error', event: 'throttle_store_unavailable', message: 'failed authentications are counted in this instance only until the store answers' },
+      { level: 'error', event: 'throttle_store_unavailable', msg: 'failed authentications are counted in this instance only until the store answers' },
     ]);
     one.poll();
     one.poll();
-    expect(one.events().slice(1)).toMatchObject([{ level: 'info', event: 'throttle_store_recovered', message: 'failed authentications are shared again' }]);
+    expect(one.events().slice(1)).toMatchObject([{ level: 'info', event: 'throttle_store_recovered', msg: 'failed authentications are shared again' }]);
   });
 
   it('logs a store that fails from the start once', async () => {
@@ -369,7 +367,7 @@ describe('the sharing layer', () => {
     for (let i = 0; i < total; i++) answers.push(one.call('ghost', 'x', `10.2.${i >> 8}.${i & 255}`));
     await vi.waitFor(() => expect(one.events()).toHaveLength(1));
     expect(one.events()).toMatchObject([
-      { level: 'warn', event: 'throttle_store_behind', message: 'failures are counted in this instance only until the store catches up', fields: { queued: MAX_REPORTS_QUEUED } },
+      { level: 'warn', event: 'throttle_store_behind', msg: 'failures are counted in this instance only until the store catches up', queued: MAX_REPORTS_QUEUED },
     ]);
     // The start's read holds one of the slots.
     expect(one.writes).toHaveLength(MAX_REPORTS_IN_FLIGHT - 1);

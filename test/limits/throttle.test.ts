@@ -13,6 +13,7 @@ import { FailureThrottle } from '../../src/limits/throttle.js';
 import { DEFAULTS } from '../../src/defaults.js';
 import { basic, NOW_MS, ORIGIN, signedUrl } from '../support/api.js';
 import { contractSeed } from '../support/seeds.js';
+import { sleep } from '../support/sleep.js';
 
 function counted(inner: Storage) {
   const calls: string[] = [];
@@ -324,7 +325,7 @@ describe('fair sharing between merchants', () => {
     const api = createMerchantApi({ storage: slow, logger: silentLogger, tracing: false, merchantConcurrency: 2 });
     const list = (id: string, key: string) => api.fetch(new Request(`${ORIGIN}/merchant/users?limit=1`, { headers: basic(id, key) }), { clientAddress: '192.0.2.1' });
     const running = [list('m1', 'key-one'), list('m1', 'key-one')];
-    await new Promise((resolve) => setTimeout(resolve, 10));
+    await sleep(10);
     const third = await list('m1', 'key-one');
     expect(third.status).toBe(429);
     expect(third.headers.get('retry-after')).toBe('1');

@@ -12,7 +12,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inCi } from '../support/ci.js';
-import { basicAuth, send } from '../support/http-client.js';
+import { basic } from '../support/basic-auth.js';
+import { send } from '../support/http-client.js';
 import { ROOT, useCliServer } from '../support/processes.js';
 import { missingFromScrape, readScrape, ruleExpressions, type Family } from '../support/promql.js';
 import { seedUser } from '../support/seeds.js';
@@ -49,8 +50,8 @@ beforeAll(async () => {
     await status(`${base}/healthz`),
     await status(`${base}/readyz`),
     await status(`${base}/no/such/path`),
-    await status(`${base}/merchant/users?limit=1`, basicAuth('shop-a', 'shop-a-key')),
-    await status(`${base}/merchant/users/u-1`, basicAuth('shop-a', 'shop-a-key')),
+    await status(`${base}/merchant/users?limit=1`, basic('shop-a', 'shop-a-key')),
+    await status(`${base}/merchant/users/u-1`, basic('shop-a', 'shop-a-key')),
     await status(signed(MERCHANTS[0]!)),
     await status(signed(MERCHANTS[1]!)),
     await status(signed(MERCHANTS[2]!)),
@@ -58,7 +59,7 @@ beforeAll(async () => {
   expect(answers).toEqual([200, 200, 404, 200, 200, 200, 200, 503]);
   // Wrong keys until the throttle blocks the pair (AUTH_FAILURES_PER_MERCHANT=2).
   const refused: number[] = [];
-  while (refused.at(-1) !== 429 && refused.length < 10) refused.push(await status(`${base}/merchant/users`, basicAuth('shop-b', 'not-the-key')));
+  while (refused.at(-1) !== 429 && refused.length < 10) refused.push(await status(`${base}/merchant/users`, basic('shop-b', 'not-the-key')));
   expect(refused).toEqual([401, 401, 429]);
   const metricsUrl = /Metrics: (http:\/\/\S+)/.exec(server.process.output())![1]!;
   scrape = readScrape(await (await fetch(metricsUrl)).text());

@@ -16,15 +16,10 @@ import { ROUTES } from '../../src/routes/table.js';
 import { MemoryStorage } from '../../src/storage/memory/index.js';
 import { basic, NOW_MS, ORIGIN, signedUrl } from '../support/api.js';
 import { contractSeed } from '../support/seeds.js';
+import { sleep } from '../support/sleep.js';
+import { recordingLogger } from '../support/recording.js';
 
 const M1 = basic('m1', 'key-one');
-
-function recordingLogger() {
-  const lines: Record<string, unknown>[] = [];
-  const record = (level: string) => (fields: object, msg?: string) => lines.push({ level, ...fields, ...(msg === undefined ? {} : { msg }) });
-  const logger: Logger = { debug: record('debug'), info: record('info'), warn: record('warn'), error: record('error') };
-  return { logger, lines, access: () => lines.filter((line) => line.event === 'request') };
-}
 
 function apiWith(options: Parameters<typeof createMerchantApi>[0] extends infer O ? Partial<O> : never = {}) {
   const storage = new MemoryStorage(contractSeed());
@@ -166,7 +161,7 @@ describe('the access log', () => {
     logger.warn({ event: 'loud', n: 1 }, 'message');
     logger.error({ event: 'louder' });
     expect(writes).toEqual([]);
-    await new Promise((resolve) => setTimeout(resolve, 25));
+    await sleep(25);
     expect(writes).toHaveLength(1);
     const parsed = writes[0]!.trim().split('\n').map((line) => JSON.parse(line));
     expect(parsed.map((l) => [l.level, l.event, l.msg])).toEqual([['warn', 'loud', 'message'], ['error', 'louder', undefined]]);

@@ -69,6 +69,23 @@ describe('a client-only install of the tarball', () => {
     for (const name of PEERS) expect(existsSync(join(consumer, 'node_modules', name)), name).toBe(false);
   });
 
+  it('the declarations of merchant-api/client, and the files they import, name none of them (a TypeScript project resolves them without the peers)', () => {
+    const dist = join(consumer, 'node_modules', 'merchant-api', 'dist');
+    const seen = new Set<string>();
+    const named: string[] = [];
+    const visit = (file: string) => {
+      if (seen.has(file)) return;
+      seen.add(file);
+      for (const [, specifier] of readFileSync(join(dist, file), 'utf8').matchAll(/(?:from|import\(|reference types=)\s*['"]([^'"]+)['"]/g)) {
+        if (specifier!.startsWith('./')) visit(specifier!.slice(2).replace(/\.js$/, '.d.ts'));
+        else named.push(specifier!);
+      }
+    };
+    visit('client.d.ts');
+    expect(seen.size).toBeGreaterThan(1);
+    expect(named.filter((name) => PEERS.some((peer) => name === peer || name.startsWith(`${peer}/`)))).toEqual([]);
+  });
+
   for (const runtime of ['node', 'bun', 'deno'] as const) {
     it(`on ${runtime}: merchant-api/client signs a call and reads every user`, async () => {
       const [command, ...args] = RUNTIMES[runtime];

@@ -10,7 +10,7 @@
  *   is documented;
  * - the CLI transcripts of docs/mysql.md are replayed against MariaDB.
  * The quick start itself (npm start, the README's curl lines) runs in
- * test/examples.test.ts.
+ * test/package/examples.test.ts.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createHmac } from 'node:crypto';

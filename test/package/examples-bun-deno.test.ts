@@ -1,7 +1,8 @@
 /** examples/bun.ts and examples/deno.ts run under their runtime (Deno with the start:deno permissions), on the demo seed. */
-import { createServer } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { basicAuth, send } from '../support/http-client.js';
+import { basic } from '../support/basic-auth.js';
+import { freePort } from '../support/ports.js';
+import { send } from '../support/http-client.js';
 import { startServer, type Runtime, type ServerProcess } from '../support/processes.js';
 import { signedUrl } from '../support/test-signer.js';
 
@@ -14,7 +15,7 @@ for (const runtime of ['bun', 'deno'] as Runtime[]) {
         expect((await send(printed!)).body).toBe('{"status":"ok","is_valid":true}');
         const signed = await send(signedUrl({ secret: 'demo-secret', url: `${example.url}/validatesignature`, cp: 'demo-merchant' }));
         expect(signed.body).toBe('{"status":"ok","is_valid":true}');
-        const page = JSON.parse((await send(`${example.url}/merchant/users?limit=2`, { headers: basicAuth('demo-merchant', 'demo-secret') })).body);
+        const page = JSON.parse((await send(`${example.url}/merchant/users?limit=2`, { headers: basic('demo-merchant', 'demo-secret') })).body);
         expect(page.data).toHaveLength(2);
         expect(await example.stop()).toBe(0);
         expect(example.output()).toContain('stopped');
@@ -42,15 +43,3 @@ describe('examples/bun.ts and examples/deno.ts side by side', () => {
     await expect(startServer('bun', 'examples/bun.ts', { PORT: 'eighty' })).rejects.toThrow(/PORT must be a whole number from 0 to 65535 \(got "eighty"\)/);
   });
 });
-
-/** A port nothing listens on right now. */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
-}

@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signUrl } from '../../src/signing/index.js';
 import { codeBlocks } from '../support/docs-markdown.js';
 import { ROOT, runProcess, startProcess, type Started } from '../support/processes.js';
+import { sleep } from '../support/sleep.js';
 
 const README = readFileSync(`${ROOT}README.md`, 'utf8');
 const readmeBlocks = codeBlocks('README.md', README);
@@ -238,7 +239,7 @@ describe('examples/embed-node.ts', () => {
 async function until(condition: () => boolean, ms: number): Promise<boolean> {
   for (let waited = 0; waited < ms; waited += 50) {
     if (condition()) return true;
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await sleep(50);
   }
   return condition();
 }

@@ -3,7 +3,8 @@
  * tarball into a fresh project, where a strict TypeScript consumer
  * type-checks, every entry point loads and answers on Node, Bun and Deno, and
  * the `merchant-api` bin runs. publint and arethetypeswrong check the same
- * tarball. One pack and one install per run (beforeAll).
+ * tarball. One pack and one install per run (beforeAll). The example of the client's issue is
+ * type-checked and built in the same project (strict, nodenext) and run against the demo server.
  *
  * Packing uses --ignore-scripts: `pretest` has built dist/, and the `prepare`
  * script would rebuild it while other test files read it.
@@ -14,7 +15,8 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CONSUMER_ENV, ROOT, runInDirectory } from '../support/processes.js';
+import { basic } from '../support/basic-auth.js';
+import { CONSUMER_ENV, ROOT, runInDirectory, startProcess, type Started } from '../support/processes.js';
 
 const FIXTURE = `${ROOT}test/fixtures/package-consumer/`;
 const TSC = `${ROOT}node_modules/typescript/bin/tsc`;
@@ -36,6 +38,48 @@ interface PackageJson {
 const pkg = JSON.parse(readFileSync(`${ROOT}package.json`, 'utf8')) as PackageJson;
 const subpaths = Object.keys(pkg.exports).filter((key) => key !== './package.json');
 const specifier = (subpath: string) => (subpath === '.' ? pkg.name : `${pkg.name}/${subpath.slice(2)}`);
+
+/** The example of the issue that asked for the client, against the demo merchant. */
+const ISSUE_EXAMPLE = `
+import { createMerchantClient, MerchantResponseError, type UserRecord } from 'merchant-api/client';
+
+const client = createMerchantClient({
+  baseUrl: process.env.BASE_URL!,
+  merchantId: 'demo-merchant',
+  apiKey: process.env.API_KEY!,
+});
+
+const out: Record<string, unknown> = {};
+out.validateSignature = await client.validateSignature();
+const active: string[] = [];
+for await (const user of client.users({ active: true, joinedAfter: '2021-01-01T00:00:00Z' })) active.push(user.shared_user_id);
+out.active = active;
+const sizes: number[] = [];
+for await (const page of client.userPages({ pageSize: 500 })) sizes.push(page.users.length);
+out.pages = sizes;
+const u: UserRecord = await client.user('usr-0001');
+out.user = u.first_name;
+try {
+  await client.user('u-0001');
+} catch (error) {
+  if (!(error instanceof MerchantResponseError)) throw error;
+  out.missing = [error.status, error.code];
+}
+const all = client.exportUsers();
+let count = 0;
+for await (const user of all) count += user.shared_user_id.length > 0 ? 1 : 0;
+out.exported = count;
+console.log(JSON.stringify(out));
+`;
+
+/** The TypeScript programs of the consumer, one tsc run each: how a project of each kind type-checks the package. */
+const TSCONFIGS = {
+  // Also builds the example into out/ (emitted only once it type-checks), as a merchant's build would: no second tsc run to build it.
+  'ESM and CommonJS, module nodenext, and the example of the client': { module: 'nodenext', moduleResolution: 'nodenext', outDir: 'out', files: ['consumer.ts', 'consumer.cts', 'example.mts'] },
+  'a bundler, module esnext': { module: 'esnext', moduleResolution: 'bundler', noEmit: true, files: ['consumer.ts'] },
+  'moduleResolution node10 (module commonjs)': { module: 'commonjs', moduleResolution: 'node10', noEmit: true, files: ['consumer.ts'] },
+};
+const configOf = (moduleResolution: string) => join(consumer, `tsconfig.${moduleResolution}.json`);
 
 let work = '';
 let consumer = '';
@@ -82,6 +126,12 @@ beforeAll(async () => {
   const installed = await runInDirectory('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', tarball, `@types/node@${typesNode}`, ...peers], consumer);
   installOutput = installed.stdout + installed.stderr;
   if (installed.code !== 0) throw new Error(`npm install of the tarball failed:\n${installOutput}`);
+  writeFileSync(join(consumer, 'example.mts'), ISSUE_EXAMPLE);
+  for (const { files, ...options } of Object.values(TSCONFIGS)) {
+    // skipLibCheck off: our declaration files are checked too.
+    const compilerOptions = { ...options, target: 'es2022', strict: true, noEmitOnError: true, skipLibCheck: false, types: ['node'] };
+    writeFileSync(configOf(options.moduleResolution), JSON.stringify({ compilerOptions, files }));
+  }
 }, 180_000);
 
 afterAll(() => {
@@ -127,24 +177,15 @@ describe('the packed tarball', () => {
 });
 
 describe('a project that installed the tarball', () => {
-  const tsconfigs = {
-    'ESM and CommonJS, module nodenext': { module: 'nodenext', moduleResolution: 'nodenext', files: ['consumer.ts', 'consumer.cts'] },
-    'a bundler, module esnext': { module: 'esnext', moduleResolution: 'bundler', files: ['consumer.ts'] },
-    'moduleResolution node10 (module commonjs)': { module: 'commonjs', moduleResolution: 'node10', files: ['consumer.ts'] },
-  };
-  for (const [name, { files, ...options }] of Object.entries(tsconfigs)) {
+  for (const [name, { moduleResolution }] of Object.entries(TSCONFIGS)) {
     it(`type-checks a strict consumer of every entry point: ${name}`, async () => {
-      const config = join(consumer, `tsconfig.${options.moduleResolution}.json`);
-      // skipLibCheck off: our declaration files are checked too.
-      const compilerOptions = { ...options, target: 'es2022', strict: true, noEmit: true, skipLibCheck: false, types: ['node'] };
-      writeFileSync(config, JSON.stringify({ compilerOptions, files }));
-      const { code, stdout, stderr } = await runInDirectory(process.execPath, [TSC, '-p', config], consumer);
+      const { code, stdout, stderr } = await runInDirectory(process.execPath, [TSC, '-p', configOf(moduleResolution)], consumer);
       expect(stdout + stderr).toBe('');
       expect(code).toBe(0);
     }, 120_000);
   }
 
-  /** The names each entry point of the repository's own dist/ exports (test/api/public-api.test.ts lists them). */
+  /** The names each entry point of the repository's own dist/ exports (test/package/public-api.test.ts lists them). */
   const expectedExports = () => {
     const require = createRequire(`${ROOT}package.json`);
     return Object.fromEntries(subpaths.map((subpath) => [specifier(subpath), Object.keys(require(`${ROOT}${(pkg.exports[subpath] as { require: { default: string } }).require.default}`)).sort()]));
@@ -203,7 +244,7 @@ describe('a project that installed the tarball', () => {
         child.once('exit', (code) => reject(new Error(`exited with ${code}:\n${output}`)));
       });
       expect(output).toContain('examples/seed.json');
-      const users = await fetch(`${url}/merchant/users?limit=1`, { headers: { authorization: `Basic ${Buffer.from('demo-merchant:demo-secret').toString('base64')}` } });
+      const users = await fetch(`${url}/merchant/users?limit=1`, { headers: basic('demo-merchant', 'demo-secret') });
       expect(users.status).toBe(200);
       expect(((await users.json()) as { data: unknown[] }).data).toHaveLength(1);
     } finally {
@@ -213,3 +254,37 @@ describe('a project that installed the tarball', () => {
   });
 });
 
+describe('the example of the client, in the project that installed the tarball', () => {
+  const DEMO_ENV = { PORT: '0', HOST: '127.0.0.1', SEED_FILE: '', DATABASE_URL: '', PUBLIC_URL: '', TRUST_PROXY: '', TLS_CERT_FILE: '', TLS_KEY_FILE: '', METRICS_PORT: '', ACCESS_LOG: 'false' };
+  let server: Started;
+  beforeAll(async () => {
+    server = await startProcess(process.execPath, ['dist/cli.js', 'serve'], DEMO_ENV, /listening on (http:\/\/\S+)/);
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it('runs against the demo server', async () => {
+    const env = { BASE_URL: server.url, API_KEY: 'demo-secret' };
+    const result = await runInDirectory(process.execPath, ['--experimental-strip-types', '--no-warnings', 'example.mts'], consumer, env).catch(() => undefined);
+    // Node 20 cannot strip types: run what the nodenext program built (built here if that test did not run).
+    let output = result?.code === 0 ? result.stdout : '';
+    if (!output) {
+      if (!existsSync(join(consumer, 'out', 'example.mjs'))) {
+        const built = await runInDirectory(process.execPath, [TSC, '-p', configOf('nodenext')], consumer);
+        expect(built.stdout + built.stderr).toBe('');
+      }
+      const ran = await runInDirectory(process.execPath, ['out/example.mjs'], consumer, env);
+      expect(ran.code, ran.stdout + ran.stderr).toBe(0);
+      output = ran.stdout;
+    }
+    expect(JSON.parse(output.trim())).toEqual({
+      validateSignature: { status: 'ok', is_valid: true },
+      active: ['usr-0004', 'usr-0005', 'usr-0007', 'usr-0008'],
+      pages: [8],
+      user: 'Anna',
+      missing: [404, 'not_found'],
+      exported: 8,
+    });
+  }, 60_000);
+});

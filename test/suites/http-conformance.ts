@@ -1,13 +1,14 @@
 /**
  * The HTTP conformance suite: every row of docs/protocol.md over real HTTP,
  * written once and run against a real server process on each runtime
- * (test/runtimes/http-node.test.ts, http-bun.test.ts, http-deno.test.ts), loaded with
+ * (test/adapters/http-node.test.ts, http-bun.test.ts, http-deno.test.ts), loaded with
  * `conformanceSeed()`. Signed URLs come from test/support/test-signer.ts,
  * which shares no code with the library.
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { basicAuth, send, sendRaw, type HttpResponse, type RequestOptions } from '../support/http-client.js';
+import { basic } from '../support/basic-auth.js';
+import { send, sendRaw, type HttpResponse, type RequestOptions } from '../support/http-client.js';
 import { asRecord, conformanceSeed, GENERATED_USERS, MERCHANTS, SPECIAL_IDS, type SeedUser } from '../support/seeds.js';
 import { freshSalt, hmacSha224, queryString, quote, signatureMessage, signedUrl, type Pair } from '../support/test-signer.js';
 
@@ -98,7 +99,7 @@ export function describeHttpConformance(options: ConformanceOptions): void {
   const call = (path: string, init?: RequestOptions) => send(`${base()}${path}`, init);
   const endpoint = () => `${base()}/validatesignature`;
   const { main, other, closed, unicode } = MERCHANTS;
-  const asMain = basicAuth(main.id, main.keys[0]);
+  const asMain = basic(main.id, main.keys[0]);
 
   describe('GET /validatesignature (docs/protocol.md#signing)', () => {
     it('uses a test signer that reproduces the known-answer vectors', () => {
@@ -270,11 +271,11 @@ export function describeHttpConformance(options: ConformanceOptions): void {
         { authorization: 'Basic' },
         { authorization: 'Basic !!!' },
         { authorization: `Basic ${Buffer.from('no-colon').toString('base64')}` },
-        basicAuth(main.id, ''),
-        basicAuth(main.id, 'wrong-key'),
-        basicAuth(main.id, main.keys[0].toUpperCase()),
-        basicAuth('no-such-merchant', 'any'),
-        basicAuth(other.id, main.keys[0]),
+        basic(main.id, ''),
+        basic(main.id, 'wrong-key'),
+        basic(main.id, main.keys[0].toUpperCase()),
+        basic('no-such-merchant', 'any'),
+        basic(other.id, main.keys[0]),
       ];
       const bodies = new Set<string>();
       for (const headers of attempts) {
@@ -290,15 +291,15 @@ export function describeHttpConformance(options: ConformanceOptions): void {
     });
 
     it('answers 403 to a disabled merchant with a valid key (and 401 with a wrong one)', async () => {
-      const response = await call('/merchant/users', { headers: basicAuth(closed.id, closed.keys[0]) });
+      const response = await call('/merchant/users', { headers: basic(closed.id, closed.keys[0]) });
       expect(response.status).toBe(403);
       expect(parsed(response)).toMatchObject({ status: 'error', errors: [{ code: expect.any(String) }] });
-      expect((await call('/merchant/users', { headers: basicAuth(closed.id, 'wrong') })).status).toBe(401);
+      expect((await call('/merchant/users', { headers: basic(closed.id, 'wrong') })).status).toBe(401);
     });
 
     it('accepts any active key, and non-ASCII credentials as UTF-8', async () => {
-      for (const key of main.keys) expect((await call('/merchant/users?limit=1', { headers: basicAuth(main.id, key) })).status).toBe(200);
-      const answer = parsed(await call('/merchant/users', { headers: basicAuth(unicode.id, unicode.keys[0]) }));
+      for (const key of main.keys) expect((await call('/merchant/users?limit=1', { headers: basic(main.id, key) })).status).toBe(200);
+      const answer = parsed(await call('/merchant/users', { headers: basic(unicode.id, unicode.keys[0]) }));
       expect(answer.data.map((u: { shared_user_id: string }) => u.shared_user_id)).toEqual(['uni-1']);
     });
   });
@@ -336,7 +337,7 @@ export function describeHttpConformance(options: ConformanceOptions): void {
       expect([shared.status, missing.status]).toEqual([404, 404]);
       expect(parsed(shared)).toMatchObject({ status: 'error', errors: [{ code: 'not_found' }] });
       expect(shared.body).toBe(missing.body);
-      const [own] = parsed(await call('/merchant/users/u-00001', { headers: basicAuth(other.id, other.keys[0]) })).data;
+      const [own] = parsed(await call('/merchant/users/u-00001', { headers: basic(other.id, other.keys[0]) })).data;
       expect(own.first_name).toBe('Other copy');
     });
 
@@ -416,7 +417,7 @@ export function describeHttpConformance(options: ConformanceOptions): void {
       const first = parsed(await call('/merchant/users?limit=2&active=true', { headers: asMain }));
       const cursor: string = first.next_cursor;
       const flipped = (i: number) => cursor.slice(0, i) + (cursor[i] === 'A' ? 'B' : 'A') + cursor.slice(i + 1);
-      const othersCursor = parsed(await call('/merchant/users?limit=1', { headers: basicAuth(other.id, other.keys[0]) })).next_cursor as string;
+      const othersCursor = parsed(await call('/merchant/users?limit=1', { headers: basic(other.id, other.keys[0]) })).next_cursor as string;
       const attempts = [
         `limit=2&active=true&cursor=${quote(flipped(Math.floor(cursor.length / 2)))}`,
         `limit=2&active=true&cursor=${quote(flipped(cursor.length - 3))}`,

@@ -7,7 +7,8 @@
  */
 import parsePrometheusTextFormat from 'parse-prometheus-text-format';
 import { describe, expect, it, vi } from 'vitest';
-import { basicAuth, send, type RecordedExchange } from '../support/http-client.js';
+import { basic } from '../support/basic-auth.js';
+import { send, type RecordedExchange } from '../support/http-client.js';
 import type { ServerProcess } from '../support/processes.js';
 import { conformanceSeed, MERCHANTS } from '../support/seeds.js';
 
@@ -32,7 +33,7 @@ function secretsUsed(recorded: RecordedExchange[]): string[] {
   for (const merchant of Object.values(MERCHANTS)) {
     for (const key of merchant.keys) {
       secrets.add(key);
-      secrets.add(basicAuth(merchant.id, key).authorization!.slice('Basic '.length));
+      secrets.add(basic(merchant.id, key).authorization!.slice('Basic '.length));
     }
   }
   for (const user of conformanceSeed().users) {
@@ -95,7 +96,7 @@ export function describeObservability(options: ObservabilityOptions): void {
       for (let i = 0; i < 5; i++) await send(`${base}/healthz`);
       for (let i = 0; i < 3; i++) await send(`${base}/readyz`, { method: 'HEAD' });
       for (let i = 0; i < 2; i++) await send(`${base}/no/such/path?x=1`);
-      for (let i = 0; i < 4; i++) await send(`${base}/merchant/users?limit=1`, { headers: basicAuth(MERCHANTS.other.id, `not-the-key-${i}`) });
+      for (let i = 0; i < 4; i++) await send(`${base}/merchant/users?limit=1`, { headers: basic(MERCHANTS.other.id, `not-the-key-${i}`) });
       const after = await scrape();
       const delta = (name: string, labels: Record<string, string>) => after(name, labels) - before(name, labels);
       expect(delta('merchant_api_requests_total', { route: '/healthz', method: 'GET', status: '200' })).toBe(5);

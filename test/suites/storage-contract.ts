@@ -1,6 +1,6 @@
 /**
  * The storage contract (docs/protocol.md#storage-and-secrets), written once and run against every
- * implementation: `test/storage/memory.test.ts`, `test/storage/mysql.test.ts`.
+ * implementation: `test/storage/memory/memory.test.ts`, `test/storage/mysql/mysql.test.ts`.
  */
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';

@@ -35,9 +35,7 @@ export function signedUrl(
   return `${base}${path}?${[...pairs, ['hmac', hmac]].map(([k, v]) => `${pct(k!)}=${pct(v!)}`).join('&')}`;
 }
 
-export function basic(id: string, key: string): Record<string, string> {
-  return { authorization: `Basic ${btoa(String.fromCharCode(...new TextEncoder().encode(`${id}:${key}`)))}` };
-}
+export { basic } from './basic-auth.js';
 
 export async function call(api: { fetch(r: Request, info?: RequestInfo): Promise<Response> }, url: string, init?: RequestInit, info?: RequestInfo) {
   const response = await api.fetch(new Request(url, init), info);

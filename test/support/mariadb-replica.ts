@@ -12,7 +12,8 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { createConnection, type Connection } from 'mysql2/promise';
-import { freePort } from './redis.js';
+import { freePort } from './ports.js';
+import { sleep } from './sleep.js';
 import { inCi } from './ci.js';
 
 const MARIADBD = process.env.MARIADBD ?? '/usr/sbin/mariadbd';
@@ -55,7 +56,7 @@ async function startServer(dir: string, serverId: number, extra: string[]): Prom
   child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
   for (let waited = 0; !/ready for connections/.test(output); waited += 50) {
     if (child.exitCode !== null || waited > 20_000) throw new Error(`mariadbd on ${port} did not start:\n${output}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await sleep(50);
   }
   let connection: Connection | undefined;
   const server: MariadbServer = {

@@ -7,10 +7,13 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll } from 'vitest';
+import { createRedisConnection, type RedisConnection } from '../../src/storage/redis/index.js';
 import { inCi } from './ci.js';
+import { freePort } from './ports.js';
+import { sleep } from './sleep.js';
 
 export const REDIS_SERVER = process.env.REDIS_SERVER ?? '/usr/bin/redis-server';
 export const REDIS_CLI = process.env.REDIS_CLI ?? '/usr/bin/redis-cli';
@@ -43,17 +46,6 @@ export interface RedisProcess {
   stop(): Promise<void>;
 }
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
-
 /** Starts redis-server with `extra` arguments (e.g. `--requirepass`), on `chosenPort` or a free one. */
 export async function startRedis(extra: string[] = [], chosenPort?: number): Promise<RedisProcess> {
   const port = chosenPort ?? (await freePort());
@@ -66,7 +58,7 @@ export async function startRedis(extra: string[] = [], chosenPort?: number): Pro
     child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
     for (let waited = 0; !/Ready to accept connections/.test(output); waited += 20) {
       if (child.exitCode !== null || waited > 10_000) throw new Error(`redis-server on ${port} did not start:\n${output}`);
-      await new Promise((resolve) => setTimeout(resolve, 20));
+      await sleep(20);
     }
   };
   const halt = async (signal: NodeJS.Signals) => {
@@ -114,11 +106,61 @@ export async function startRedisCluster(): Promise<RedisCluster> {
     for (let waited = 0; ; waited += 100) {
       if (nodes.every((n) => /cluster_state:ok/.test(n.cli('cluster', 'info')))) break;
       if (waited > 20_000) throw new Error('the Redis cluster did not reach cluster_state:ok');
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      await sleep(100);
     }
   } catch (error) {
     await Promise.all(nodes.map((n) => n.stop()));
     throw error;
   }
   return { nodes, urls: nodes.map((n) => n.url), stop: () => Promise.all(nodes.map((n) => n.stop())).then(() => undefined) };
+}
+
+/** A Redis of the enclosing suite (`useRedis`): the server's members, and connections that last one test. */
+export interface SuiteRedis extends RedisProcess {
+  /** A connection to `url` (this server by default) with timeouts of 1 s, closed after the test. */
+  connect(url?: string): RedisConnection;
+}
+
+/**
+ * A redis-server for the enclosing suite: started (with `extra` arguments) in beforeAll, stopped in
+ * afterAll; call it before the suite's own beforeAll that uses it. Connections from `connect` are
+ * closed after each test, and with `flushAfterEach` the data is flushed too, so that every test
+ * starts on an empty server.
+ */
+export function useRedis(options: { extra?: string[]; flushAfterEach?: boolean } = {}): SuiteRedis {
+  let server: RedisProcess | undefined;
+  const connections: RedisConnection[] = [];
+  const started = (): RedisProcess => {
+    if (!server) throw new Error('redis-server has not started');
+    return server;
+  };
+  beforeAll(async () => {
+    server = await startRedis(options.extra);
+  });
+  afterEach(async () => {
+    await Promise.all(connections.splice(0).map((c) => c.close()));
+    if (options.flushAfterEach) started().cli('flushall');
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+  return {
+    get port() {
+      return started().port;
+    },
+    get url() {
+      return started().url;
+    },
+    cli: (...args) => started().cli(...args),
+    kill: () => started().kill(),
+    pause: () => started().pause(),
+    resume: () => started().resume(),
+    restart: () => started().restart(),
+    stop: () => started().stop(),
+    connect(url) {
+      const connection = createRedisConnection(url ?? started().url, { connectTimeout: 1000, commandTimeout: 1000 });
+      connections.push(connection);
+      return connection;
+    },
+  };
 }

@@ -5,14 +5,14 @@
  */
 import { Buffer } from 'node:buffer';
 import { get, type IncomingMessage } from 'node:http';
-import { basicAuth } from './http-client.js';
+import { basic } from './basic-auth.js';
 import { MERCHANTS } from './seeds.js';
 
 /** Starts the full list and resolves once its first bytes arrived, with the response paused. */
 export function startSlowList(baseUrl: string): Promise<{ response: IncomingMessage; firstChunk: Buffer }> {
   const { main } = MERCHANTS;
   return new Promise((resolve, reject) => {
-    const request = get(`${baseUrl}/merchant/users`, { headers: basicAuth(main.id, main.keys[0]), agent: false }, (response) => {
+    const request = get(`${baseUrl}/merchant/users`, { headers: basic(main.id, main.keys[0]), agent: false }, (response) => {
       response.once('data', (firstChunk: Buffer) => {
         response.pause();
         resolve({ response, firstChunk });

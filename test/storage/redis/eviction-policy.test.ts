@@ -11,6 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { StorageUnavailableError } from '../../../src/errors.js';
 import { EvictionPolicyCheck, RedisSetupError } from '../../../src/storage/redis/eviction-policy.js';
 import type { RedisConnection } from '../../../src/storage/redis/connection.js';
+import { sleep } from '../../support/sleep.js';
 
 const info = (version: string) => `# Server\r\nredis_version:${version}\r\n`;
 const replyError = (message: string) => Object.assign(new Error(message), { name: 'ReplyError' });
@@ -82,7 +83,7 @@ describe('the eviction policy and version check', () => {
     policy = 'allkeys-lru';
     // Good before: answered at once, the reading goes on in the background.
     await expect(check.ensure()).resolves.toBeUndefined();
-    await new Promise((resolve) => setTimeout(resolve, 0));
+    await sleep(0);
     await expect(check.ensure()).rejects.toThrow('allkeys-lru');
     expect(asked()).toBeGreaterThanOrEqual(3);
   });

@@ -7,38 +7,26 @@
  * one fixed-length key, hashed, expiring with its window, whose memory is
  * within 1.5x of a bare key of the same length (MEMORY USAGE and INFO).
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { createMerchantApi } from '../../../src/api.js';
 import { silentLogger } from '../../../src/observe/logger.js';
 import { MemoryStorage } from '../../../src/storage/memory/index.js';
-import { createRedisConnection, redisConnectionFromClient, withRedisState, type RedisConnection, type RedisStateOptions } from '../../../src/storage/redis/index.js';
+import { redisConnectionFromClient, withRedisState, type RedisConnection, type RedisStateOptions } from '../../../src/storage/redis/index.js';
 import { Redis } from 'ioredis';
 import { SALT_GROUPS } from '../../../src/storage/redis/keys.js';
 import { call, NOW, NOW_MS, signedUrl } from '../../support/api.js';
-import { redisAvailable, startRedis, type RedisProcess } from '../../support/redis.js';
+import { redisAvailable, useRedis } from '../../support/redis.js';
 import { contractSeed } from '../../support/seeds.js';
+import { sleep } from '../../support/sleep.js';
 
 const available = redisAvailable();
 
 describe.skipIf(!available)('salts on Redis', () => {
-  let redis: RedisProcess;
-  const connections: RedisConnection[] = [];
-
-  beforeAll(async () => {
-    redis = await startRedis();
-  });
-  afterEach(async () => {
-    await Promise.all(connections.splice(0).map((c) => c.close()));
-    redis.cli('flushall');
-  });
-  afterAll(async () => {
-    await redis?.stop();
-  });
+  const redis = useRedis({ flushAfterEach: true });
 
   /** One instance: a memory storage of its own, salts on Redis through a connection of its own. */
   function instance(options: RedisStateOptions & { clock?: () => number; url?: string } = {}) {
-    const connection = createRedisConnection(options.url ?? redis.url, { connectTimeout: 1000, commandTimeout: 1000 });
-    connections.push(connection);
+    const connection = redis.connect(options.url);
     const clock = options.clock ?? (() => NOW_MS);
     const storage = withRedisState(new MemoryStorage(contractSeed()), connection, { now: clock, ...options });
     const api = createMerchantApi({ storage, now: clock, logger: silentLogger, throttle: false });
@@ -51,7 +39,7 @@ describe.skipIf(!available)('salts on Redis', () => {
         return await connection.ping();
       } catch (error) {
         if (waited > 5000) throw error;
-        await new Promise((resolve) => setTimeout(resolve, 20));
+        await sleep(20);
       }
     }
   }
@@ -253,7 +241,7 @@ describe.skipIf(!available)('salts on Redis', () => {
     expect(await a.storage.redisHealth()).toEqual({ ok: false, problem: expect.stringContaining('maxmemory-policy is volatile-lru on a master') });
     redis.cli('config', 'set', 'maxmemory-policy', 'noeviction');
     // A bad verdict is read again within a second.
-    await new Promise((resolve) => setTimeout(resolve, 1100));
+    await sleep(1100);
     expect((await call(a.api, signedUrl())).body?.is_valid).toBe(true);
   });
 

@@ -15,9 +15,11 @@
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { signUrl } from '../../../src/signing/index.js';
-import { basicAuth, send } from '../../support/http-client.js';
+import { basic } from '../../support/basic-auth.js';
+import { send } from '../../support/http-client.js';
 import { CLEAN_ENV, CLI, RUNTIMES, runProcess, startServer, type ServerProcess } from '../../support/processes.js';
-import { freePort, redisAvailable, startRedis, type RedisProcess } from '../../support/redis.js';
+import { freePort } from '../../support/ports.js';
+import { redisAvailable, startRedis, useRedis, type RedisProcess } from '../../support/redis.js';
 import { largeSeed, MERCHANTS, writeSeed, type Seed } from '../../support/seeds.js';
 import { within } from '../../support/within.js';
 
@@ -52,12 +54,11 @@ describe('REDIS_* values refused, exit 2 with one line', () => {
 });
 
 describe.skipIf(!available)('serve with REDIS_URL on Node, Bun and Deno', () => {
-  let redis: RedisProcess;
+  const redis = useRedis();
   let seed: { path: string; remove(): void };
   const servers: ServerProcess[] = [];
 
   beforeAll(async () => {
-    redis = await startRedis();
     seed = writeSeed(threeMerchants());
     for (const runtime of RUNTIMES) {
       servers.push(await startServer(runtime, CLI[runtime], { SEED_FILE: seed.path, REDIS_URL: redis.url, PUBLIC_URL, ACCESS_LOG: 'false', FAIR_SHARE: 'false' }, ['serve']));
@@ -66,7 +67,6 @@ describe.skipIf(!available)('serve with REDIS_URL on Node, Bun and Deno', () => 
   afterAll(async () => {
     await Promise.all(servers.map((server) => server.stop()));
     seed?.remove();
-    await redis?.stop();
   });
 
   it('says that salts and throttle are on Redis', () => {
@@ -91,11 +91,11 @@ describe.skipIf(!available)('serve with REDIS_URL on Node, Bun and Deno', () => 
     // Loopback: every server sees 127.0.0.1, so the pair (merchant, 127.0.0.1) is shared.
     for (const [first, a] of servers.entries()) {
       const merchant = THROTTLED[first]!;
-      for (let i = 0; i < 10; i++) expect((await send(`${a.url}/merchant/users?limit=1`, { headers: basicAuth(merchant.id, `wrong-${i}`) })).status).toBe(401);
+      for (let i = 0; i < 10; i++) expect((await send(`${a.url}/merchant/users?limit=1`, { headers: basic(merchant.id, `wrong-${i}`) })).status).toBe(401);
       // Each 401 is answered once Redis has counted it (docs/security.md#sharing-the-counters-on-redis),
       // and the script that made the block published it: the next request, at any instance, is refused.
       for (const b of servers.filter((s) => s !== a)) {
-        const eleventh = await send(`${b.url}/merchant/users?limit=1`, { headers: basicAuth(merchant.id, merchant.keys[0]) });
+        const eleventh = await send(`${b.url}/merchant/users?limit=1`, { headers: basic(merchant.id, merchant.keys[0]) });
         expect(eleventh.status, `${RUNTIMES[first]} then ${RUNTIMES[servers.indexOf(b)]}`).toBe(429);
         expect(Number(eleventh.headers['retry-after'])).toBeGreaterThan(0);
       }
@@ -104,12 +104,11 @@ describe.skipIf(!available)('serve with REDIS_URL on Node, Bun and Deno', () => 
 });
 
 describe.skipIf(!available)('Redis stopped and back, on Node, Bun and Deno', () => {
-  let redis: RedisProcess;
+  const redis = useRedis();
   let seed: { path: string; remove(): void };
   const servers: ServerProcess[] = [];
 
   beforeAll(async () => {
-    redis = await startRedis();
     seed = writeSeed(largeSeed(3));
     for (const runtime of RUNTIMES) {
       servers.push(await startServer(runtime, CLI[runtime], { SEED_FILE: seed.path, REDIS_URL: redis.url, STORAGE_TIMEOUT: '1000', ACCESS_LOG: 'false', THROTTLE_AUTH: 'false' }, ['serve']));
@@ -118,7 +117,6 @@ describe.skipIf(!available)('Redis stopped and back, on Node, Bun and Deno', () 
   afterAll(async () => {
     await Promise.all(servers.map((server) => server.stop()));
     seed?.remove();
-    await redis?.stop();
   });
 
   it('answers 503 with Retry-After while Redis is stopped, never left waiting, users 200; once back, 200 again and a URL accepted before the loss still refused', async () => {
@@ -134,7 +132,7 @@ describe.skipIf(!available)('Redis stopped and back, on Node, Bun and Deno', () 
       expect(refused.headers['retry-after']).toBe('1');
       expect(JSON.parse(refused.body)).toEqual({ status: 'error', message: 'The storage is unavailable; try again shortly.', is_valid: false });
       for (const path of ['/merchant/users?limit=1', '/merchant/users', '/merchant/users/u-0000001', '/readyz']) {
-        const answer = await send(`${server.url}${path}`, { headers: basicAuth(main.id, main.keys[0]) });
+        const answer = await send(`${server.url}${path}`, { headers: basic(main.id, main.keys[0]) });
         expect(answer.status, `${RUNTIMES[i]} ${path}`).toBe(200);
       }
     }
@@ -163,7 +161,7 @@ describe.skipIf(!available)('Redis stopped and back, on Node, Bun and Deno', () 
           expect(answer.status, RUNTIMES[i]).toBe(503);
           expect(answer.headers['retry-after']).toBe('1');
         }
-        expect((await send(`${server.url}/merchant/users?limit=1`, { headers: basicAuth(main.id, main.keys[0]) })).status, RUNTIMES[i]).toBe(200);
+        expect((await send(`${server.url}/merchant/users?limit=1`, { headers: basic(main.id, main.keys[0]) })).status, RUNTIMES[i]).toBe(200);
       }
     } finally {
       redis.resume();
@@ -175,19 +173,17 @@ describe.skipIf(!available)('Redis stopped and back, on Node, Bun and Deno', () 
 });
 
 describe.skipIf(!available)('WORKERS=2 on the memory storage with REDIS_URL', () => {
-  let redis: RedisProcess;
+  const redis = useRedis();
   let seed: { path: string; remove(): void };
   let server: ServerProcess;
 
   beforeAll(async () => {
-    redis = await startRedis();
     seed = writeSeed(largeSeed(3));
     server = await startServer('node', CLI.node, { SEED_FILE: seed.path, REDIS_URL: redis.url, WORKERS: '2', ACCESS_LOG: 'false' }, ['serve']);
   });
   afterAll(async () => {
     await server?.stop();
     seed?.remove();
-    await redis?.stop();
   });
 
   it('starts two workers and accepts a signed URL exactly once over 24 fresh connections', async () => {
@@ -215,14 +211,13 @@ describe.skipIf(!available)('serve with REDIS_URL while Redis is away at start',
       expect(refused.headers['retry-after']).toBe('1');
       // Readiness and listings do not depend on Redis.
       expect((await send(`${server.url}/readyz`)).status).toBe(200);
-      expect((await send(`${server.url}/merchant/users?limit=1`, { headers: basicAuth(main.id, main.keys[0]) })).status).toBe(200);
+      expect((await send(`${server.url}/merchant/users?limit=1`, { headers: basic(main.id, main.keys[0]) })).status).toBe(200);
       redis = await startRedis(['--requirepass', 'hunter2'], port);
       await vi.waitFor(async () => expect(JSON.parse((await signed()).body)).toEqual({ status: 'ok', is_valid: true }), { timeout: 10_000, interval: 200 });
       expect(server.output()).not.toContain('hunter2');
     } finally {
       await server.stop();
       seed.remove();
-      await redis?.stop();
-    }
+      }
   });
 });

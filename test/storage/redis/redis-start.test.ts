@@ -11,10 +11,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signUrl } from '../../../src/signing/index.js';
 import { importSeed } from '../../../src/storage/mysql/index.js';
-import { basicAuth, send } from '../../support/http-client.js';
+import { basic } from '../../support/basic-auth.js';
+import { send } from '../../support/http-client.js';
 import { createTestDatabase, mysqlAvailable, type TestDatabase } from '../../support/mysql.js';
 import { CLEAN_ENV, CLI, RUNTIMES, runProcess, runtimeCommand, startServer, type ServerProcess } from '../../support/processes.js';
-import { redisAvailable, startRedis, type RedisProcess } from '../../support/redis.js';
+import { redisAvailable, startRedis, useRedis } from '../../support/redis.js';
 import { largeSeed, MERCHANTS, writeSeed } from '../../support/seeds.js';
 
 const available = redisAvailable();
@@ -67,12 +68,11 @@ describe.skipIf(!available)('a Redis that may evict salts is refused at start', 
 });
 
 describe.skipIf(!available || !mysql)('two instances on MySQL with Redis', () => {
-  let redis: RedisProcess;
+  const redis = useRedis();
   let db: TestDatabase;
   const servers: ServerProcess[] = [];
 
   beforeAll(async () => {
-    redis = await startRedis();
     db = await createTestDatabase();
     await importSeed(db.db, db.masterKey, largeSeed(3));
     for (let i = 0; i < 2; i++) {
@@ -82,7 +82,6 @@ describe.skipIf(!available || !mysql)('two instances on MySQL with Redis', () =>
   afterAll(async () => {
     await Promise.all(servers.map((server) => server.stop()));
     await db?.drop();
-    await redis?.stop();
   });
 
   it('says so, refuses at B a URL A accepted, and writes no salt to MySQL', async () => {
@@ -102,8 +101,8 @@ describe.skipIf(!available || !mysql)('two instances on MySQL with Redis', () =>
 
   it('refuses at B the 11th request after 10 wrong keys at A', async () => {
     const [a, b] = servers as [ServerProcess, ServerProcess];
-    for (let i = 0; i < 10; i++) expect((await send(`${a.url}/merchant/users?limit=1`, { headers: basicAuth(main.id, `wrong-${i}`) })).status).toBe(401);
-    const eleventh = await send(`${b.url}/merchant/users?limit=1`, { headers: basicAuth(main.id, main.keys[0]) });
+    for (let i = 0; i < 10; i++) expect((await send(`${a.url}/merchant/users?limit=1`, { headers: basic(main.id, `wrong-${i}`) })).status).toBe(401);
+    const eleventh = await send(`${b.url}/merchant/users?limit=1`, { headers: basic(main.id, main.keys[0]) });
     expect(eleventh.status).toBe(429);
     expect(Number(eleventh.headers['retry-after'])).toBeGreaterThan(0);
   });

@@ -6,38 +6,26 @@
  * started later reads the blocks in force; the Lua rules count exactly as the
  * local throttle does; a subscription that breaks catches up on blocks.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { createMerchantApi, type MerchantApiOptions } from '../../../src/api.js';
 import { FailureThrottle } from '../../../src/limits/throttle.js';
 import { silentLogger } from '../../../src/observe/logger.js';
 import { MemoryStorage } from '../../../src/storage/memory/index.js';
-import { createRedisConnection, withRedisState, type RedisConnection } from '../../../src/storage/redis/index.js';
+import { withRedisState } from '../../../src/storage/redis/index.js';
 import { basic, NOW, NOW_MS, ORIGIN, signedUrl } from '../../support/api.js';
-import { redisAvailable, startRedis, type RedisProcess } from '../../support/redis.js';
+import { redisAvailable, useRedis } from '../../support/redis.js';
 import { contractSeed } from '../../support/seeds.js';
 import { TcpProxy } from '../../support/tcp-proxy.js';
 import { assertStoreCountsAsTheLocalThrottle } from '../../support/throttle-store-rules.js';
+import { sleep } from '../../support/sleep.js';
 
 const available = redisAvailable();
 
 describe.skipIf(!available)('the throttle shared on Redis', () => {
-  let redis: RedisProcess;
-  const connections: RedisConnection[] = [];
-
-  beforeAll(async () => {
-    redis = await startRedis();
-  });
-  afterEach(async () => {
-    await Promise.all(connections.splice(0).map((c) => c.close()));
-    redis.cli('flushall');
-  });
-  afterAll(async () => {
-    await redis?.stop();
-  });
+  const redis = useRedis({ flushAfterEach: true });
 
   async function instance(options: { api?: Partial<MerchantApiOptions>; url?: string } = {}) {
-    const connection = createRedisConnection(options.url ?? redis.url, { connectTimeout: 1000, commandTimeout: 1000 });
-    connections.push(connection);
+    const connection = redis.connect(options.url);
     const storage = withRedisState(new MemoryStorage(contractSeed()), connection);
     const api = createMerchantApi({ storage, now: () => NOW_MS, logger: silentLogger, accessLog: false, tracing: false, ...options.api });
     await vi.waitFor(() => connection.ping(), { timeout: 5000 });
@@ -94,7 +82,7 @@ describe.skipIf(!available)('the throttle shared on Redis', () => {
       expect(record(address, 'm1')).toMatch(/^failures\n0$/m);
     }, { timeout: 5000, interval: 20 });
     // a hears of the reset by its message; until then its own count would still stand.
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await sleep(100);
     for (let i = 0; i < 9; i++) expect((await a.call('/merchant/users', basic('m1', 'nope'), address)).status).toBe(401);
     await vi.waitFor(() => expect(record(address, 'm1')).toMatch(/^failures\n9$/m), { timeout: 5000, interval: 10 });
   });

@@ -6,8 +6,8 @@
  */
 import type { Kysely } from 'kysely';
 import { describe, expect, it } from 'vitest';
-import { SaltWriter } from '../../src/storage/mysql/statements/salts.js';
-import { registerDirectRunner, type RunStatement } from '../../src/storage/mysql/statements/statement-runner.js';
+import { SaltWriter } from '../../../src/storage/mysql/statements/salts.js';
+import { registerDirectRunner, type RunStatement } from '../../../src/storage/mysql/statements/statement-runner.js';
 
 const deadlock = () => Object.assign(new Error('Deadlock found when trying to get lock; try restarting transaction'), { code: 'ER_LOCK_DEADLOCK', errno: 1213 });
 const now = 1_700_000_000;

@@ -8,14 +8,14 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import fc from 'fast-check';
 import { describe, expect, it, vi } from 'vitest';
-import { createMerchantApi } from '../../src/api.js';
-import { MerchantApiError, StorageUnavailableError } from '../../src/errors.js';
-import { errorHeaders } from '../../src/http/error-reply.js';
-import { silentLogger } from '../../src/observe/logger.js';
-import { signUrl } from '../../src/signing/index.js';
-import { MemoryStorage } from '../../src/storage/memory/index.js';
-import { BEFORE_START_MESSAGE, SaltStore } from '../../src/storage/memory/salts.js';
-import { halfSipHash64, lastFingerprint } from '../../src/storage/memory/siphash.js';
+import { createMerchantApi } from '../../../src/api.js';
+import { MerchantApiError, StorageUnavailableError } from '../../../src/errors.js';
+import { errorHeaders } from '../../../src/http/error-reply.js';
+import { silentLogger } from '../../../src/observe/logger.js';
+import { signUrl } from '../../../src/signing/index.js';
+import { MemoryStorage } from '../../../src/storage/memory/index.js';
+import { BEFORE_START_MESSAGE, SaltStore } from '../../../src/storage/memory/salts.js';
+import { halfSipHash64, lastFingerprint } from '../../../src/storage/memory/siphash.js';
 
 const START = 1_700_000_000;
 

@@ -9,6 +9,7 @@ import { send } from '../support/http-client.js';
 import { readRest, startSlowList } from '../support/slow-list.js';
 import { CLI, RUNTIMES, startServer } from '../support/processes.js';
 import { largeSeed, writeSeed } from '../support/seeds.js';
+import { sleep } from '../support/sleep.js';
 
 // About 18 MB of JSON: far more than the loopback socket buffers hold, so a
 // client that stops reading leaves the server mid-stream.
@@ -20,7 +21,6 @@ beforeAll(() => {
 });
 afterAll(() => seed.remove());
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 for (const runtime of RUNTIMES) {
   describe(`graceful shutdown on ${runtime}`, () => {

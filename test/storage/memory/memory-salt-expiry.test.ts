@@ -8,7 +8,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ExpiryCounts } from '../../src/storage/memory/salt-expiry.js';
+import { ExpiryCounts } from '../../../src/storage/memory/salt-expiry.js';
 
 describe('ExpiryCounts', () => {
   it('answers as a plain list of expiry seconds does, over random adds and expiries', () => {

@@ -1,6 +1,6 @@
 /**
  * GET /validatesignature (src/routes/validate-signature.ts) at the edges the outcome table of
- * test/api/signature.test.ts does not reach: the length limit of cp and salt at exactly 128
+ * test/routes/signature.test.ts does not reach: the length limit of cp and salt at exactly 128
  * characters, several problems in one answer, the second look at a merchant whose keys this
  * instance cached before a rotation, and a path with escapes signed with a wrong key.
  */

@@ -8,6 +8,7 @@ import { MemoryStorage } from '../../src/storage/memory/index.js';
 import { createRequestListener, serve, type Served } from '../../adapters/node.js';
 import { basic, signedUrl } from '../support/api.js';
 import { contractSeed, user } from '../support/seeds.js';
+import { sleep } from '../support/sleep.js';
 
 const NOW_MS = 1_700_000_000_000;
 const HEADERS = ['content-type', 'cache-control', 'allow', 'www-authenticate', 'link', 'retry-after'];
@@ -116,7 +117,7 @@ describe('Node adapter close()', () => {
     const slow = Object.assign(Object.create(inner) as MemoryStorage, {
       getMerchant: (id: string) => inner.getMerchant(id),
       listUsers: async (q: Parameters<MemoryStorage['listUsers']>[0]) => {
-        if (q.after) await new Promise((r) => setTimeout(r, 40));
+        if (q.after) await sleep(40);
         return inner.listUsers(q);
       },
     });

@@ -20,6 +20,7 @@ import { MerchantApiError } from '../../src/errors.js';
 import { createMetrics } from '../../src/observe/metrics.js';
 import { MemoryStorage } from '../../src/storage/memory/index.js';
 import { contractSeed } from '../support/seeds.js';
+import { recordingLogger } from '../support/recording.js';
 
 interface RawAnswer {
   status: number;
@@ -72,10 +73,9 @@ function nextAnswer(socket: TLSSocket): Promise<RawAnswer> {
 }
 
 function setup(tls?: { cert: string; key: string }, limits?: ConnectionLimits) {
-  const lines: Record<string, unknown>[] = [];
-  const record = (level: string) => (fields: object) => lines.push({ level, ...fields });
+  const { logger, lines } = recordingLogger();
   const metrics = createMetrics({ processMetrics: false });
-  const api = createMerchantApi({ storage: new MemoryStorage(contractSeed()), logger: { debug: record('debug'), info: record('info'), warn: record('warn'), error: record('error') }, hooks: [metrics.hooks] });
+  const api = createMerchantApi({ storage: new MemoryStorage(contractSeed()), logger, hooks: [metrics.hooks] });
   let server: Served;
   return {
     lines,

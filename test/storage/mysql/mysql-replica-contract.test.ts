@@ -7,9 +7,10 @@
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe } from 'vitest';
-import { createMysqlKysely, generateMasterKey, importSeed, migrateToLatest, MysqlStorage, parseMasterKey, withReplicaReads } from '../../src/storage/mysql/index.js';
-import { storageContract } from '../suites/storage-contract.js';
-import { replicaAvailable, startPrimaryAndReplica, type ReplicatedPair } from '../support/mariadb-replica.js';
+import { createMysqlKysely, generateMasterKey, importSeed, migrateToLatest, MysqlStorage, parseMasterKey, withReplicaReads } from '../../../src/storage/mysql/index.js';
+import { storageContract } from '../../suites/storage-contract.js';
+import { replicaAvailable, startPrimaryAndReplica, type ReplicatedPair } from '../../support/mariadb-replica.js';
+import { sleep } from '../../support/sleep.js';
 
 describe.skipIf(!replicaAvailable())('the MySQL storage reading from a replica', () => {
   let pair: ReplicatedPair;
@@ -37,7 +38,7 @@ describe.skipIf(!replicaAvailable())('the MySQL storage reading from a replica',
     // Reads go to the replica once its lag has been read.
     for (let waited = 0; !storage.readingFromReplica; waited += 20) {
       if (waited > 5000) throw new Error('the replica was never found in step');
-      await new Promise((resolve) => setTimeout(resolve, 20));
+      await sleep(20);
     }
     return {
       storage,

@@ -13,10 +13,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkCommand, type CheckDeps } from '../../src/cli/commands/check.js';
-import type { CliIo } from '../../src/cli/io.js';
 import { runCli } from '../../src/cli/run.js';
 import { runProcess, useCliServer } from '../support/processes.js';
 import { conformanceSeed, MERCHANTS } from '../support/seeds.js';
+import { freePort } from '../support/ports.js';
+import { captureIo as capture } from '../support/recording.js';
 
 const { main, closed } = MERCHANTS;
 
@@ -24,12 +25,6 @@ interface Run {
   code: number;
   out: string;
   err: string;
-}
-
-function capture(env: Record<string, string | undefined>): CliIo & { lines: string[]; errors: string[] } {
-  const lines: string[] = [];
-  const errors: string[] = [];
-  return { env, lines, errors, out: (line) => lines.push(line), err: (line) => errors.push(line) };
 }
 
 /** `merchant-api check` through the CLI's dispatch, as the bin runs it (no terminal: no prompt). */
@@ -113,7 +108,7 @@ describe('merchant-api check', () => {
   });
 
   it('unreachable: a port nothing listens on, and a host name that does not resolve', async () => {
-    const port = await closedPort();
+    const port = await freePort();
     const refused = await cli(args(`http://127.0.0.1:${port}`), key);
     expect(refused.code).toBe(1);
     expect(refused.err).toMatch(new RegExp(`PROBLEM +unreachable: 127\\.0\\.0\\.1 refuses connections on port ${port}\\. Check the host and port of --base-url, and that the server runs\\.`));
@@ -212,12 +207,3 @@ describe('merchant-api check against a server whose PUBLIC_URL is not the URL ca
     expect(run.err).toMatch(/PROBLEM +signature: the key is right \(the user list accepts it\), but the server computes the signature over another URL than http:\/\/127\.0\.0\.1:\d+\/validatesignature\. Behind a proxy, the server's PUBLIC_URL must be the URL you call/);
   });
 });
-
-/** A port that was free a moment ago. */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}

@@ -6,13 +6,13 @@
 import { Kysely, MysqlDialect } from 'kysely';
 import { createPool } from 'mysql2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { StorageUnavailableError } from '../../src/errors.js';
-import { importSeed, MysqlStorage, type MerchantApiDatabase } from '../../src/storage/mysql/index.js';
-import { SaltWriter } from '../../src/storage/mysql/statements/salts.js';
-import { statementRunner } from '../../src/storage/mysql/statements/statement-runner.js';
-import { selectUser, UserReader, userByKeySql, usersByKeySql } from '../../src/storage/mysql/statements/user-queries.js';
-import { createTestDatabase, mysqlAvailable, type TestDatabase } from '../support/mysql.js';
-import { user } from '../support/seeds.js';
+import { StorageUnavailableError } from '../../../src/errors.js';
+import { importSeed, MysqlStorage, type MerchantApiDatabase } from '../../../src/storage/mysql/index.js';
+import { SaltWriter } from '../../../src/storage/mysql/statements/salts.js';
+import { statementRunner } from '../../../src/storage/mysql/statements/statement-runner.js';
+import { selectUser, UserReader, userByKeySql, usersByKeySql } from '../../../src/storage/mysql/statements/user-queries.js';
+import { createTestDatabase, mysqlAvailable, type TestDatabase } from '../../support/mysql.js';
+import { user } from '../../support/seeds.js';
 
 const available = await mysqlAvailable();
 const now = Math.floor(Date.now() / 1000);

@@ -9,13 +9,13 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createMemoryStorage, loadMemoryStorage, MemoryStorage, SeedError } from '../../src/storage/memory/index.js';
-import { readMemoryStorage } from '../../src/storage/memory/load.js';
-import { isCanonicalTimestamp, parseSeedUser, type Seed } from '../../src/storage/seed/seed.js';
-import { SeedSyntaxError } from '../../src/storage/seed/seed-stream.js';
-import { canonicalTimestamp } from '../../src/storage/timestamps.js';
-import type { UserRecord } from '../../src/storage/contract.js';
-import { user } from '../support/seeds.js';
+import { createMemoryStorage, loadMemoryStorage, MemoryStorage, SeedError } from '../../../src/storage/memory/index.js';
+import { readMemoryStorage } from '../../../src/storage/memory/load.js';
+import { isCanonicalTimestamp, parseSeedUser, type Seed } from '../../../src/storage/seed/seed.js';
+import { SeedSyntaxError } from '../../../src/storage/seed/seed-stream.js';
+import { canonicalTimestamp } from '../../../src/storage/timestamps.js';
+import type { UserRecord } from '../../../src/storage/contract.js';
+import { user } from '../../support/seeds.js';
 
 const encoder = new TextEncoder();
 

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { MemoryStorage, createMemoryStorage, SeedError } from '../../src/storage/memory/index.js';
-import { readMemoryStorage } from '../../src/storage/memory/load.js';
-import { MemoryUserIndex } from '../../src/storage/memory/users.js';
-import { storageContract } from '../suites/storage-contract.js';
-import { asRecord, user } from '../support/seeds.js';
-import type { ChangedUserRecord } from '../../src/storage/contract.js';
+import { MemoryStorage, createMemoryStorage, SeedError } from '../../../src/storage/memory/index.js';
+import { readMemoryStorage } from '../../../src/storage/memory/load.js';
+import { MemoryUserIndex } from '../../../src/storage/memory/users.js';
+import { storageContract } from '../../suites/storage-contract.js';
+import { asRecord, user } from '../../support/seeds.js';
+import type { ChangedUserRecord } from '../../../src/storage/contract.js';
 
 storageContract('memory', async (seed, plan) => {
   const storage = plan ? new MemoryStorage({ merchants: seed.merchants, users: MemoryUserIndex.fromSeedUsers(seed.users, plan) }) : new MemoryStorage(seed);

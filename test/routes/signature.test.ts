@@ -5,7 +5,7 @@ import { MemoryStorage } from '../../src/storage/memory/index.js';
 import { call, NOW, ORIGIN, signedUrl, testApi } from '../support/api.js';
 import { contractSeed } from '../support/seeds.js';
 
-/** A memory storage started an hour ago: it refuses a ts from before its start (test/storage/memory-salts.test.ts). */
+/** A memory storage started an hour ago: it refuses a ts from before its start (test/storage/memory/memory-salts.test.ts). */
 const startedEarlier = () => new MemoryStorage(contractSeed(), { startedAt: NOW - 3600 });
 
 describe('GET /validatesignature outcomes, in the documented order', () => {

@@ -8,7 +8,8 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { basicAuth, send } from '../support/http-client.js';
+import { basic } from '../support/basic-auth.js';
+import { send } from '../support/http-client.js';
 import { CLI, RUNTIMES, startServer, type ServerProcess } from '../support/processes.js';
 import { conformanceSeed, GENERATED_USERS, MERCHANTS, SPECIAL_IDS, writeSeed } from '../support/seeds.js';
 import { signedUrl } from '../support/test-signer.js';
@@ -60,7 +61,7 @@ for (const runtime of RUNTIMES) {
     });
 
     it('streams the full list and links pages with https URLs', async () => {
-      const headers = basicAuth(main.id, main.keys[0]);
+      const headers = basic(main.id, main.keys[0]);
       const all = JSON.parse((await send(`${server.url}/merchant/users`, { ca: cert, headers })).body);
       expect(all.data).toHaveLength(GENERATED_USERS + SPECIAL_IDS.length);
       const page = await send(`${server.url}/merchant/users?limit=10`, { ca: cert, headers });

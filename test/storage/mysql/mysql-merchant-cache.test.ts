@@ -1,7 +1,7 @@
 /** The MySQL storage's in-process merchant cache: known merchants and unknown ids alike, bounded. */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { MerchantCache, REFRESH_INTERVAL_MS } from '../../src/storage/sql/merchant-cache.js';
+import { MerchantCache, REFRESH_INTERVAL_MS } from '../../../src/storage/sql/merchant-cache.js';
 
 describe('MerchantCache', () => {
   it('caches an unknown id as absent for the TTL: guessing ids costs no query', async () => {

@@ -4,8 +4,9 @@
  */
 import { sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
-import { createMysqlKysely, MysqlStorage } from '../../src/storage/mysql/index.js';
-import { createTestDatabase, MYSQL_URL, mysqlAvailable } from '../support/mysql.js';
+import { createMysqlKysely, MysqlStorage } from '../../../src/storage/mysql/index.js';
+import { createTestDatabase, MYSQL_URL, mysqlAvailable } from '../../support/mysql.js';
+import { sleep } from '../../support/sleep.js';
 
 const available = await mysqlAvailable();
 
@@ -34,7 +35,7 @@ describe.skipIf(!available)('MySQL session limits', () => {
       expect(await count()).toBe(100);
       for (let i = 0; i < 40 && (await count()) > 1; i++) {
         await storage.recordSalt({ merchantId: 'm', salt: `new-${i}`, expiresAt: 10_000_000_000, now: 2_000_000_000 });
-        await new Promise((resolve) => setTimeout(resolve, 20));
+        await sleep(20);
       }
       // Only the new salts are left, well before the 60 s interval could have passed.
       expect(Number((await sql<{ n: string }>`SELECT COUNT(*) AS n FROM used_salts WHERE salt LIKE 'old-%'`.execute(database.db)).rows[0]!.n)).toBe(0);

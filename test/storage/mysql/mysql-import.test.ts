@@ -9,14 +9,15 @@ import { join } from 'node:path';
 import { createPool } from 'mysql2';
 import { Kysely, MysqlDialect, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { importSeed, importUserFile, ImportValidationError, MysqlStorage, type MerchantApiDatabase } from '../../src/storage/mysql/index.js';
-import { readIdAllocation } from '../../src/storage/mysql/admin/new-users.js';
-import { upsertUsers } from '../../src/storage/mysql/admin/user-upsert.js';
-import type { ChangedUserRecord } from '../../src/storage/contract.js';
-import type { SeedUser } from '../../src/storage/seed/seed.js';
-import { fullScan } from '../suites/storage-contract.js';
-import { createTestDatabase, mysqlAvailable, type TestDatabase } from '../support/mysql.js';
-import { user } from '../support/seeds.js';
+import { importSeed, importUserFile, ImportValidationError, MysqlStorage, type MerchantApiDatabase } from '../../../src/storage/mysql/index.js';
+import { readIdAllocation } from '../../../src/storage/mysql/admin/new-users.js';
+import { upsertUsers } from '../../../src/storage/mysql/admin/user-upsert.js';
+import type { ChangedUserRecord } from '../../../src/storage/contract.js';
+import type { SeedUser } from '../../../src/storage/seed/seed.js';
+import { fullScan } from '../../suites/storage-contract.js';
+import { createTestDatabase, mysqlAvailable, type TestDatabase } from '../../support/mysql.js';
+import { user } from '../../support/seeds.js';
+import { sleep } from '../../support/sleep.js';
 
 const available = await mysqlAvailable();
 
@@ -155,7 +156,7 @@ describe.skipIf(!available)('MySQL bulk import', () => {
         for (const end = Date.now() + 5000; !(await done()); ) {
           if (Date.now() > end) throw new Error('the condition never held');
           // InnoDB refreshes INNODB_TRX only after 0.1 s without a read of it: a faster poll reads the same old rows forever.
-          await new Promise((resolve) => setTimeout(resolve, 150));
+          await sleep(150);
         }
       };
       // Another transaction holds the shared users row: a's import stops at it, holding what it locked.

@@ -5,7 +5,7 @@
  */
 import { CompiledQuery, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { StorageUnavailableError } from '../../src/errors.js';
+import { StorageUnavailableError } from '../../../src/errors.js';
 import {
   addMerchant,
   createMysqlKysely,
@@ -20,17 +20,17 @@ import {
   rotateMerchantKey,
   sealApiKey,
   setMerchantStatus,
-} from '../../src/storage/mysql/index.js';
-import { MerchantCache } from '../../src/storage/sql/merchant-cache.js';
-import { selectUserPage } from '../../src/storage/mysql/statements/user-queries.js';
-import { toSqlDatetime } from '../../src/storage/mysql/sql-values.js';
-import type { UserPageQuery } from '../../src/storage/contract.js';
-import { storageContract } from '../suites/storage-contract.js';
-import { createTestDatabase, mysqlAvailable, type TestDatabase } from '../support/mysql.js';
-import { user } from '../support/seeds.js';
+} from '../../../src/storage/mysql/index.js';
+import { MerchantCache } from '../../../src/storage/sql/merchant-cache.js';
+import { selectUserPage } from '../../../src/storage/mysql/statements/user-queries.js';
+import { toSqlDatetime } from '../../../src/storage/mysql/sql-values.js';
+import type { UserPageQuery } from '../../../src/storage/contract.js';
+import { storageContract } from '../../suites/storage-contract.js';
+import { createTestDatabase, mysqlAvailable, type TestDatabase } from '../../support/mysql.js';
+import { user } from '../../support/seeds.js';
+import { sleep } from '../../support/sleep.js';
 
 const available = await mysqlAvailable();
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const now = 1_700_000_000;
 
 describe.skipIf(!available)('MySQL storage', () => {

@@ -9,11 +9,11 @@ import fc from 'fast-check';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHash } from 'node:crypto';
-import { createMigrator, listMerchantKeys, migrateToLatest, MysqlStorage, sealApiKey } from '../../src/storage/mysql/index.js';
-import { MysqlThrottleStore } from '../../src/storage/mysql/throttle/throttle-store.js';
-import { FailureThrottle } from '../../src/limits/throttle.js';
-import { compareCodePoints } from '../../src/storage/order.js';
-import { createTestDatabase, mysqlAvailable, type TestDatabase } from '../support/mysql.js';
+import { createMigrator, listMerchantKeys, migrateToLatest, MysqlStorage, sealApiKey } from '../../../src/storage/mysql/index.js';
+import { MysqlThrottleStore } from '../../../src/storage/mysql/throttle/throttle-store.js';
+import { FailureThrottle } from '../../../src/limits/throttle.js';
+import { compareCodePoints } from '../../../src/storage/order.js';
+import { createTestDatabase, mysqlAvailable, type TestDatabase } from '../../support/mysql.js';
 
 const available = await mysqlAvailable();
 

@@ -24,12 +24,14 @@ import {
   withReplicaReads,
   type MerchantApiDatabase,
   type ReplicaReadsOptions,
-} from '../../src/storage/mysql/index.js';
-import type { Storage } from '../../src/storage/contract.js';
-import { basicAuth, send } from '../support/http-client.js';
-import { CLEAN_ENV, CLI, runProcess, startServer } from '../support/processes.js';
-import { replicaAvailable, startPrimaryAndReplica, type ReplicatedPair } from '../support/mariadb-replica.js';
-import { contractSeed, user } from '../support/seeds.js';
+} from '../../../src/storage/mysql/index.js';
+import type { Storage } from '../../../src/storage/contract.js';
+import { basic } from '../../support/basic-auth.js';
+import { send } from '../../support/http-client.js';
+import { CLEAN_ENV, CLI, runProcess, startServer } from '../../support/processes.js';
+import { replicaAvailable, startPrimaryAndReplica, type ReplicatedPair } from '../../support/mariadb-replica.js';
+import { contractSeed, user } from '../../support/seeds.js';
+import { sleep } from '../../support/sleep.js';
 
 const available = replicaAvailable();
 const NOW = Math.floor(Date.now() / 1000);
@@ -114,7 +116,7 @@ describe.skipIf(!available)('reads from a real MariaDB replica', () => {
       for (let i = 0; i < 5; i++) {
         expect(await listed()).not.toContain('written-while-stopped');
         expect(await s.getUser('m2', 'written-while-stopped')).toBeUndefined();
-        await new Promise((resolve) => setTimeout(resolve, 60));
+        await sleep(60);
       }
     } finally {
       await pair.replica.query('START SLAVE');
@@ -179,7 +181,7 @@ describe.skipIf(!available)('reads from a real MariaDB replica', () => {
   it('serves with DATABASE_READ_URL: users from the replica, logged; with the replica killed the users endpoints stay 200, from the primary', async () => {
     const server = await startServer('node', CLI.node, { DATABASE_URL: pair.primary.url('merchant_api'), MASTER_KEY: masterKeyText, DATABASE_READ_URL: pair.replica.url('merchant_api'), STORAGE_TIMEOUT: '1000', ACCESS_LOG: 'false' }, ['serve']);
     const { storage: s, changes } = storage();
-    const auth = { headers: basicAuth('m1', (await s.getMerchant('m1'))!.keys[0]!) };
+    const auth = { headers: basic('m1', (await s.getMerchant('m1'))!.keys[0]!) };
     try {
       await vi.waitFor(async () => {
         const answer = await send(`${server.url}/merchant/users/a-001`, auth);

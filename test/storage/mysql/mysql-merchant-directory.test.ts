@@ -7,7 +7,7 @@
  * after a failed read.
  */
 import { describe, expect, it } from 'vitest';
-import { MerchantDirectory } from '../../src/storage/sql/merchant-directory.js';
+import { MerchantDirectory } from '../../../src/storage/sql/merchant-directory.js';
 
 function directory(ids: string[], options: { maxIds?: number } = {}) {
   let time = 0;

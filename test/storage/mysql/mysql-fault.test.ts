@@ -6,18 +6,21 @@
  */
 import { createConnection } from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createMerchantClient, type RetryInfo } from '../../src/client/index.js';
-import { createMerchantApi, silentLogger, type MerchantApi } from '../../src/index.js';
-import { signUrl } from '../../src/signing/index.js';
-import { createMysqlKysely, importSeed, MysqlStorage } from '../../src/storage/mysql/index.js';
-import { createTestDatabase, MYSQL_URL, mysqlAvailable, urlOf, type TestDatabase } from '../support/mysql.js';
-import { TcpProxy } from '../support/tcp-proxy.js';
-import { user } from '../support/seeds.js';
+import { createMerchantClient, type RetryInfo } from '../../../src/client/index.js';
+import { createMerchantApi, silentLogger, type MerchantApi } from '../../../src/index.js';
+import { signUrl } from '../../../src/signing/index.js';
+import { createMysqlKysely, importSeed, MysqlStorage } from '../../../src/storage/mysql/index.js';
+import { createTestDatabase, MYSQL_URL, mysqlAvailable, urlOf, type TestDatabase } from '../../support/mysql.js';
+import { basic } from '../../support/basic-auth.js';
+import { TcpProxy } from '../../support/tcp-proxy.js';
+import { user } from '../../support/seeds.js';
+import { sleep } from '../../support/sleep.js';
+import { recordingLogger } from '../../support/recording.js';
 
 const available = await mysqlAvailable();
 const BASE = 'http://merchant-api.test';
 const STORAGE_TIMEOUT = 1500;
-const auth = { authorization: `Basic ${Buffer.from('shop:shop-key').toString('base64')}` };
+const auth = basic('shop', 'shop-key');
 
 describe.skipIf(!available)('MySQL cut off behind a TCP proxy', () => {
   let database: TestDatabase;
@@ -129,9 +132,7 @@ describe.skipIf(!available)('MySQL cut off behind a TCP proxy', () => {
   }, 30_000);
 
   it('a connection killed mid-query (KILL CONNECTION) is the generic 503 with Retry-After; only the operator event names the driver code', async () => {
-    const lines: Record<string, unknown>[] = [];
-    const record = (level: string) => (fields: object) => lines.push({ level, ...fields });
-    const logger = { debug: record('debug'), info: record('info'), warn: record('warn'), error: record('error') };
+    const { logger, lines } = recordingLogger();
     const seen: { onError: unknown[]; onFinish: unknown[] } = { onError: [], onFinish: [] };
     const hooks = { onError: (_: unknown, error: unknown) => void seen.onError.push((error as { code?: unknown }).code), onFinish: (ctx: { errorCode?: string }) => void seen.onFinish.push(ctx.errorCode) };
     const killing = createMerchantApi({ storage, storageTimeout: 10_000, logger, hooks, throttle: false });
@@ -145,7 +146,7 @@ describe.skipIf(!available)('MySQL cut off behind a TCP proxy', () => {
         for (let tries = 0; victim === undefined && tries < 500; tries++) {
           const [rows] = await admin.query('SELECT ID FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID() AND INFO LIKE ?', [database.name, '%merchants%']);
           victim = (rows as { ID: number }[])[0]?.ID;
-          if (victim === undefined) await new Promise((resolve) => setTimeout(resolve, 10));
+          if (victim === undefined) await sleep(10);
         }
         expect(victim, 'the merchant read waiting for the lock').toBeDefined();
         await admin.query(`KILL CONNECTION ${Number(victim)}`);

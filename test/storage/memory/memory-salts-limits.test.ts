@@ -4,9 +4,9 @@
  * full store, a salt already expired when it arrives, and a clock read late by one request.
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { StorageUnavailableError } from '../../src/errors.js';
-import { MemoryStorage } from '../../src/storage/memory/index.js';
-import { MAX_MAX_SALTS, SaltStore } from '../../src/storage/memory/salts.js';
+import { StorageUnavailableError } from '../../../src/errors.js';
+import { MemoryStorage } from '../../../src/storage/memory/index.js';
+import { MAX_MAX_SALTS, SaltStore } from '../../../src/storage/memory/salts.js';
 
 const START = 1_700_000_000;
 

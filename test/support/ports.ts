@@ -1,0 +1,14 @@
+/** Ports for the suites. */
+import { createServer } from 'node:net';
+
+/** A port nothing listens on right now (it was free a moment ago): for a server to start on, or a connection to be refused. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
