@@ -4,6 +4,7 @@
  * source in production), else `X-Forwarded-Proto`/`X-Forwarded-Host`
  * when `trustProxy` is on, else the request URL.
  */
+import { MerchantApiError } from '../errors.js';
 import { lastListValue } from './context.js';
 
 export interface PublicUrlOptions {
@@ -53,11 +54,22 @@ export function normalisePublicUrl(value: string): string {
 // proxy (the one trusted), is used; earlier ones are the client's to choose.
 const HOST = /^(?:[a-z0-9.-]+|\[[0-9a-f:.]+\])(?::\d{1,5})?$/i;
 
+/** Thrown for an `X-Forwarded-Host` that names no host: the request's public URL cannot be known. */
+const NOT_A_HOST = 'The X-Forwarded-Host header is not a host name or address with a valid port.';
+
 function forwardedOrigin(request: RequestHeaders): string | undefined {
-  const proto = lastListValue(request.header('x-forwarded-proto'))?.toLowerCase();
   const host = lastListValue(request.header('x-forwarded-host'));
-  if ((proto !== 'http' && proto !== 'https') || host === undefined || !HOST.test(host)) return undefined;
-  // URL drops the default port, as the signature's base_url does.
-  return new URL(`${proto}://${host}`).origin;
+  if (host === undefined) return undefined;
+  if (!HOST.test(host)) throw new MerchantApiError('malformed_request', NOT_A_HOST);
+  const proto = lastListValue(request.header('x-forwarded-proto'))?.toLowerCase();
+  // URL drops the default port, as the signature's base_url does; it refuses what the pattern
+  // lets through but is no host (`1.2.3.999`, a port above 65535, `[::1::]`), whatever the proto.
+  let origin: string;
+  try {
+    origin = new URL(`${proto === 'https' ? 'https' : 'http'}://${host}`).origin;
+  } catch {
+    throw new MerchantApiError('malformed_request', NOT_A_HOST);
+  }
+  return proto === 'http' || proto === 'https' ? origin : undefined;
 }
 
