@@ -74,13 +74,59 @@ describe('with trustProxy, an X-Forwarded-Host that is no host', () => {
   });
 });
 
+describe('allowedHosts: the hosts a request may name where the handler uses its host', () => {
+  const page = (api: { fetch(r: Request): Promise<Response> }, origin: string, headers: Record<string, string> = {}) =>
+    call(api, `${origin}/merchant/users?limit=1`, { headers: { ...headers, ...basic('m1', 'key-one') } });
+  const NOT_SERVED = 'The request names a host this API is not served at (allowedHosts).';
+
+  it('without it, the Host a client sends is echoed in Link (as docs/embedding.md says)', async () => {
+    const { api } = proxiedApi({ trustProxy: false });
+    expect((await page(api, 'http://evil.example')).response.headers.get('link')).toMatch(/^<http:\/\/evil\.example\/merchant\/users\?/);
+  });
+
+  it('a listed host is served, on any port, its Link naming it; another is a 400 on a list page and on /validatesignature, not on /healthz', async () => {
+    const { api, access } = proxiedApi({ trustProxy: false, allowedHosts: ['API.example.com', '[2001:db8::1]'] });
+    expect((await page(api, 'http://api.example.com')).response.headers.get('link')).toMatch(/^<http:\/\/api\.example\.com\/merchant\/users\?/);
+    expect((await page(api, 'http://api.example.com:8080')).response.headers.get('link')).toMatch(/^<http:\/\/api\.example\.com:8080\//);
+    expect((await page(api, 'http://[2001:db8::1]')).status).toBe(200);
+    expect((await call(api, signedUrl({ base: 'http://api.example.com' }))).status).toBe(200);
+
+    const refused = await page(api, 'http://evil.example');
+    expect(refused.status).toBe(400);
+    expect(refused.response.headers.get('link')).toBeNull();
+    expect(refused.body.errors).toEqual([{ code: 'malformed_request', message: NOT_SERVED }]);
+    expect((await call(api, signedUrl({ base: 'http://evil.example' }))).body).toEqual({ status: 'error', message: NOT_SERVED, is_valid: false });
+    expect(access().slice(-2).map((line) => line.code)).toEqual(['malformed_request', 'malformed_request']);
+    // Load balancers probe by address: the health endpoints do not use the host.
+    expect((await call(api, 'http://10.0.0.7/healthz')).status).toBe(200);
+  });
+
+  it('with trustProxy, the forwarded host is the one checked', async () => {
+    const { api } = proxiedApi({ allowedHosts: ['api.example.com'] });
+    const internal = 'http://10.0.0.7:8787';
+    expect((await page(api, internal, { 'x-forwarded-proto': 'https', 'x-forwarded-host': 'api.example.com' })).response.headers.get('link')).toMatch(/^<https:\/\/api\.example\.com\//);
+    expect((await page(api, internal, { 'x-forwarded-proto': 'https', 'x-forwarded-host': 'evil.example' })).status).toBe(400);
+    // Without a forwarded host the request's own is checked: the internal address is not listed.
+    expect((await page(api, internal)).status).toBe(400);
+  });
+
+  it('refuses, when the handler is made, an entry that is no host name, an empty list, or allowedHosts beside publicUrl', () => {
+    const make = (options: Partial<MerchantApiOptions>) => () => proxiedApi(options);
+    for (const entry of ['api.example.com:443', 'https://api.example.com', 'api.example.com/x', 'a b', '1.2.3.999', '', 'user@host']) {
+      expect(make({ allowedHosts: [entry] }), entry).toThrow(/allowedHosts: .* is not a host name/);
+    }
+    expect(make({ allowedHosts: [] })).toThrow(/allowedHosts must be a non-empty array/);
+    expect(make({ allowedHosts: ['api.example.com'], publicUrl: 'https://api.example.com' })).toThrow(/allowedHosts has no effect with publicUrl/);
+  });
+});
+
 describe('no Host, X-Forwarded-Host or X-Forwarded-Proto value yields a 5xx (real Node server)', () => {
   let servers: Served[] = [];
   const ports: number[] = [];
   const auth = `Basic ${Buffer.from('m1:key-one').toString('base64')}`;
 
   beforeAll(async () => {
-    for (const options of [{ trustProxy: true }, { trustProxy: false }] as const) {
+    for (const options of [{ trustProxy: true }, { trustProxy: false }, { trustProxy: true, allowedHosts: ['api.test', 'a'] }] as const) {
       const api = createMerchantApi({ storage: new MemoryStorage(contractSeed()), logger: recordingLogger().logger, tracing: false, throttle: false, ...options });
       const server = await serve(api, { port: 0, hostname: '127.0.0.1' });
       servers.push(server);
@@ -116,7 +162,7 @@ describe('no Host, X-Forwarded-Host or X-Forwarded-Proto value yields a 5xx (rea
 
   it('never answers 5xx', async () => {
     await fc.assert(
-      fc.asyncProperty(fc.constantFrom(0, 1), target, host, fc.option(hostLike, { nil: undefined, freq: 6 }), fc.option(proto, { nil: undefined, freq: 6 }), async (which, path, hostHeader, forwardedHost, forwardedProto) => {
+      fc.asyncProperty(fc.constantFrom(0, 1, 2), target, host, fc.option(hostLike, { nil: undefined, freq: 6 }), fc.option(proto, { nil: undefined, freq: 6 }), async (which, path, hostHeader, forwardedHost, forwardedProto) => {
         const lines = [`GET ${path} HTTP/1.1`, `Host: ${hostHeader}`, `Authorization: ${auth}`];
         if (forwardedHost !== undefined) lines.push(`X-Forwarded-Host: ${forwardedHost}`);
         if (forwardedProto !== undefined) lines.push(`X-Forwarded-Proto: ${forwardedProto}`);
