@@ -7,7 +7,7 @@
  * (test/architecture/dependency-rules.cjs).
  */
 export { DEFAULTS } from './defaults.js';
-export { normalisePublicUrl } from './http/public-url.js';
+export { normaliseAllowedHost, normalisePublicUrl } from './http/public-url.js';
 export { LOG_LEVELS } from './observe/logger.js';
 export { addressKey, MAX_IPV6_PREFIX, MIN_IPV6_PREFIX } from './limits/address-key.js';
 export type { ThrottleOptions } from './limits/throttle.js';

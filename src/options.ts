@@ -29,6 +29,13 @@ export interface MerchantApiOptions {
    */
   trustProxy?: boolean;
   /**
+   * Without `publicUrl`: the host names a request may name, in its `Host` (or, with `trustProxy`, its
+   * `X-Forwarded-Host`), such as `['api.example.com']`; the port is not compared. Where the handler uses
+   * the host (the URL a signature covers, the `Link` of a list page), another host is a 400
+   * `malformed_request` instead of being echoed (docs/embedding.md#the-host-header). Default: any host.
+   */
+  allowedHosts?: readonly string[];
+  /**
    * IPv6 clients are counted per network of this prefix length by the failed-authentication
    * throttle and late refusals (docs/security.md#ipv6-clients); IPv4 clients per address.
    * A whole number from 32 to 128 (128: per address). Default 64.

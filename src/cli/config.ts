@@ -4,7 +4,7 @@
  * down. Every bad value is named in one error.
  */
 import { availableParallelism } from 'node:os';
-import { DEFAULTS, LOG_LEVELS, MAX_IPV6_PREFIX, MAX_MAX_SALTS, MIN_IPV6_PREFIX, normalisePublicUrl, type ThrottleOptions } from '../cli-internal.js';
+import { DEFAULTS, LOG_LEVELS, MAX_IPV6_PREFIX, MAX_MAX_SALTS, MIN_IPV6_PREFIX, normaliseAllowedHost, normalisePublicUrl, type ThrottleOptions } from '../cli-internal.js';
 import type { ServeOptions } from '../../adapters/node.js';
 import { MasterKeyError, parseMasterKey, type MasterKey } from '../storage/mysql/index.js';
 import { CliUsageError } from './usage-error.js';
@@ -35,6 +35,8 @@ export interface ServerConfig {
   /** Explicit SEED_FILE, or undefined for the bundled demo seed. */
   seedFile?: string;
   publicUrl?: string[];
+  /** ALLOWED_HOSTS: without PUBLIC_URL, the host names a request may name (the `allowedHosts` option). */
+  allowedHosts?: string[];
   trustProxy: boolean;
   /** IPV6_PREFIX: IPv6 clients count per network of this prefix length in every per-address limit. */
   ipv6Prefix: number;
@@ -138,6 +140,7 @@ export function readServerConfig(env: Env): ServerConfig {
     hostname,
     seedFile: r.text('SEED_FILE'),
     publicUrl: publicUrls(r),
+    allowedHosts: allowedHosts(r),
     trustProxy,
     ipv6Prefix: r.int('IPV6_PREFIX', DEFAULTS.ipv6Prefix, MIN_IPV6_PREFIX, MAX_IPV6_PREFIX),
     timestampTolerance: r.int('TIMESTAMP_TOLERANCE', DEFAULTS.timestampTolerance, 1, 86_400),
@@ -203,6 +206,21 @@ function publicUrls(r: ReturnType<typeof reader>): string[] | undefined {
     }
   }
   return urls;
+}
+
+/** ALLOWED_HOSTS: comma-separated host names, each checked here; beside PUBLIC_URL it would do nothing, so it is refused. */
+function allowedHosts(r: ReturnType<typeof reader>): string[] | undefined {
+  const hosts = r.text('ALLOWED_HOSTS')?.split(',').map((s) => s.trim()).filter(Boolean);
+  if (hosts === undefined || hosts.length === 0) return undefined;
+  if (r.text('PUBLIC_URL') !== undefined) r.problems.push('ALLOWED_HOSTS has no effect with PUBLIC_URL (the Host is then never read): set one or the other');
+  for (const host of hosts) {
+    try {
+      normaliseAllowedHost(host);
+    } catch (error) {
+      r.problems.push(`ALLOWED_HOSTS: ${(error as Error).message.replace(/^allowedHosts: /, '')}`);
+    }
+  }
+  return hosts;
 }
 
 /**

@@ -18,6 +18,8 @@ export interface StartFacts {
   metricsUrl?: string;
   cursorSecret: boolean;
   publicUrl?: string[];
+  /** ALLOWED_HOSTS: with it, a request naming another host is refused, so the warning about the Host is not due. */
+  allowedHosts?: string[];
   hostname: string;
   demo: boolean;
 }
@@ -28,7 +30,7 @@ export function startBanner(facts: StartFacts): string[] {
   if (facts.metricsUrl) lines.push(`Metrics: ${facts.metricsUrl}`);
   if (!facts.cursorSecret) lines.push('CURSOR_SECRET is not set: page cursors work only on this instance until it restarts.');
   if (unprotectedHost(facts)) {
-    lines.push(`Warning: PUBLIC_URL is not set and HOST ${facts.hostname} is reachable from other machines: signatures are checked against the Host each request names. Set PUBLIC_URL to the URL merchants call.`);
+    lines.push(`Warning: PUBLIC_URL is not set and HOST ${facts.hostname} is reachable from other machines: signatures are checked against the Host each request names. Set PUBLIC_URL to the URL merchants call (or ALLOWED_HOSTS to the hosts they may name).`);
   }
   if (facts.demo) {
     const publicBase = facts.publicUrl?.[0] ?? facts.url;
@@ -55,7 +57,7 @@ export function printBanner(io: CliIo, lines: string[]): void {
 }
 
 function unprotectedHost(facts: StartFacts): boolean {
-  return !facts.publicUrl && !isLoopback(facts.hostname);
+  return !facts.publicUrl && !facts.allowedHosts && !isLoopback(facts.hostname);
 }
 
 /** An address only this machine reaches. */

@@ -22,7 +22,10 @@ type MaybeResponse = void | Response | Promise<void | Response>;
 export interface MerchantApiHooks {
   /** Before routing work; `ctx.route` is known. Return a `Response` to answer with it instead. */
   onRequest?(ctx: RequestContext): MaybeResponse;
-  /** Once the merchant is authenticated (`ctx.merchantId` is set). Return a `Response` to answer with it instead. */
+  /**
+   * Once the merchant is authenticated (`ctx.merchantId` is set): Basic auth, or a signature that verifies with a `ts`
+   * inside the window, before its salt is recorded. Return a `Response` to answer with it instead.
+   */
   onAuthenticated?(ctx: RequestContext): MaybeResponse;
   /** With the response about to be sent; return a `Response` to send that instead. */
   onResponse?(ctx: RequestContext, response: Response): void | Response;

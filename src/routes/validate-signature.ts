@@ -2,7 +2,7 @@
  * `GET /validatesignature` (docs/protocol.md#validating-a-signature): the outcome table, checked
  * in the documented order, with byte-exact bodies.
  */
-import { verifyMerchant, type CredentialScheme } from '../auth/merchant-check.js';
+import { verifyMerchant, type AuthFailureReason, type CredentialScheme } from '../auth/merchant-check.js';
 import type { RequestContext } from '../http/context.js';
 import { MerchantApiError } from '../errors.js';
 import { decodePathSegment, parseQuery } from '../http/query.js';
@@ -51,20 +51,42 @@ export async function validateSignature(ctx: RequestContext, input: RouteInput, 
 
   const verified = await verifyMerchant(ctx, deps.storage(ctx), signed.cp, SIGNATURE, signed);
   if (typeof verified === 'string') return verified === 'unknown_merchant' ? UNKNOWN_MERCHANT : verified === 'disabled' ? DISABLED : MISMATCH;
-  // The one place the merchant is marked authenticated: once its signature verifies, before the timestamp and the salt.
-  const hooks = deps.authenticated(ctx, verified.id);
-  if (hooks) await hooks;
 
+  // A signature that verifies is not yet a success: a captured URL, expired or already used, verifies too.
+  // A refusal on the ts is a failure for the throttle, is not admitted to the merchant, and writes nothing.
   const nowSeconds = Math.floor(deps.now() / 1000);
-  if (!WHOLE_SECONDS.test(signed.ts)) return NOT_WHOLE_SECONDS;
+  if (!WHOLE_SECONDS.test(signed.ts)) return (ctx.authFailure = 'bad_timestamp'), NOT_WHOLE_SECONDS;
   const ts = Number(signed.ts);
   if (Math.abs(nowSeconds - ts) > deps.tolerance) {
+    ctx.authFailure = 'bad_timestamp';
     return reply(400, signatureError(`Invalid timestamp: ts is outside the accepted window of ${deps.tolerance} seconds from the server's time.`));
   }
 
+  // The one place the merchant is marked authenticated (fair share, the onAuthenticated hooks), before
+  // the salt is recorded: their refusal (429) must not spend the URL, which the client may send again.
+  const hooks = deps.authenticated(ctx, verified.id);
+  if (hooks) await hooks;
+
   const record = { merchantId: verified.id, salt: signed.salt, expiresAt: ts + deps.tolerance, now: nowSeconds, ts };
-  const fresh = await deps.storage(ctx).recordSalt(record);
-  return fresh ? VALID : REPLAYED;
+  let fresh: boolean;
+  try {
+    fresh = await deps.storage(ctx).recordSalt(record);
+  } catch (error) {
+    // The storage's own 400: a ts from before its replay store began (docs/protocol.md#a-bounded-replay-store).
+    if (error instanceof MerchantApiError && error.code === 'invalid_parameter') notASuccess(ctx, 'bad_timestamp');
+    throw error;
+  }
+  if (!fresh) return notASuccess(ctx, 'replayed_salt'), REPLAYED;
+  return VALID;
+}
+
+/**
+ * A URL refused after it was admitted: a failure for the throttle, and no longer the merchant's
+ * (no reset of its count, no charge to its fair share, no merchant in the access log).
+ */
+function notASuccess(ctx: RequestContext, reason: AuthFailureReason): void {
+  ctx.authFailure = reason;
+  ctx.merchantId = undefined;
 }
 
 /** The four required values with what the signature covers, or a 400 naming every absent, empty or repeated value. */

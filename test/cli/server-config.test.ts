@@ -21,6 +21,13 @@ describe('readServerConfig', () => {
     expect(() => readServerConfig({ MAX_CONNECTIONS_PER_ADDRESS: '0' })).toThrow(/MAX_CONNECTIONS_PER_ADDRESS/);
   });
 
+  it('reads ALLOWED_HOSTS as comma-separated host names, refusing one that is not, and refusing it beside PUBLIC_URL', () => {
+    expect(readServerConfig({}).allowedHosts).toBeUndefined();
+    expect(readServerConfig({ ALLOWED_HOSTS: 'api.example.com, [2001:db8::1] ,' }).allowedHosts).toEqual(['api.example.com', '[2001:db8::1]']);
+    expect(() => readServerConfig({ ALLOWED_HOSTS: 'api.example.com:443' })).toThrow(/ALLOWED_HOSTS: "api.example.com:443" is not a host name/);
+    expect(() => readServerConfig({ ALLOWED_HOSTS: 'api.example.com', PUBLIC_URL: 'https://api.example.com' })).toThrow(/ALLOWED_HOSTS has no effect with PUBLIC_URL/);
+  });
+
   it('groups IPv6 clients by a /64 unless IPV6_PREFIX says otherwise, from 32 to 128', () => {
     expect(readServerConfig({}).ipv6Prefix).toBe(64);
     expect(readServerConfig({ IPV6_PREFIX: '56' }).ipv6Prefix).toBe(56);

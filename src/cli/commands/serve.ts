@@ -74,6 +74,7 @@ export async function serveCommand(runtime: ServeRuntime, io: CliIo, args: strin
     metricsUrl: metricsServer && `${metricsServer.url}/metrics`,
     cursorSecret: Boolean(config.cursorSecret),
     publicUrl: config.publicUrl,
+    allowedHosts: config.allowedHosts,
     hostname: config.hostname,
     demo,
   };
@@ -127,6 +128,7 @@ async function listen(runtime: ServeRuntime, config: ServerConfig, storage: Stor
     const api = createMerchantApi({
       storage,
       publicUrl: config.publicUrl,
+      allowedHosts: config.allowedHosts,
       trustProxy: config.trustProxy,
       ipv6Prefix: config.ipv6Prefix,
       timestampTolerance: config.timestampTolerance,

@@ -101,7 +101,8 @@ describe.skipIf(!available)('the Redis state on a Redis Cluster', () => {
     const servers: ServerProcess[] = [];
     try {
       for (const runtime of RUNTIMES) {
-        servers.push(await startServer(runtime, CLI[runtime], { SEED_FILE: seed.path, REDIS_URL: cluster.urls.join(','), REDIS_CLUSTER: 'true', PUBLIC_URL: 'http://merchant-api.test', ACCESS_LOG: 'false' }, ['serve']));
+        // Without the throttle: the replays are failed authentications that would block the pair within three rounds.
+        servers.push(await startServer(runtime, CLI[runtime], { SEED_FILE: seed.path, REDIS_URL: cluster.urls.join(','), REDIS_CLUSTER: 'true', PUBLIC_URL: 'http://merchant-api.test', ACCESS_LOG: 'false', THROTTLE_AUTH: 'false' }, ['serve']));
       }
       for (const server of servers) expect(server.output()).toMatch(/salts and throttle on Redis Cluster\)/);
       for (let round = 0; round < 3; round++) {
