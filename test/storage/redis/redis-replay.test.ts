@@ -13,12 +13,16 @@
  */
 import { readdirSync, statSync, truncateSync } from 'node:fs';
 import { join } from 'node:path';
-import { describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createMerchantApi } from '../../../src/api.js';
 import { silentLogger } from '../../../src/observe/logger.js';
 import { MemoryStorage } from '../../../src/storage/memory/index.js';
 import { withRedisState, type RedisConnection } from '../../../src/storage/redis/index.js';
+import { signUrl } from '../../../src/signing/index.js';
 import { basic, call, ORIGIN, signedUrl } from '../../support/api.js';
+import { send } from '../../support/http-client.js';
+import { CLI, RUNTIMES, startServer, type ServerProcess } from '../../support/processes.js';
+import { largeSeed, MERCHANTS, writeSeed } from '../../support/seeds.js';
 import { redisAvailable, useRedis, type SuiteRedis } from '../../support/redis.js';
 import { contractSeed } from '../../support/seeds.js';
 import { sleep } from '../../support/sleep.js';
@@ -216,5 +220,54 @@ describe.skipIf(!available)('two deployments on DB 0 and DB 1 of one Redis', () 
     // A message from DB 0 would have arrived by now (it reached DB 0's own instance).
     await sleep(300);
     expect((await one.users('key-one', address)).status).toBe(200);
+  });
+});
+
+describe.skipIf(!available)('no replay after Redis restarts from its snapshot, under a Node, a Bun and a Deno server', () => {
+  const redis = useRedis({ persistence: 'rdb' });
+  const { main } = MERCHANTS;
+  const PUBLIC_URL = 'http://merchant-api.test';
+  let seed: { path: string; remove(): void };
+  const servers: ServerProcess[] = [];
+
+  beforeAll(async () => {
+    seed = writeSeed(largeSeed(3));
+    for (const runtime of RUNTIMES) {
+      // One public URL: a URL signed for it is the same request at every server.
+      servers.push(await startServer(runtime, CLI[runtime], { SEED_FILE: seed.path, REDIS_URL: redis.url, PUBLIC_URL, ACCESS_LOG: 'false', THROTTLE_AUTH: 'false' }, ['serve']));
+    }
+  });
+  afterAll(async () => {
+    await Promise.all(servers.map((server) => server.stop()));
+    seed?.remove();
+  });
+
+  it('refuses at every runtime the URLs every runtime accepted after the snapshot, and is not ready meanwhile', async () => {
+    const at = (server: ServerProcess, url: string) => send(url.replace(PUBLIC_URL, server.url));
+    for (const server of servers) expect((await send(`${server.url}/readyz`)).status).toBe(200);
+    redis.cli('save');
+    const accepted = servers.map(() => signUrl(main.keys[0], `${PUBLIC_URL}/validatesignature`, { cp: main.id }));
+    for (const [i, url] of accepted.entries()) expect((await at(servers[i]!, url)).body, RUNTIMES[i]).toBe('{"status":"ok","is_valid":true}');
+
+    await redis.kill();
+    await redis.restart();
+    for (const [i, server] of servers.entries()) {
+      for (const url of accepted) {
+        const replay = await vi.waitFor(
+          async () => {
+            const answer = await at(server, url);
+            expect(answer.status, RUNTIMES[i]).not.toBe(503);
+            return answer;
+          },
+          { timeout: 10_000, interval: 100 },
+        );
+        expect(replay.status, RUNTIMES[i]).toBe(400);
+        expect(JSON.parse(replay.body).message, RUNTIMES[i]).toMatch(/before the replay store began/);
+      }
+      // Every ts up to the tolerance past the detection is refused, so the instance says it is not ready.
+      const readiness = await send(`${server.url}/readyz`);
+      expect(readiness.status, RUNTIMES[i]).toBe(503);
+      expect(Number(readiness.headers['retry-after']), RUNTIMES[i]).toBeGreaterThan(200);
+    }
   });
 });
