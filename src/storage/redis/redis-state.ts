@@ -8,7 +8,9 @@
  *
  * Salts fail closed: while Redis does not answer, answers an error, is full,
  * or has an eviction policy that could drop them, a signed request gets 503,
- * never a replay accepted.
+ * never a replay accepted. Whatever Redis loses (a restart, from a snapshot
+ * or not, a FLUSHALL, a failover), no URL accepted before is accepted again:
+ * see salt-script.ts.
  */
 import { DEFAULTS } from '../../defaults.js';
 import { MerchantApiError, StorageUnavailableError } from '../../errors.js';
@@ -176,11 +178,12 @@ class RedisState extends ForwardingStorage implements RedisStateStorage {
    * (the users endpoints work without it; signed requests get 503).
    */
   override async ping(): Promise<void> {
-    await this.inner.ping();
+    const answer = await this.inner.ping();
     const wait = this.#refusedBefore - Math.floor(this.#clock());
     if (wait > 0) {
       throw new StorageUnavailableError(`Salts on Redis refuse a ts before ${this.#refusedBefore} (Redis lost data, or was first marked, then): ready in ${Math.ceil(wait)} seconds.`, { retryAfter: Math.ceil(wait) });
     }
+    return answer;
   }
 
   #clock(): number {

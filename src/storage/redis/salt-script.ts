@@ -7,20 +7,18 @@
  * times the window, and nothing has to prune it.
  *
  * The life marker. Redis may lose what it held: a restart without
- * persistence, a FLUSHALL, a failover to a replica that had not caught up.
- * Salts lost that way would let their URLs through again. So beside the
- * salts, in the same hash slot, a marker per group (keys.ts) holds since
- * when (Unix seconds, the handler's clock) the group's salts are kept, and a
- * signature whose `ts` is older is refused (400, "sign again"), exactly as
- * the memory storage refuses one older than its start. Every marker is
- * written (`SET NX`) when an instance first talks to Redis, so a missing
- * marker later means Redis lost it, with the salts beside it: the script
- * writes it anew, one second after the current time (salts of this very
- * second may be among the lost), and says so, and the instance writes every
- * other missing marker the same way. Lost salts therefore never reopen
- * a replay; they cost one re-signing of the requests signed before the loss.
- * A marker that changed (another instance rewrote it first) refuses the same
- * way, since the script compares `ts` with whatever marker is there.
+ * persistence, or from a snapshot or an append-only file that lacks the last
+ * writes, a FLUSHALL, a failover to a replica that had not caught up. Salts
+ * lost that way would let their URLs through again. So beside the salts, in
+ * the same hash slot, a marker per group (keys.ts) holds since when (Unix
+ * seconds) the group's salts are kept, and a signature whose `ts` is older
+ * is refused (400, "sign again"), exactly as the memory storage refuses one
+ * older than its start; and a boot key holds the `run_id` of the Redis that
+ * recorded them, so that a snapshot restored (its markers came back, the
+ * salts since it did not) is told from the Redis that wrote them. After a
+ * loss the marker lies past every ts an instance may have accepted (below):
+ * lost salts therefore never reopen a replay; they cost the re-signing of
+ * the requests of the tolerance that follows (docs/scaling.md#the-life-marker).
  *
  * The `#!lua` line (Redis 7) declares the script's flags, none here: so Redis
  * refuses the whole script when it is at its maxmemory, before any write,
