@@ -104,7 +104,8 @@ const WRAPPERS: Wrapper[] = [
   {
     source: 'src/storage/redis/redis-state.ts:RedisState',
     wrap: (inner) => withRedisState(inner, refusingRedis, { closeStorage: false }),
-    changes: ['recordSalt'],
+    // ping: also waits for the life markers (docs/scaling.md#health-and-metrics).
+    changes: ['recordSalt', 'ping'],
     adds: ['health', 'pooledOperations', 'throttleStore'],
   },
   {

@@ -23,7 +23,7 @@ const EXPECTED: Record<string, string[]> = {
     'MERCHANT_ID_RULE', 'addMerchantKey', 'deleteMerchant', 'keyFingerprint', 'liftThrottleBlocks', 'listMerchantKeys', 'listThrottleBlocks',
     'revokeMerchantKey',
   ],
-  './storage/redis': ['RedisSetupError', 'createRedisConnection', 'parseRedisUrl', 'redisConnectionFromClient', 'withRedisState'],
+  './storage/redis': ['RedisSetupError', 'ScriptNotLoadedError', 'createRedisConnection', 'parseRedisUrl', 'redisConnectionFromClient', 'withRedisState'],
   './client': ['MerchantClientError', 'MerchantNetworkError', 'MerchantResponseError', 'MerchantTimeoutError', 'createMerchantClient'],
 };
 

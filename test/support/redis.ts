@@ -1,6 +1,9 @@
 /**
  * Real redis-server processes for the Redis suites, each on a free port,
- * without persistence, stopped after the suite: a single server
+ * without persistence unless asked (`persistence`: RDB snapshots or an
+ * append-only file, in the server's own temporary folder, so that a restart
+ * after a SIGKILL loads them as a crashed production Redis does), stopped
+ * after the suite: a single server
  * (`startRedis`), a replica of one, or a three-master Redis Cluster
  * (`startRedisCluster`). Without redis-server: in CI (any `CI` but empty, `false` or `0`: test/support/ci.ts) the suites
  * fail; locally they skip loudly, saying how to install it.
@@ -36,23 +39,35 @@ export interface RedisProcess {
   url: string;
   /** Runs redis-cli against this server; resolves with its output. */
   cli(...args: string[]): string;
-  /** SIGKILL: the data is gone, as after a crash without persistence. */
+  /** SIGKILL: a crash. Without persistence the data is gone; with it, what the last snapshot or fsync held remains. */
   kill(): Promise<void>;
   /** SIGSTOP: a hung server, its connections open and silent, until `resume()` (SIGCONT). */
   pause(): void;
   resume(): void;
-  /** Starts it again on the same port, empty. */
+  /** Starts it again on the same port and folder: empty, or from its snapshot or append-only file. */
   restart(): Promise<void>;
   stop(): Promise<void>;
 }
 
+/**
+ * How a server persists its data: `rdb` as Redis's default (`save 3600 1`: a test takes the snapshot
+ * itself with `SAVE`), `aof` an append-only file fsynced every second (up to a second of writes lost).
+ */
+export type RedisPersistence = 'none' | 'rdb' | 'aof';
+
+const PERSISTENCE: Record<RedisPersistence, string[]> = {
+  none: ['--save', '', '--appendonly', 'no'],
+  rdb: ['--save', '3600 1', '--appendonly', 'no'],
+  aof: ['--save', '', '--appendonly', 'yes', '--appendfsync', 'everysec'],
+};
+
 /** Starts redis-server with `extra` arguments (e.g. `--requirepass`), on `chosenPort` or a free one. */
-export async function startRedis(extra: string[] = [], chosenPort?: number): Promise<RedisProcess> {
+export async function startRedis(extra: string[] = [], chosenPort?: number, persistence: RedisPersistence = 'none'): Promise<RedisProcess> {
   const port = chosenPort ?? (await freePort());
   const dir = mkdtempSync(join(tmpdir(), 'merchant-api-redis-'));
   let child: ChildProcess;
   const launch = async () => {
-    child = spawn(REDIS_SERVER, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--maxmemory-policy', 'noeviction', ...extra], { stdio: ['ignore', 'pipe', 'pipe'] });
+    child = spawn(REDIS_SERVER, ['--port', String(port), '--bind', '127.0.0.1', ...PERSISTENCE[persistence], '--dir', dir, '--maxmemory-policy', 'noeviction', ...extra], { stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
     child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
     child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
@@ -122,12 +137,12 @@ export interface SuiteRedis extends RedisProcess {
 }
 
 /**
- * A redis-server for the enclosing suite: started (with `extra` arguments) in beforeAll, stopped in
+ * A redis-server for the enclosing suite: started (with `extra` arguments and `persistence`) in beforeAll, stopped in
  * afterAll; call it before the suite's own beforeAll that uses it. Connections from `connect` are
  * closed after each test, and with `flushAfterEach` the data is flushed too, so that every test
  * starts on an empty server.
  */
-export function useRedis(options: { extra?: string[]; flushAfterEach?: boolean } = {}): SuiteRedis {
+export function useRedis(options: { extra?: string[]; flushAfterEach?: boolean; persistence?: RedisPersistence } = {}): SuiteRedis {
   let server: RedisProcess | undefined;
   const connections: RedisConnection[] = [];
   const started = (): RedisProcess => {
@@ -135,7 +150,7 @@ export function useRedis(options: { extra?: string[]; flushAfterEach?: boolean }
     return server;
   };
   beforeAll(async () => {
-    server = await startRedis(options.extra);
+    server = await startRedis(options.extra, undefined, options.persistence);
   });
   afterEach(async () => {
     await Promise.all(connections.splice(0).map((c) => c.close()));

@@ -26,9 +26,23 @@ export interface RedisSubscriber {
   failed(error: unknown): void;
 }
 
+/** The server does not hold the script (NOSCRIPT) and `run` was told not to load it: its script cache was emptied. */
+export class ScriptNotLoadedError extends Error {
+  constructor() {
+    super('The Redis server does not hold the script: it restarted, failed over, or flushed its scripts.');
+    this.name = 'ScriptNotLoadedError';
+  }
+}
+
 export interface RedisConnection {
-  /** Runs `script` on the node that holds `keys` (all in one hash slot). */
-  run(script: RedisScript, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown>;
+  /**
+   * Runs `script` on the node that holds `keys` (all in one hash slot), loading it when the node
+   * lacks it; with `ifLoaded`, throws `ScriptNotLoadedError` instead (the salts use it to notice a
+   * restart at no cost: a connection that cannot tell must throw it on every NOSCRIPT).
+   */
+  run(script: RedisScript, keys: readonly string[], args: readonly (string | number)[], options?: { ifLoaded?: boolean }): Promise<unknown>;
+  /** The database number (`SELECT`) the connection uses; Pub/Sub ignores it, so channel names carry it. Undefined: 0. */
+  readonly database?: number;
   /** `INFO server` from every master of the server or cluster. */
   infoOfEveryMaster(): Promise<string[]>;
   /** `CONFIG GET parameter` from every master: its values; throws the server's refusal where CONFIG is not allowed. */
@@ -98,7 +112,7 @@ export function createRedisConnection(urls: string | readonly string[], options:
   redis.on('error', () => undefined);
   const firstReady = new Promise<void>((resolve) => redis.once('ready', resolve));
   // The subscriber subscribes at each 'ready' itself (subscribe() below), so that it knows when it is subscribed again.
-  return new IoredisConnection(redis, firstReady, base.connectTimeout!, () => [redis], () => new Redis({ ...options_, autoResubscribe: false }));
+  return new IoredisConnection(redis, firstReady, base.connectTimeout!, () => [redis], () => new Redis({ ...options_, autoResubscribe: false }), single.db);
 }
 
 /**
@@ -112,7 +126,7 @@ export function redisConnectionFromClient(client: Redis | Cluster, options: { co
   const masters = client instanceof Cluster ? () => client.nodes('master') : () => [client];
   // The subscriber subscribes at each 'ready' itself (subscribe() below), so that it knows when it is subscribed again.
   const duplicate = client instanceof Cluster ? () => client.duplicate() : () => client.duplicate({ autoResubscribe: false });
-  return new IoredisConnection(client, ready, options.connectTimeout ?? 5000, masters, duplicate);
+  return new IoredisConnection(client, ready, options.connectTimeout ?? 5000, masters, duplicate, client instanceof Cluster ? 0 : client.options.db ?? 0);
 }
 
 interface ParsedRedisUrl {
@@ -155,9 +169,11 @@ class IoredisConnection implements RedisConnection {
   readonly #subscribers = new Set<Client>();
   /** Until the first connection, calls wait for it (at most the connect timeout); after, a break fails them at once. */
   #starting: Promise<void> | undefined;
+  readonly database: number;
 
-  constructor(client: Client, firstReady: Promise<void>, connectTimeout: number, masters: () => Redis[], duplicate: () => Client) {
+  constructor(client: Client, firstReady: Promise<void>, connectTimeout: number, masters: () => Redis[], duplicate: () => Client, database = 0) {
     this.#client = client;
+    this.database = database;
     let timer: ReturnType<typeof setTimeout> | undefined;
     const timeout = new Promise<void>((resolve) => {
       timer = setTimeout(resolve, connectTimeout);
@@ -171,13 +187,14 @@ class IoredisConnection implements RedisConnection {
     this.#duplicate = duplicate;
   }
 
-  async run(script: RedisScript, keys: readonly string[], args: readonly (string | number)[]): Promise<unknown> {
+  async run(script: RedisScript, keys: readonly string[], args: readonly (string | number)[], options: { ifLoaded?: boolean } = {}): Promise<unknown> {
     if (this.#starting) await this.#starting;
     try {
       return await this.#client.evalsha(script.sha, keys.length, ...keys, ...args);
     } catch (error) {
       // A server that restarted, or a node new to the cluster, has not seen the script yet.
       if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
+      if (options.ifLoaded) throw new ScriptNotLoadedError();
       return this.#client.eval(script.source, keys.length, ...keys, ...args);
     }
   }

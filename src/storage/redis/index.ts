@@ -9,7 +9,7 @@
  * const redis = createRedisConnection(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
  * const storage = withRedisState(createMemoryStorage({ seed }), redis, { closeConnection: true });
  */
-export { createRedisConnection, parseRedisUrl, redisConnectionFromClient } from './connection.js';
+export { createRedisConnection, parseRedisUrl, redisConnectionFromClient, ScriptNotLoadedError } from './connection.js';
 export type { RedisConnection, RedisConnectionOptions, RedisScript, RedisSubscriber } from './connection.js';
 export { withRedisState } from './redis-state.js';
 export type { RedisHealth, RedisStateOptions, RedisStateStorage } from './redis-state.js';

@@ -46,8 +46,11 @@ function tag(group: number): string {
 
 export class RedisKeys {
   readonly prefix: string;
+  readonly #database: number;
 
-  constructor(prefix = DEFAULT_PREFIX) {
+  /** `database`: the connection's database number, which Pub/Sub ignores, so the channel names it. */
+  constructor(prefix = DEFAULT_PREFIX, database = 0) {
+    this.#database = database;
     if (/[{}]/.test(prefix)) throw new TypeError('The Redis prefix must not contain { or }: it would change the hash tags.');
     if (prefix.length > 64) throw new TypeError('The Redis prefix must be at most 64 characters: it is part of every salt\'s key.');
     this.prefix = prefix;
@@ -58,14 +61,19 @@ export class RedisKeys {
     return `${this.prefix}{${tag(group)}}life`;
   }
 
+  /** The `run_id` of the Redis that recorded a group's salts, beside its marker: see salt-script.ts. */
+  bootMarker(group: number): string {
+    return `${this.prefix}{${tag(group)}}boot`;
+  }
+
   /**
-   * The key of a merchant's salt and the life marker of its group. The id's length goes first, so
+   * The key of a merchant's salt and the life and boot markers of its group. The id's length goes first, so
    * no (merchant, salt) pair hashes the same text as another.
    */
-  salt(merchantId: string, salt: string): { key: string; marker: string } {
+  salt(merchantId: string, salt: string): { key: string; marker: string; boot: string } {
     const hash = createHash('sha256').update(`${merchantId.length}:${merchantId}${salt}`).digest();
     const group = groupOf(hash);
-    return { key: `${this.prefix}{${tag(group)}}${hash.subarray(2, 2 + SALT_HASH_BYTES).toString('base64url')}`, marker: this.lifeMarker(group) };
+    return { key: `${this.prefix}{${tag(group)}}${hash.subarray(2, 2 + SALT_HASH_BYTES).toString('base64url')}`, marker: this.lifeMarker(group), boot: this.bootMarker(group) };
   }
 
   /** The failure counter of a client address (a hash). */
@@ -83,8 +91,12 @@ export class RedisKeys {
     return `${this.prefix}{blocks}`;
   }
 
-  /** The channel every changed throttle record is published on. */
+  /**
+   * The channel every changed throttle record is published on. Pub/Sub has no databases: two
+   * deployments on DB 0 and DB 1 of one server would hear each other's blocks, so a database other
+   * than 0 is part of the name (0 keeps the name earlier versions used).
+   */
   get throttleChannel(): string {
-    return `${this.prefix}throttle`;
+    return this.#database === 0 ? `${this.prefix}throttle` : `${this.prefix}db${this.#database}:throttle`;
   }
 }

@@ -8,17 +8,20 @@
  *
  * Salts fail closed: while Redis does not answer, answers an error, is full,
  * or has an eviction policy that could drop them, a signed request gets 503,
- * never a replay accepted.
+ * never a replay accepted. Whatever Redis loses (a restart, from a snapshot
+ * or not, a FLUSHALL, a failover), no URL accepted before is accepted again:
+ * see salt-script.ts.
  */
-import { MerchantApiError } from '../../errors.js';
+import { DEFAULTS } from '../../defaults.js';
+import { MerchantApiError, StorageUnavailableError } from '../../errors.js';
 import { STORAGE_OPERATIONS, type PartHealth, type SaltRecord, type Storage, type StorageOperation } from '../contract.js';
 import { ForwardingStorage } from '../forwarding-storage.js';
 import type { ThrottleStore } from '../throttle-store.js';
-import type { RedisConnection } from './connection.js';
+import { ScriptNotLoadedError, type RedisConnection, type RedisScript } from './connection.js';
 import { EvictionPolicyCheck } from './eviction-policy.js';
 import { DEFAULT_PREFIX, RedisKeys, SALT_GROUPS } from './keys.js';
 import { healthProblem, redisError } from './redis-error.js';
-import { EXPIRY_MARGIN_SECONDS, MARK_LIFE, readSaltVerdict, RECORD_SALT } from './salt-script.js';
+import { EXPIRY_MARGIN_SECONDS, readGroupVerdict, readSaltVerdict, saltScript } from './salt-script.js';
 import { RedisThrottleStore } from './throttle-store.js';
 
 export interface RedisStateOptions {
@@ -42,6 +45,11 @@ export interface RedisStateOptions {
    * it the `now` you gave `createMerchantApi`, if you changed it.
    */
   now?: () => number;
+  /**
+   * The handler's `timestampTolerance` in seconds (default 300): after a loss of Redis's data, every
+   * ts up to then plus this is refused, since an instance may have accepted one that far ahead.
+   */
+  timestampTolerance?: number;
 }
 
 export const BEFORE_MARKER_MESSAGE = 'Invalid timestamp: ts is before the replay store began keeping salts (it started, or lost its data, after it); sign the request again with the current time.';
@@ -82,19 +90,29 @@ class RedisState extends ForwardingStorage implements RedisStateStorage {
   /** Why the last salt call failed; undefined once one succeeds. */
   #problem: string | undefined;
   override readonly pooledOperations: readonly StorageOperation[];
-  /** Every group's life marker exists (written by this instance or another); undefined: not known yet. */
-  #marked: Promise<void> | undefined;
-  #markedOnce = false;
+  /** This instance's salts' script (salt-script.ts): NOSCRIPT to it means Redis lost its scripts, and maybe its data. */
+  readonly #script: RedisScript = saltScript();
+  /**
+   * Every group's marker checked against the Redis that answers now (written if missing, raised after
+   * a loss); undefined: to do before the next salt is trusted.
+   */
+  #verified: Promise<void> | undefined;
+  /** Each group's Redis (`run_id`) as the last check found it: a missing marker, or another Redis, is then a loss. */
+  readonly #runIds: string[] = Array.from({ length: SALT_GROUPS }, () => '');
+  /** The latest marker the last check found (Unix seconds): a ts before it is refused, so readiness waits for it. */
+  #refusedBefore = 0;
 
   constructor(inner: Storage, connection: RedisConnection, options: RedisStateOptions) {
     super(inner);
     this.#connection = connection;
-    this.#keys = new RedisKeys(options.prefix ?? DEFAULT_PREFIX);
+    this.#keys = new RedisKeys(options.prefix ?? DEFAULT_PREFIX, connection.database ?? 0);
     this.#margin = options.expiryMarginSeconds ?? EXPIRY_MARGIN_SECONDS;
     if (!Number.isInteger(this.#margin) || this.#margin < 0 || this.#margin > 3600) throw new TypeError('expiryMarginSeconds must be a whole number from 0 to 3600.');
     this.#policy = new EvictionPolicyCheck(connection, { assumeNoEviction: options.assumeNoEviction });
     this.#throttle = options.throttle === false ? undefined : new RedisThrottleStore(connection, this.#keys);
     this.#options = options;
+    const tolerance = options.timestampTolerance ?? DEFAULTS.timestampTolerance;
+    if (!Number.isInteger(tolerance) || tolerance < 1) throw new TypeError('timestampTolerance must be a whole number of seconds, at least 1.');
     // Salts go to Redis, not to the wrapped storage's pool: they do not wait for the merchant's share of it.
     this.pooledOperations = (inner.pooledOperations ?? STORAGE_OPERATIONS).filter((operation) => operation !== 'recordSalt');
   }
@@ -104,10 +122,21 @@ class RedisState extends ForwardingStorage implements RedisStateStorage {
     let reply: unknown;
     try {
       await this.#policy.ensure();
-      await this.#markLife(this.#precise(now));
-      const { key, marker } = this.#keys.salt(merchantId, salt);
+      await this.#verify(this.#precise(now));
+      const { key, marker, boot } = this.#keys.salt(merchantId, salt);
       const lives = Math.max(1, Math.ceil(expiresAt - now)) + this.#margin;
-      reply = await this.#connection.run(RECORD_SALT, [marker, key], [Math.floor(now), lives, ts === undefined ? '' : Math.floor(ts)]);
+      // The handler's own window, should it be wider than the option: a marker after a loss covers it.
+      const tolerance = ts === undefined ? this.#tolerance : Math.max(this.#tolerance, Math.ceil(expiresAt - ts));
+      const args = ['record', Math.floor(now), tolerance, lives, ts === undefined ? '' : Math.floor(ts)];
+      try {
+        reply = await this.#connection.run(this.#script, [marker, key, boot], args, { ifLoaded: true });
+      } catch (error) {
+        if (!(error instanceof ScriptNotLoadedError)) throw error;
+        // Redis lost its scripts since this instance last ran one: perhaps its data too. Check every group first.
+        this.#verified = undefined;
+        await this.#verify(this.#precise(now));
+        reply = await this.#connection.run(this.#script, [marker, key, boot], args);
+      }
     } catch (error) {
       this.#problem = healthProblem(error);
       throw redisError(error, 'salt record');
@@ -115,9 +144,9 @@ class RedisState extends ForwardingStorage implements RedisStateStorage {
     this.#problem = undefined;
     const verdict = readSaltVerdict(reply);
     if (verdict.markerWritten) {
-      // A marker was missing, so Redis lost data since the markers were written: write the others now, not at each group's next request.
-      this.#marked = undefined;
-      void this.#markLife(this.#precise(now)).catch(() => undefined);
+      // A marker was missing, so Redis lost data since the markers were written: raise the others now, not at each group's next request.
+      this.#verified = undefined;
+      void this.#verify(this.#precise(now)).catch(() => undefined);
     }
     if (verdict.kind === 'before-marker') throw new MerchantApiError('invalid_parameter', BEFORE_MARKER_MESSAGE);
     return verdict.kind === 'new';
@@ -136,10 +165,29 @@ class RedisState extends ForwardingStorage implements RedisStateStorage {
     try {
       await this.#connection.ping();
       await this.#policy.ensure();
-      await this.#markLife((this.#options.now ?? Date.now)() / 1000);
+      await this.#verify(this.#clock());
     } catch (error) {
       throw redisError(error, 'ping');
     }
+  }
+
+  /**
+   * The wrapped storage's ping, and, once a check of the markers found one after the current second
+   * (a loss detected, or the second this instance first marked an empty Redis), not ready until it
+   * passes: ready means a URL signed now validates. Redis not answering does not make it unready
+   * (the users endpoints work without it; signed requests get 503).
+   */
+  override async ping(): Promise<void> {
+    const answer = await this.inner.ping();
+    const wait = this.#refusedBefore - Math.floor(this.#clock());
+    if (wait > 0) {
+      throw new StorageUnavailableError(`Salts on Redis refuse a ts before ${this.#refusedBefore} (Redis lost data, or was first marked, then): ready in ${Math.ceil(wait)} seconds.`, { retryAfter: Math.ceil(wait) });
+    }
+    return answer;
+  }
+
+  #clock(): number {
+    return (this.#options.now ?? Date.now)() / 1000;
   }
 
   /**
@@ -154,24 +202,36 @@ class RedisState extends ForwardingStorage implements RedisStateStorage {
   }
 
   /**
-   * Writes every missing life marker, once per instance, and again after a loss or a failure; `now` in
-   * Unix seconds. The first time, a marker says since when this instance runs, to the millisecond, as
-   * the memory storage refuses a ts from before its start: a marker missing then may be a loss that
-   * took salts of this very second (a ts equal to its whole second is before it, so refused); after
-   * that a missing marker is a loss, written with the next second, as the script does.
+   * Checks every group against the Redis that answers now (salt-script.ts, `verify`), once, and again
+   * after a loss, a NOSCRIPT or a failure; `now` in Unix seconds. On first contact with an empty
+   * group its marker says since when this instance runs, to the millisecond, as the memory storage
+   * refuses a ts from before its start: a ts equal to its whole second is refused, since a loss may
+   * have taken salts of this very second. Once a check completed, a missing marker, or one written
+   * by another Redis (its `run_id` in the boot key), is a loss: the marker is raised past every ts
+   * an instance may have accepted.
    */
-  #markLife(now: number): Promise<void> {
-    const since = this.#markedOnce ? Math.floor(now) + 1 : Math.round(now * 1000) / 1000;
-    this.#marked ??= Promise.all(Array.from({ length: SALT_GROUPS }, (_, group) => this.#connection.run(MARK_LIFE, [this.#keys.lifeMarker(group)], [since]))).then(
-      () => {
-        this.#markedOnce = true;
+  #verify(now: number): Promise<void> {
+    const since = Math.round(now * 1000) / 1000;
+    const check = (group: number) => this.#connection.run(this.#script, [this.#keys.lifeMarker(group), this.#keys.bootMarker(group)], ['verify', since, this.#tolerance, this.#runIds[group]!]);
+    // The first group alone, so that the script is loaded once (on a single server) rather than sent whole 1,024 times.
+    this.#verified ??= check(0)
+      .then(async (first) => [first, ...(await Promise.all(Array.from({ length: SALT_GROUPS - 1 }, (_, group) => check(group + 1))))])
+      .then(
+      (replies) => {
+        const verdicts = replies.map(readGroupVerdict);
+        for (const [group, verdict] of verdicts.entries()) this.#runIds[group] = verdict.runId;
+        this.#refusedBefore = Math.max(...verdicts.map((verdict) => verdict.since));
       },
       (error: unknown) => {
-        this.#marked = undefined;
+        this.#verified = undefined;
         throw error;
       },
     );
-    return this.#marked;
+    return this.#verified;
+  }
+
+  get #tolerance(): number {
+    return this.#options.timestampTolerance ?? DEFAULTS.timestampTolerance;
   }
 
   /** Redis as the last salt found it; the wrapped storage's own parts, if it reports them. */

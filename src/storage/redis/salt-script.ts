@@ -7,26 +7,25 @@
  * times the window, and nothing has to prune it.
  *
  * The life marker. Redis may lose what it held: a restart without
- * persistence, a FLUSHALL, a failover to a replica that had not caught up.
- * Salts lost that way would let their URLs through again. So beside the
- * salts, in the same hash slot, a marker per group (keys.ts) holds since
- * when (Unix seconds, the handler's clock) the group's salts are kept, and a
- * signature whose `ts` is older is refused (400, "sign again"), exactly as
- * the memory storage refuses one older than its start. Every marker is
- * written (`SET NX`) when an instance first talks to Redis, so a missing
- * marker later means Redis lost it, with the salts beside it: the script
- * writes it anew, one second after the current time (salts of this very
- * second may be among the lost), and says so, and the instance writes every
- * other missing marker the same way. Lost salts therefore never reopen
- * a replay; they cost one re-signing of the requests signed before the loss.
- * A marker that changed (another instance rewrote it first) refuses the same
- * way, since the script compares `ts` with whatever marker is there.
+ * persistence, or from a snapshot or an append-only file that lacks the last
+ * writes, a FLUSHALL, a failover to a replica that had not caught up. Salts
+ * lost that way would let their URLs through again. So beside the salts, in
+ * the same hash slot, a marker per group (keys.ts) holds since when (Unix
+ * seconds) the group's salts are kept, and a signature whose `ts` is older
+ * is refused (400, "sign again"), exactly as the memory storage refuses one
+ * older than its start; and a boot key holds the `run_id` of the Redis that
+ * recorded them, so that a snapshot restored (its markers came back, the
+ * salts since it did not) is told from the Redis that wrote them. After a
+ * loss the marker lies past every ts an instance may have accepted (below):
+ * lost salts therefore never reopen a replay; they cost the re-signing of
+ * the requests of the tolerance that follows (docs/scaling.md#the-life-marker).
  *
  * The `#!lua` line (Redis 7) declares the script's flags, none here: so Redis
  * refuses the whole script when it is at its maxmemory, before any write,
  * rather than letting it start and refusing only some of its commands.
  */
-import { redisScript } from './connection.js';
+import { randomUUID } from 'node:crypto';
+import { redisScript, type RedisScript } from './connection.js';
 
 /**
  * Seconds a salt's key outlives its expiry: the expiry is sent as a duration from the handler's
@@ -35,28 +34,87 @@ import { redisScript } from './connection.js';
  */
 export const EXPIRY_MARGIN_SECONDS = 2;
 
-/** KEYS: a life marker. ARGV: now. Writes the marker unless it exists. */
-export const MARK_LIFE = redisScript(`#!lua
-return redis.call('SET', KEYS[1], ARGV[1], 'NX') and 1 or 0
-`);
-
 /**
- * KEYS: the group's life marker, the salt's key. ARGV: now, seconds the key lives, ts ('' when
- * unknown). Answers {verdict, since, markerWritten}: verdict 1 new, 0 a replay, -1 ts before the
- * marker (since: the marker).
+ * The salts' script, one text per instance (`saltScript()`): the comment that ends it is drawn at
+ * random, so no other client ever loads it, and a Redis that answers NOSCRIPT to it has lost its
+ * script cache since this instance last ran it: it restarted (from a snapshot, an append-only file,
+ * or empty), or a replica took over, or SCRIPT FLUSH. The instance then checks every group again
+ * (`verify`) before it trusts a salt: detection costs nothing per request.
+ *
+ * `verify` (KEYS: the group's life marker, its boot key; ARGV: 'verify', now, tolerance, the
+ * `run_id` this instance last found for the group, or ''): the boot key holds the `run_id` of the
+ * Redis that recorded the group's salts. Answers {code, since, run_id}: 0 when the marker is there
+ * and this Redis wrote it (or an earlier version did, without a boot key), and it is the Redis this
+ * instance knew; 1 after a loss (the marker missing although this instance knew the group, or
+ * recorded by another Redis, or this instance knew another Redis), having raised the marker past
+ * every ts an instance may have accepted; 2 on first contact with an empty group, marked from `now`.
+ *
+ * `record` (KEYS: the group's life marker, the salt's key, the boot key; ARGV: 'record', now,
+ * tolerance, seconds the key lives, ts or ''): answers {verdict, since, markerWritten}: verdict 1
+ * new, 0 a replay, -1 ts before the marker (since: the marker).
+ *
+ * After a loss the marker is the later of the instance's clock and Redis's `TIME`, plus the
+ * tolerance, plus one second: an instance accepts a ts up to its clock plus the tolerance, so a URL
+ * accepted before the loss, even signed ahead of the clock, is never accepted again, and an instance
+ * whose clock runs behind cannot write a marker that lets one through.
  */
-export const RECORD_SALT = redisScript(`#!lua
-local since = tonumber(redis.call('GET', KEYS[1]))
+const SALT_SOURCE = `#!lua
+local function runId() return string.match(redis.call('INFO', 'server'), 'run_id:(%w+)') end
+local function afterLoss(since)
+  local clock = redis.call('TIME')
+  local now = math.max(tonumber(ARGV[2]), tonumber(clock[1]), tonumber(since) or 0)
+  return string.format('%d', math.floor(now) + tonumber(ARGV[3]) + 1)
+end
+local since = redis.call('GET', KEYS[1])
+if ARGV[1] == 'verify' then
+  local boot = redis.call('GET', KEYS[2])
+  local run = runId()
+  local same = ARGV[4] == '' or ARGV[4] == run
+  if since and same and (boot == run or not boot) then
+    if not boot then redis.call('SET', KEYS[2], run) end
+    return {0, since, run}
+  end
+  local code = 2
+  if since or ARGV[4] ~= '' then
+    since = afterLoss(since)
+    code = 1
+  else
+    since = ARGV[2]
+  end
+  redis.call('SET', KEYS[1], since)
+  redis.call('SET', KEYS[2], run)
+  return {code, since, run}
+end
 local written = 0
 if not since then
-  since = tonumber(ARGV[1]) + 1
+  since = afterLoss(nil)
   redis.call('SET', KEYS[1], since)
+  redis.call('SET', KEYS[3], runId())
   written = 1
 end
-if ARGV[3] ~= '' and tonumber(ARGV[3]) < since then return {-1, since, written} end
-if redis.call('SET', KEYS[2], '1', 'NX', 'EX', ARGV[2]) then return {1, 0, written} end
+if ARGV[5] ~= '' and tonumber(ARGV[5]) < tonumber(since) then return {-1, since, written} end
+if redis.call('SET', KEYS[2], '1', 'NX', 'EX', ARGV[4]) then return {1, 0, written} end
 return {0, 0, written}
-`);
+`;
+
+/** The salts' script for one instance: the same text with a random comment, loaded by this instance alone. */
+export function saltScript(): RedisScript {
+  return redisScript(`${SALT_SOURCE}-- instance ${randomUUID()}\n`);
+}
+
+/** What `verify` answered: the group's marker, whether it was written now after a loss or on first contact, and the server's `run_id`. */
+export interface GroupVerdict {
+  kind: 'kept' | 'loss' | 'first';
+  since: number;
+  runId: string;
+}
+
+export function readGroupVerdict(reply: unknown): GroupVerdict {
+  const [code, since, runId] = Array.isArray(reply) ? (reply as unknown[]) : [];
+  const kind = code === 0 ? 'kept' : code === 1 ? 'loss' : code === 2 ? 'first' : undefined;
+  if (kind === undefined || !Number.isFinite(Number(since)) || typeof runId !== 'string') throw new TypeError('The Redis salt script answered something unexpected.');
+  return { kind, since: Number(since), runId };
+}
 
 /** What the script answered, read; `markerWritten`: the group's marker was missing. */
 export type SaltVerdict = ({ kind: 'new' } | { kind: 'replay' } | { kind: 'before-marker'; since: number }) & { markerWritten: boolean };

@@ -57,10 +57,11 @@ describe.skipIf(!available)('the Redis state on a Redis Cluster', () => {
     }
     const perNode = cluster.nodes.map(keysOn);
     const slot = (key: string) => cluster.nodes[0]!.cli('cluster', 'keyslot', key).trim();
-    const salts = perNode.flat().filter((key) => !key.endsWith('life'));
+    const isMarker = (key: string) => key.endsWith('life') || key.endsWith('boot');
+    const salts = perNode.flat().filter((key) => !isMarker(key));
     expect(salts).toHaveLength(MERCHANTS.length * 4);
     for (const [node, keys] of perNode.entries()) {
-      for (const key of keys.filter((k) => !k.endsWith('life'))) {
+      for (const key of keys.filter((k) => !isMarker(k))) {
         // A salt sits on the node of its group's marker, in the same slot.
         const marker = key.replace(/^(merchant-api:\{[0-9a-f]{3}\}).*$/, '$1life');
         expect(perNode[node]).toContain(marker);
@@ -70,7 +71,12 @@ describe.skipIf(!available)('the Redis state on a Redis Cluster', () => {
     // Every group's marker was written, spread over the three masters; the salts over every master.
     expect(perNode.flat().filter((k) => k.endsWith('life'))).toHaveLength(SALT_GROUPS);
     expect(perNode.every((keys) => keys.some((k) => k.endsWith('life')))).toBe(true);
-    expect(perNode.filter((keys) => keys.some((k) => !k.endsWith('life'))).length).toBe(3);
+    expect(perNode.filter((keys) => keys.some((k) => !isMarker(k))).length).toBe(3);
+    // Each group's boot key holds the run_id of the master that holds it, read there by the script itself.
+    for (const [node, keys] of perNode.entries()) {
+      const boot = keys.find((k) => k.endsWith('boot'))!;
+      expect(cluster.nodes[node]!.cli('get', boot).trim()).toBe(/run_id:(\w+)/.exec(cluster.nodes[node]!.cli('info', 'server'))![1]);
+    }
   });
 
   it('propagates a block made through one node to an instance subscribed on the cluster', async () => {
