@@ -10,12 +10,16 @@
  * request gets changes, and the outage is logged once.
  */
 import { describeError, type Logger } from '../observe/logger.js';
-import type { FailureThrottle, Block } from './throttle.js';
-import type { ThrottleRecord, ThrottleStore, ThrottleStoreListener } from '../storage/throttle-store.js';
+import type { FailureThrottle, Block, Room } from './throttle.js';
+import type { ThrottleRecord, ThrottleRules, ThrottleStore, ThrottleStoreListener } from '../storage/throttle-store.js';
 
 /** What the handler asks of a throttle, shared or not. */
 export interface AuthThrottle {
   blocked(address: string, claimedMerchant: () => string | undefined, nowSeconds: number): Block | undefined;
+  /** Failures left before a block of the address, and of the pair (`merchantId` as claimed, existing or not). */
+  room(address: string, merchantId: string | undefined, nowSeconds: number): Room;
+  /** The limits in force. */
+  readonly rules: ThrottleRules;
   /** May answer a promise: settled once the store has the failure (or gave up), so the answer can wait for it. */
   failed(address: string, merchantId: string | undefined, nowSeconds: number): void | Promise<void>;
   succeeded(address: string, merchantId: string): void;
@@ -74,6 +78,14 @@ class SharedThrottle implements AuthThrottle {
 
   blocked(address: string, claimedMerchant: () => string | undefined, nowSeconds: number): Block | undefined {
     return this.#local.blocked(address, claimedMerchant, nowSeconds);
+  }
+
+  room(address: string, merchantId: string | undefined, nowSeconds: number): Room {
+    return this.#local.room(address, merchantId, nowSeconds);
+  }
+
+  get rules(): ThrottleRules {
+    return this.#local.rules;
   }
 
   failed(address: string, merchantId: string | undefined, nowSeconds: number): Promise<void> | undefined {

@@ -42,6 +42,12 @@ export interface Block {
   window: number;
 }
 
+/** Failures left before a block: of the address in its window, and of the pair. */
+export interface Room {
+  address: number;
+  pair: number;
+}
+
 interface AddressState {
   failures: number;
   windowStart: number;
@@ -100,6 +106,14 @@ export class FailureThrottle {
       return undefined;
     }
     return { scope: 'pair', retryAfter: until - nowSeconds, limit: this.#o.pairFailures, window: this.#o.pairBlockSeconds };
+  }
+
+  /** Failures left before a block of the address, and of (`merchantId`, address); a merchant never counted has them all. */
+  room(address: string, merchantId: string | undefined, nowSeconds: number): Room {
+    const state = this.#addresses.get(address);
+    const addressFailures = state === undefined || nowSeconds - state.windowStart >= this.#o.addressWindowSeconds ? 0 : state.failures;
+    const pair = merchantId === undefined ? undefined : this.#pairs.get(pairKey(merchantId, address));
+    return { address: this.#o.addressFailures - addressFailures, pair: this.#o.pairFailures - (pair?.consecutive ?? 0) };
   }
 
   /** Counts a failure; `merchantId` only when that merchant exists. */
