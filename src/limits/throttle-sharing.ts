@@ -66,14 +66,14 @@ class SharedThrottle implements AuthThrottle {
     this.#now = now;
     this.#listener = {
       learn: (records) => {
-        for (const record of records) local.learn(record, false);
+        for (const record of records) local.learn(record);
         this.#storeAnswered();
       },
       failed: (error) => this.#storeFailed(error),
     };
     store.subscribe(this.#listener);
     // Blocks made before this instance started apply here too.
-    this.#enqueue(() => store.activeBlocks(Math.floor(now() / 1000)), false);
+    this.#enqueue(() => store.activeBlocks(Math.floor(now() / 1000)), undefined);
   }
 
   blocked(address: string, claimedMerchant: () => string | undefined, nowSeconds: number): Block | undefined {
@@ -91,15 +91,16 @@ class SharedThrottle implements AuthThrottle {
   failed(address: string, merchantId: string | undefined, nowSeconds: number): Promise<void> | undefined {
     // Counted here first: the block this failure completes applies at once, and stands if the store is down.
     this.#local.failed(address, merchantId, nowSeconds);
+    const stamp = this.#local.stamp;
     const rules = this.#local.rules;
     const report = () => this.#store.recordFailure({ address, merchantId, now: nowSeconds }, rules);
     // A store that is failing or behind is not waited for: the local count decides meanwhile.
-    if (this.#storeFailing || this.#inFlight >= MAX_REPORTS_IN_FLIGHT) return void this.#enqueue(report, true);
+    if (this.#storeFailing || this.#inFlight >= MAX_REPORTS_IN_FLIGHT) return void this.#enqueue(report, stamp);
     // Otherwise the answer waits for the store (at most REPORT_WAIT_MS): the
     // client's next request, to any instance, then finds the failure counted there.
     return new Promise<void>((resolve) => {
       const timer = setTimeout(resolve, REPORT_WAIT_MS);
-      this.#enqueue(report, true, () => {
+      this.#enqueue(report, stamp, () => {
         clearTimeout(timer);
         resolve();
       });
@@ -109,11 +110,12 @@ class SharedThrottle implements AuthThrottle {
   succeeded(address: string, merchantId: string): void {
     if (!this.#local.succeeded(address, merchantId)) return;
     const now = Math.floor(this.#now() / 1000);
-    this.#enqueue(() => this.#store.resetPair(address, merchantId, now), true);
+    this.#enqueue(() => this.#store.resetPair(address, merchantId, now), this.#local.stamp);
   }
 
-  #enqueue(report: Report, authoritative: boolean, settled?: () => void): void {
-    const run = () => this.#run(report, authoritative, settled);
+  /** `answered`: the stamp the report was sent at (src/limits/throttle.ts `learn`), undefined for a read. */
+  #enqueue(report: Report, answered: number | undefined, settled?: () => void): void {
+    const run = () => this.#run(report, answered, settled);
     if (this.#inFlight < MAX_REPORTS_IN_FLIGHT) return run();
     if (this.#queue.length >= MAX_REPORTS_QUEUED) {
       if (!this.#dropping) this.#logger.warn({ event: 'throttle_store_behind', queued: this.#queue.length }, 'failures are counted in this instance only until the store catches up');
@@ -124,7 +126,7 @@ class SharedThrottle implements AuthThrottle {
     this.#queue.push(run);
   }
 
-  #run(report: Report, authoritative: boolean, settled?: () => void): void {
+  #run(report: Report, answered: number | undefined, settled?: () => void): void {
     this.#inFlight++;
     let pending: Promise<readonly ThrottleRecord[]>;
     try {
@@ -135,7 +137,7 @@ class SharedThrottle implements AuthThrottle {
     pending
       .then(
         (records) => {
-          for (const record of records) this.#local.learn(record, authoritative);
+          for (const record of records) this.#local.learn(record, answered);
           this.#storeAnswered();
         },
         (error: unknown) => this.#storeFailed(error),
