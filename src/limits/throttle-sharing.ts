@@ -73,7 +73,7 @@ class SharedThrottle implements AuthThrottle {
     };
     store.subscribe(this.#listener);
     // Blocks made before this instance started apply here too.
-    this.#enqueue(() => store.activeBlocks(Math.floor(now() / 1000)), undefined);
+    this.#enqueue(() => store.activeBlocks(Math.floor(now() / 1000)), false);
   }
 
   blocked(address: string, claimedMerchant: () => string | undefined, nowSeconds: number): Block | undefined {
@@ -91,16 +91,16 @@ class SharedThrottle implements AuthThrottle {
   failed(address: string, merchantId: string | undefined, nowSeconds: number): Promise<void> | undefined {
     // Counted here first: the block this failure completes applies at once, and stands if the store is down.
     this.#local.failed(address, merchantId, nowSeconds);
-    const stamp = this.#local.stamp;
     const rules = this.#local.rules;
-    const report = () => this.#store.recordFailure({ address, merchantId, now: nowSeconds }, rules);
+    // Answered or not, the report ends: the local throttle takes its answers as they are again once none is left.
+    const report = () => this.#store.recordFailure({ address, merchantId, now: nowSeconds }, rules).finally(() => this.#local.answered(address, merchantId));
     // A store that is failing or behind is not waited for: the local count decides meanwhile.
-    if (this.#storeFailing || this.#inFlight >= MAX_REPORTS_IN_FLIGHT) return void this.#enqueue(report, stamp);
+    if (this.#storeFailing || this.#inFlight >= MAX_REPORTS_IN_FLIGHT) return void this.#enqueue(report, true);
     // Otherwise the answer waits for the store (at most REPORT_WAIT_MS): the
     // client's next request, to any instance, then finds the failure counted there.
     return new Promise<void>((resolve) => {
       const timer = setTimeout(resolve, REPORT_WAIT_MS);
-      this.#enqueue(report, stamp, () => {
+      this.#enqueue(report, true, () => {
         clearTimeout(timer);
         resolve();
       });
@@ -110,12 +110,12 @@ class SharedThrottle implements AuthThrottle {
   succeeded(address: string, merchantId: string): void {
     if (!this.#local.succeeded(address, merchantId)) return;
     const now = Math.floor(this.#now() / 1000);
-    this.#enqueue(() => this.#store.resetPair(address, merchantId, now), this.#local.stamp);
+    this.#enqueue(() => this.#store.resetPair(address, merchantId, now), true);
   }
 
-  /** `answered`: the stamp the report was sent at (src/limits/throttle.ts `learn`), undefined for a read. */
-  #enqueue(report: Report, answered: number | undefined, settled?: () => void): void {
-    const run = () => this.#run(report, answered, settled);
+  /** `own`: a report of this instance's (src/limits/throttle.ts `learn`), not a read. */
+  #enqueue(report: Report, own: boolean, settled?: () => void): void {
+    const run = () => this.#run(report, own, settled);
     if (this.#inFlight < MAX_REPORTS_IN_FLIGHT) return run();
     if (this.#queue.length >= MAX_REPORTS_QUEUED) {
       if (!this.#dropping) this.#logger.warn({ event: 'throttle_store_behind', queued: this.#queue.length }, 'failures are counted in this instance only until the store catches up');
@@ -126,7 +126,7 @@ class SharedThrottle implements AuthThrottle {
     this.#queue.push(run);
   }
 
-  #run(report: Report, answered: number | undefined, settled?: () => void): void {
+  #run(report: Report, own: boolean, settled?: () => void): void {
     this.#inFlight++;
     let pending: Promise<readonly ThrottleRecord[]>;
     try {
@@ -137,7 +137,7 @@ class SharedThrottle implements AuthThrottle {
     pending
       .then(
         (records) => {
-          for (const record of records) this.#local.learn(record, answered);
+          for (const record of records) this.#local.learn(record, own);
           this.#storeAnswered();
         },
         (error: unknown) => this.#storeFailed(error),

