@@ -45,7 +45,8 @@ export function shareThrottle(local: FailureThrottle, sharing: ThrottleSharing):
   return sharing.store === undefined ? local : new SharedThrottle(local, sharing.store, sharing);
 }
 
-type Report = () => Promise<readonly ThrottleRecord[]>;
+/** A store call; `dropped` is told when the queue is full and the call will never run. */
+type Report = (() => Promise<readonly ThrottleRecord[]>) & { dropped?: () => void };
 
 class SharedThrottle implements AuthThrottle {
   readonly #local: FailureThrottle;
@@ -92,8 +93,17 @@ class SharedThrottle implements AuthThrottle {
     // Counted here first: the block this failure completes applies at once, and stands if the store is down.
     this.#local.failed(address, merchantId, nowSeconds);
     const rules = this.#local.rules;
-    // Answered or not, the report ends: the local throttle takes its answers as they are again once none is left.
-    const report = () => this.#store.recordFailure({ address, merchantId, now: nowSeconds }, rules).finally(() => this.#local.answered(address, merchantId));
+    // Answered, failed or dropped, the report ends: the local throttle takes its answers as they are again once none is left.
+    const ended = () => this.#local.answered(address, merchantId);
+    const report: Report = () => {
+      try {
+        return this.#store.recordFailure({ address, merchantId, now: nowSeconds }, rules).finally(ended);
+      } catch (error) {
+        ended();
+        throw error;
+      }
+    };
+    report.dropped = ended;
     // A store that is failing or behind is not waited for: the local count decides meanwhile.
     if (this.#storeFailing || this.#inFlight >= MAX_REPORTS_IN_FLIGHT) return void this.#enqueue(report, true);
     // Otherwise the answer waits for the store (at most REPORT_WAIT_MS): the
@@ -120,6 +130,7 @@ class SharedThrottle implements AuthThrottle {
     if (this.#queue.length >= MAX_REPORTS_QUEUED) {
       if (!this.#dropping) this.#logger.warn({ event: 'throttle_store_behind', queued: this.#queue.length }, 'failures are counted in this instance only until the store catches up');
       this.#dropping = true;
+      report.dropped?.();
       settled?.();
       return;
     }
