@@ -17,3 +17,4 @@ export { redact } from './storage/mysql/admin/import.js';
 export { storageError } from './storage/mysql/sql-values.js';
 export { isShareableAddress } from './storage/mysql/throttle/throttle-queries.js';
 export { DEFAULT_PREFIX } from './storage/redis/keys.js';
+export { liftRedisThrottleBlocks, listRedisThrottleBlocks } from './storage/redis/throttle-admin.js';

@@ -27,6 +27,8 @@ export interface MysqlConfig {
   replica?: ReplicaConfig;
   /** IPV6_PREFIX, for `throttle unblock` to find an IPv6 client's row under its network as the servers count it. */
   ipv6Prefix: number;
+  /** REDIS_URL and the other REDIS_* variables, for `throttle list|unblock` to act where the servers keep the blocks. */
+  redis?: RedisConfig;
 }
 
 export interface ServerConfig {
@@ -117,6 +119,7 @@ function mysqlSettings(env: Env, r: ReturnType<typeof reader>): MysqlConfig {
     storageTimeout: r.int('STORAGE_TIMEOUT', DEFAULTS.storageTimeout, 1, 600_000),
     replica: replicaSettings(r),
     ipv6Prefix: r.int('IPV6_PREFIX', DEFAULTS.ipv6Prefix, MIN_IPV6_PREFIX, MAX_IPV6_PREFIX),
+    redis: redisSettings(r),
   };
 }
 
@@ -176,7 +179,7 @@ export function readServerConfig(env: Env): ServerConfig {
       maxConnectionsPerAddress: r.int('MAX_CONNECTIONS_PER_ADDRESS', trustProxy ? 1_000_000 : DEFAULTS.connectionLimits.maxConnectionsPerAddress, 1, 1_000_000),
     },
     workers: workerCount(r),
-    redis: redisSettings(r),
+    redis: mysql.redis,
   };
   // Each worker is a process with its own memory: salts kept there would let a signed URL through once per worker.
   const workers = config.workers === 1 ? undefined : r.text('WORKERS')?.toLowerCase() === 'auto' ? `WORKERS=auto (${config.workers} cores)` : `WORKERS=${config.workers}`;

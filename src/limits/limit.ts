@@ -20,8 +20,10 @@ export interface Limit {
    * Before authentication: the route is known, no hook has run, no key has
    * been compared and no storage read (the failed-authentication throttle).
    * `search` is the query string, for a merchant a signed query names.
+   * May answer a promise, waited for before the request goes on (a check
+   * that waits for another to end); the common request answers nothing.
    */
-  beforeAuthentication?(ctx: RequestContext, auth: AuthScheme, search: string): void;
+  beforeAuthentication?(ctx: RequestContext, auth: AuthScheme, search: string): void | Promise<void>;
   /** After authentication: the merchant's credentials verified, before the `onAuthenticated` hooks (fair sharing). */
   afterAuthentication?(ctx: RequestContext, merchantId: string): void;
   /**
@@ -51,7 +53,13 @@ export function limitPoints(limits: readonly (Limit | undefined)[]): LimitPoints
   const at = <P extends keyof Limit>(point: P) => given.filter((limit) => limit[point] !== undefined).map((limit) => (limit[point] as NonNullable<Limit[P]> & ((...args: never[]) => unknown)).bind(limit) as NonNullable<Limit[P]>);
   return {
     beforeAuthentication: one(at('beforeAuthentication'), (all) => (ctx, auth, search) => {
-      for (const limit of all) limit(ctx, auth, search);
+      // In order: a limit that waits holds back the ones after it.
+      for (let i = 0; i < all.length; i++) {
+        const wait = all[i]!(ctx, auth, search);
+        if (wait) return wait.then(async () => {
+          for (const limit of all.slice(i + 1)) await limit(ctx, auth, search);
+        });
+      }
     }),
     afterAuthentication: one(at('afterAuthentication'), (all) => (ctx, merchantId) => {
       for (const limit of all) limit(ctx, merchantId);

@@ -1,8 +1,10 @@
 /**
  * The failed-authentication throttle as a limit (docs/security.md#throttling):
  * before authentication, a blocked address, or (merchant, address), is
- * refused before any key is compared or any storage read; after the answer,
- * the outcome of the authentication is counted.
+ * refused before any key is compared or any storage read, and the check is
+ * held as under way (src/limits/checks-in-flight.ts) so that a burst gets no
+ * more comparisons than the failures left; after authentication a success
+ * ends its check, and after the answer the outcome is counted.
  */
 import { parseBasicAuth } from '../auth/basic-auth.js';
 import type { AuthScheme } from '../auth/scheme.js';
@@ -10,13 +12,22 @@ import type { RequestContext } from '../http/context.js';
 import { parseQuery } from '../http/query.js';
 import type { Logger } from '../observe/logger.js';
 import { addressKey } from './address-key.js';
+import { ChecksInFlight, MAX_WAITING } from './checks-in-flight.js';
 import type { Limit } from './limit.js';
 import { Refusal } from './refusal.js';
 import type { Block } from './throttle.js';
 import type { AuthThrottle } from './throttle-sharing.js';
 
+/** The longest a check waits for another of its address or pair to end, ms: then 429. */
+export const CHECK_WAIT_MS = 5000;
+
+/** The check a request holds: the keys it counts under. */
+type Held = readonly string[];
+
 export class ThrottleGate implements Limit {
   readonly #throttle: AuthThrottle;
+  readonly #checks = new ChecksInFlight();
+  readonly #held = new WeakMap<RequestContext, Held>();
   readonly #logger: Logger;
   readonly #now: () => number;
   readonly #ipv6Prefix: number;
@@ -29,24 +40,77 @@ export class ThrottleGate implements Limit {
     this.#ipv6Prefix = ipv6Prefix;
   }
 
-  /** Throws the 429 when the client is blocked. Needs the client address, which the adapters give. */
-  beforeAuthentication(ctx: RequestContext, auth: AuthScheme, search: string): void {
+  /**
+   * Throws the 429 when the client is blocked; otherwise starts the check, at
+   * once when it fits in the failures left, else once a check of its address
+   * or pair ended (a promise). Needs the client address, which the adapters give.
+   */
+  beforeAuthentication(ctx: RequestContext, auth: AuthScheme, search: string): void | Promise<void> {
     if (auth === 'none') return;
     if (ctx.clientAddress === undefined) return warnNoAddress(this.#logger, ctx);
-    const block = this.#throttle.blocked(addressKey(ctx.clientAddress, this.#ipv6Prefix), () => claimedMerchant(ctx, auth, search), Math.floor(this.#now() / 1000));
-    if (block) throw tooManyFailures(block);
+    const address = addressKey(ctx.clientAddress, this.#ipv6Prefix);
+    const merchant = claimedMerchant(ctx, auth, search);
+    const keys = merchant === undefined ? [address] : [address, pairKey(address, merchant)];
+    if (this.#started(ctx, address, merchant, keys)) return;
+    return this.#waitToStart(ctx, address, merchant, keys);
+  }
+
+  /** A success ends its check at once: the next of a merchant's own burst need not wait for this answer. */
+  afterAuthentication(ctx: RequestContext): void {
+    this.#end(ctx);
   }
 
   /**
-   * Counts the outcome of the request's authentication, if it had one. A
-   * failure may answer a promise: the answer waits for a shared store to
-   * have it, so that the client's next request finds it on any instance.
+   * Counts the outcome of the request's authentication, if it had one, then
+   * ends its check. A failure may answer a promise: the answer waits for a
+   * shared store to have it, so that the client's next request finds it on
+   * any instance.
    */
   afterAnswer(ctx: RequestContext): void | Promise<void> {
     if (ctx.clientAddress === undefined) return;
-    if (ctx.authFailure !== undefined) return this.#throttle.failed(addressKey(ctx.clientAddress, this.#ipv6Prefix), ctx.claimedMerchantId, Math.floor(this.#now() / 1000));
-    else if (ctx.merchantId !== undefined) this.#throttle.succeeded(addressKey(ctx.clientAddress, this.#ipv6Prefix), ctx.merchantId);
+    try {
+      if (ctx.authFailure !== undefined) return this.#throttle.failed(addressKey(ctx.clientAddress, this.#ipv6Prefix), ctx.claimedMerchantId, Math.floor(this.#now() / 1000));
+      else if (ctx.merchantId !== undefined) this.#throttle.succeeded(addressKey(ctx.clientAddress, this.#ipv6Prefix), ctx.merchantId);
+    } finally {
+      // After the count: a check waiting for this one finds the failure counted.
+      this.#end(ctx);
+    }
   }
+
+  /** Whether the check started: throws the 429 of a block; false when the checks under way already fill the failures left. */
+  #started(ctx: RequestContext, address: string, merchant: string | undefined, keys: Held): boolean {
+    const now = Math.floor(this.#now() / 1000);
+    const block = this.#throttle.blocked(address, () => merchant, now);
+    if (block) throw tooManyFailures(block);
+    const room = this.#throttle.room(address, merchant, now);
+    if (this.#checks.running(keys[0]!) >= room.address) return false;
+    if (keys.length > 1 && this.#checks.running(keys[1]!) >= room.pair) return false;
+    this.#checks.start(keys);
+    this.#held.set(ctx, keys);
+    return true;
+  }
+
+  async #waitToStart(ctx: RequestContext, address: string, merchant: string | undefined, keys: Held): Promise<void> {
+    const deadline = performance.now() + CHECK_WAIT_MS;
+    while (this.#checks.waiters < MAX_WAITING) {
+      const left = deadline - performance.now();
+      if (left <= 0 || !(await this.#checks.nextEnd(keys, left))) break;
+      if (this.#started(ctx, address, merchant, keys)) return;
+    }
+    throw tooManyAtOnce(this.#throttle.rules.pairFailures);
+  }
+
+  #end(ctx: RequestContext): void {
+    const keys = this.#held.get(ctx);
+    if (keys === undefined) return;
+    this.#held.delete(ctx);
+    this.#checks.end(keys);
+  }
+}
+
+/** The key of a (claimed merchant, address) among the checks under way; an address key has no NUL. */
+function pairKey(address: string, merchant: string): string {
+  return `${address}\u0000${merchant}`;
 }
 
 /**
@@ -73,6 +137,11 @@ function claimedMerchant(ctx: RequestContext, auth: AuthScheme, search: string):
   } catch {
     return undefined;
   }
+}
+
+/** A burst larger than the failures left, still waiting when its time ran out. */
+function tooManyAtOnce(quota: number): Refusal {
+  return new Refusal('auth_pair', 'Too many authentications at once from this address; try again in 1 seconds.', { retryAfter: 1, policy: { name: 'auth-merchant', quota, window: 1 } });
 }
 
 function tooManyFailures(block: Block): Refusal {

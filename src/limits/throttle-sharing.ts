@@ -10,12 +10,16 @@
  * request gets changes, and the outage is logged once.
  */
 import { describeError, type Logger } from '../observe/logger.js';
-import type { FailureThrottle, Block } from './throttle.js';
-import type { ThrottleRecord, ThrottleStore, ThrottleStoreListener } from '../storage/throttle-store.js';
+import type { FailureThrottle, Block, Room } from './throttle.js';
+import type { ThrottleRecord, ThrottleRules, ThrottleStore, ThrottleStoreListener } from '../storage/throttle-store.js';
 
 /** What the handler asks of a throttle, shared or not. */
 export interface AuthThrottle {
   blocked(address: string, claimedMerchant: () => string | undefined, nowSeconds: number): Block | undefined;
+  /** Failures left before a block of the address, and of the pair (`merchantId` as claimed, existing or not). */
+  room(address: string, merchantId: string | undefined, nowSeconds: number): Room;
+  /** The limits in force. */
+  readonly rules: ThrottleRules;
   /** May answer a promise: settled once the store has the failure (or gave up), so the answer can wait for it. */
   failed(address: string, merchantId: string | undefined, nowSeconds: number): void | Promise<void>;
   succeeded(address: string, merchantId: string): void;
@@ -41,7 +45,8 @@ export function shareThrottle(local: FailureThrottle, sharing: ThrottleSharing):
   return sharing.store === undefined ? local : new SharedThrottle(local, sharing.store, sharing);
 }
 
-type Report = () => Promise<readonly ThrottleRecord[]>;
+/** A store call; `dropped` is told when the queue is full and the call will never run. */
+type Report = (() => Promise<readonly ThrottleRecord[]>) & { dropped?: () => void };
 
 class SharedThrottle implements AuthThrottle {
   readonly #local: FailureThrottle;
@@ -62,7 +67,7 @@ class SharedThrottle implements AuthThrottle {
     this.#now = now;
     this.#listener = {
       learn: (records) => {
-        for (const record of records) local.learn(record, false);
+        for (const record of records) local.learn(record);
         this.#storeAnswered();
       },
       failed: (error) => this.#storeFailed(error),
@@ -76,11 +81,29 @@ class SharedThrottle implements AuthThrottle {
     return this.#local.blocked(address, claimedMerchant, nowSeconds);
   }
 
+  room(address: string, merchantId: string | undefined, nowSeconds: number): Room {
+    return this.#local.room(address, merchantId, nowSeconds);
+  }
+
+  get rules(): ThrottleRules {
+    return this.#local.rules;
+  }
+
   failed(address: string, merchantId: string | undefined, nowSeconds: number): Promise<void> | undefined {
     // Counted here first: the block this failure completes applies at once, and stands if the store is down.
     this.#local.failed(address, merchantId, nowSeconds);
     const rules = this.#local.rules;
-    const report = () => this.#store.recordFailure({ address, merchantId, now: nowSeconds }, rules);
+    // Answered, failed or dropped, the report ends: the local throttle takes its answers as they are again once none is left.
+    const ended = () => this.#local.answered(address, merchantId);
+    const report: Report = () => {
+      try {
+        return this.#store.recordFailure({ address, merchantId, now: nowSeconds }, rules).finally(ended);
+      } catch (error) {
+        ended();
+        throw error;
+      }
+    };
+    report.dropped = ended;
     // A store that is failing or behind is not waited for: the local count decides meanwhile.
     if (this.#storeFailing || this.#inFlight >= MAX_REPORTS_IN_FLIGHT) return void this.#enqueue(report, true);
     // Otherwise the answer waits for the store (at most REPORT_WAIT_MS): the
@@ -100,19 +123,21 @@ class SharedThrottle implements AuthThrottle {
     this.#enqueue(() => this.#store.resetPair(address, merchantId, now), true);
   }
 
-  #enqueue(report: Report, authoritative: boolean, settled?: () => void): void {
-    const run = () => this.#run(report, authoritative, settled);
+  /** `own`: a report of this instance's (src/limits/throttle.ts `learn`), not a read. */
+  #enqueue(report: Report, own: boolean, settled?: () => void): void {
+    const run = () => this.#run(report, own, settled);
     if (this.#inFlight < MAX_REPORTS_IN_FLIGHT) return run();
     if (this.#queue.length >= MAX_REPORTS_QUEUED) {
       if (!this.#dropping) this.#logger.warn({ event: 'throttle_store_behind', queued: this.#queue.length }, 'failures are counted in this instance only until the store catches up');
       this.#dropping = true;
+      report.dropped?.();
       settled?.();
       return;
     }
     this.#queue.push(run);
   }
 
-  #run(report: Report, authoritative: boolean, settled?: () => void): void {
+  #run(report: Report, own: boolean, settled?: () => void): void {
     this.#inFlight++;
     let pending: Promise<readonly ThrottleRecord[]>;
     try {
@@ -123,7 +148,7 @@ class SharedThrottle implements AuthThrottle {
     pending
       .then(
         (records) => {
-          for (const record of records) this.#local.learn(record, authoritative);
+          for (const record of records) this.#local.learn(record, own);
           this.#storeAnswered();
         },
         (error: unknown) => this.#storeFailed(error),

@@ -42,12 +42,20 @@ export interface Block {
   window: number;
 }
 
+/** Failures left before a block: of the address in its window, and of the pair. */
+export interface Room {
+  address: number;
+  pair: number;
+}
+
 interface AddressState {
   failures: number;
   windowStart: number;
   blockedUntil: number;
   /** The version of the shared record last learned ('' when none): an older copy never overwrites a newer one. */
   version: string;
+  /** Failures counted here whose report the store has not answered yet (src/limits/throttle-sharing.ts). */
+  pending: number;
 }
 
 interface PairState {
@@ -56,6 +64,7 @@ interface PairState {
   blocks: number;
   blockedUntil: number;
   version: string;
+  pending: number;
 }
 
 export class FailureThrottle {
@@ -102,13 +111,22 @@ export class FailureThrottle {
     return { scope: 'pair', retryAfter: until - nowSeconds, limit: this.#o.pairFailures, window: this.#o.pairBlockSeconds };
   }
 
+  /** Failures left before a block of the address, and of (`merchantId`, address); a merchant never counted has them all. */
+  room(address: string, merchantId: string | undefined, nowSeconds: number): Room {
+    const state = this.#addresses.get(address);
+    const addressFailures = state === undefined || nowSeconds - state.windowStart >= this.#o.addressWindowSeconds ? 0 : state.failures;
+    const pair = merchantId === undefined ? undefined : this.#pairs.get(pairKey(merchantId, address));
+    return { address: this.#o.addressFailures - addressFailures, pair: this.#o.pairFailures - (pair?.consecutive ?? 0) };
+  }
+
   /** Counts a failure; `merchantId` only when that merchant exists. */
   failed(address: string, merchantId: string | undefined, nowSeconds: number): void {
     this.#lastNow = Math.max(this.#lastNow, nowSeconds);
     let state = this.#addresses.get(address);
     if (state === undefined || nowSeconds - state.windowStart >= this.#o.addressWindowSeconds) {
-      state = { failures: 0, windowStart: nowSeconds, blockedUntil: state?.blockedUntil ?? 0, version: state?.version ?? '' };
+      state = { failures: 0, windowStart: nowSeconds, blockedUntil: state?.blockedUntil ?? 0, version: state?.version ?? '', pending: state?.pending ?? 0 };
     }
+    state.pending++;
     state.failures++;
     if (state.failures >= this.#o.addressFailures) {
       state.blockedUntil = nowSeconds + this.#o.addressBlockSeconds;
@@ -119,7 +137,8 @@ export class FailureThrottle {
     if (merchantId === undefined) return;
 
     const key = pairKey(merchantId, address);
-    const pair = this.#pairs.get(key) ?? { consecutive: 0, blocks: 0, blockedUntil: 0, version: '' };
+    const pair = this.#pairs.get(key) ?? { consecutive: 0, blocks: 0, blockedUntil: 0, version: '', pending: 0 };
+    pair.pending++;
     pair.consecutive++;
     if (pair.consecutive >= this.#o.pairFailures) {
       const seconds = Math.min(this.#o.pairMaxBlockSeconds, this.#o.pairBlockSeconds * 2 ** pair.blocks);
@@ -129,6 +148,14 @@ export class FailureThrottle {
       this.#setPairBlock(address, merchantId, pair.blockedUntil);
     }
     this.#pairs.set(key, pair, nowSeconds);
+  }
+
+  /** The store answered (or gave up on) the report of a failure counted here. */
+  answered(address: string, merchantId: string | undefined): void {
+    const state = this.#addresses.get(address);
+    if (state !== undefined) state.pending = Math.max(0, state.pending - 1);
+    const pair = merchantId === undefined ? undefined : this.#pairs.get(pairKey(merchantId, address));
+    if (pair !== undefined) pair.pending = Math.max(0, pair.pending - 1);
   }
 
   /**
@@ -144,28 +171,33 @@ export class FailureThrottle {
 
   /**
    * Takes a shared record as this instance's state, unless what it holds is
-   * newer. `authoritative`: the answer to this instance's own report, which
-   * already counts every failure this instance made of it, so it also lifts a
-   * block counted here alone (after a reset this instance had not learned
-   * yet). Otherwise (another instance's change) a block only ever grows here,
-   * unless an operator lifted it (`record.lifted`).
+   * newer. `own`: the answer to this instance's own report. When no other
+   * report of the counter is still unanswered, such an answer counts every
+   * failure this instance made of it, so it is taken as it is and also lifts
+   * a block counted here alone (after a reset this instance had not learned
+   * yet). While others are unanswered (a burst, the store far away, answers
+   * out of order) it may be older than a failure counted here, and is as
+   * another instance's change: a block only ever grows here, unless an
+   * operator lifted it (`record.lifted`).
    */
-  learn(record: ThrottleRecord, authoritative: boolean): void {
+  learn(record: ThrottleRecord, own = false): void {
     if (record.scope === 'address') {
       const state = this.#addresses.get(record.address);
+      const authoritative = own && (state?.pending ?? 0) === 0;
       if (state !== undefined && !isNewer(record.version, state.version, authoritative)) return;
       const blockedUntil = authoritative || record.lifted || state === undefined ? record.blockedUntil : Math.max(state.blockedUntil, record.blockedUntil);
-      this.#addresses.set(record.address, { failures: record.failures, windowStart: record.windowStart, blockedUntil, version: record.version }, this.#lastNow);
+      this.#addresses.set(record.address, { failures: record.failures, windowStart: record.windowStart, blockedUntil, version: record.version, pending: state?.pending ?? 0 }, this.#lastNow);
       return;
     }
     const merchantId = record.merchantId;
     if (merchantId === undefined) return;
     const key = pairKey(merchantId, record.address);
     const pair = this.#pairs.get(key);
+    const authoritative = own && (pair?.pending ?? 0) === 0;
     if (pair !== undefined && !isNewer(record.version, pair.version, authoritative)) return;
     const current = this.#blockedPairs.get(record.address)?.get(merchantId) ?? 0;
     const blockedUntil = authoritative || record.lifted ? record.blockedUntil : Math.max(current, record.blockedUntil);
-    this.#pairs.set(key, { consecutive: record.failures, blocks: record.blocks, blockedUntil, version: record.version }, this.#lastNow);
+    this.#pairs.set(key, { consecutive: record.failures, blocks: record.blocks, blockedUntil, version: record.version, pending: pair?.pending ?? 0 }, this.#lastNow);
     if (blockedUntil > 0) this.#setPairBlock(record.address, merchantId, blockedUntil);
     else if (current > 0) this.#liftPairBlock(record.address, merchantId);
   }

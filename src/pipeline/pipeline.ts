@@ -71,7 +71,9 @@ export function createPipeline(parts: PipelineParts): (request: Request, info?: 
         const allow = allowedMethods(route.method);
         throw new MerchantApiError('method_not_allowed', `Only ${allow.replace(', ', ' and ')} are allowed here.`, { allow });
       }
-      beforeAuthentication?.(ctx, route.auth, search);
+      // A promise only when a burst's check waits for another (src/limits/checks-in-flight.ts).
+      const gate = beforeAuthentication?.(ctx, route.auth, search);
+      if (gate) await gate;
       if (onRequest) {
         const early = onRequest(ctx);
         const answered = early instanceof Promise ? await early : early;

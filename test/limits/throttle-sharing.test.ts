@@ -157,6 +157,21 @@ describe('the shared throttle learns pair records', () => {
     expect((await one.call('m1', 'key-one')).status).toBe(200);
   });
 
+  it('never lifts a block counted here by the answer to a report older than the block (a burst, the store far away)', async () => {
+    const one = sharedInstance();
+    one.hold();
+    const burst = Array.from({ length: 10 }, () => one.call('m1', 'nope'));
+    await vi.waitFor(() => expect(one.held.length).toBeGreaterThanOrEqual(1));
+    await vi.waitFor(async () => expect((await one.call('m1', 'key-one')).status).toBe(429));
+    // The store's answer to the first failure, written before the nine others: one failure, no block.
+    one.held.shift()!.resolve([pair({ failures: 1, version: v(1) })]);
+    await vi.waitFor(() => expect(one.writes.filter((w) => w.startsWith('failure')).length).toBeGreaterThanOrEqual(5));
+    expect(await one.call('m1', 'key-one')).toMatchObject({ status: 429, retryAfter: '300' });
+    one.hold(false);
+    for (const held of one.held.splice(0)) held.resolve([]);
+    await Promise.all(burst);
+  });
+
   it('takes the answer to its own report as it is, shorter block included', async () => {
     const one = sharedInstance();
     one.poll(pair({ failures: 9, version: v(1) }));
@@ -397,7 +412,7 @@ describe('FailureThrottle, the instance\'s own state', () => {
   it('when full, forgets a pair block learned already ended before one in force (failures told the time)', () => {
     const throttle = new FailureThrottle({ maxEntries: 2, pairFailures: 1 });
     throttle.failed('192.0.2.1', 'm1', T);
-    throttle.learn(learned({ address: '192.0.2.2', blocks: 1, blockedUntil: T - 10 }), false);
+    throttle.learn(learned({ address: '192.0.2.2', blocks: 1, blockedUntil: T - 10 }));
     throttle.failed('192.0.2.3', 'm1', T);
     expect(throttle.blocked('192.0.2.1', () => 'm1', T + 1)).toMatchObject({ scope: 'pair', retryAfter: 299 });
   });
@@ -405,9 +420,9 @@ describe('FailureThrottle, the instance\'s own state', () => {
   it('when full, forgets a pair block learned already ended before one in force (checks told the time)', () => {
     const throttle = new FailureThrottle({ maxEntries: 2 });
     expect(throttle.blocked('192.0.2.9', () => undefined, T)).toBeUndefined();
-    throttle.learn(learned({ address: '192.0.2.1', blocks: 1, blockedUntil: T + 300 }), false);
-    throttle.learn(learned({ address: '192.0.2.2', blocks: 1, blockedUntil: T - 10 }), false);
-    throttle.learn(learned({ address: '192.0.2.3', blocks: 1, blockedUntil: T + 300 }), false);
+    throttle.learn(learned({ address: '192.0.2.1', blocks: 1, blockedUntil: T + 300 }));
+    throttle.learn(learned({ address: '192.0.2.2', blocks: 1, blockedUntil: T - 10 }));
+    throttle.learn(learned({ address: '192.0.2.3', blocks: 1, blockedUntil: T + 300 }));
     expect(throttle.blocked('192.0.2.1', () => 'm1', T + 1)).toMatchObject({ scope: 'pair', retryAfter: 299 });
   });
 });

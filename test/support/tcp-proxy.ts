@@ -3,7 +3,8 @@
  * database off for real: `stop()` closes the port and resets every
  * connection (a crashed or restarting server); `hang()` keeps connections
  * open but passes no byte (a partition or a stuck server) until `resume()`;
- * `start()` brings a stopped proxy back on the same port.
+ * `start()` brings a stopped proxy back on the same port. `delayMs` holds
+ * every chunk back that long each way (a far server: a round trip of twice it).
  */
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
 
@@ -16,6 +17,7 @@ export class TcpProxy {
   constructor(
     private readonly targetHost: string,
     private readonly targetPort: number,
+    private readonly delayMs = 0,
   ) {}
 
   get port(): number {
@@ -65,11 +67,12 @@ export class TcpProxy {
       });
     }
     // Bytes are dropped, not buffered, while hanging: like a network that lost them.
-    client.on('data', (chunk) => {
-      if (!this.#hanging) upstream.write(chunk);
-    });
-    upstream.on('data', (chunk) => {
-      if (!this.#hanging) client.write(chunk);
-    });
+    const forward = (to: Socket) => (chunk: Buffer) => {
+      if (this.#hanging) return;
+      if (this.delayMs === 0) to.write(chunk);
+      else setTimeout(() => to.writable && to.write(chunk), this.delayMs);
+    };
+    client.on('data', forward(upstream));
+    upstream.on('data', forward(client));
   }
 }

@@ -1,11 +1,15 @@
 /**
- * `merchant-api throttle list|unblock`: the failed-authentication throttle's blocks as the
- * servers share them on MySQL (docs/security.md#lifting-a-block). `unblock` marks the rows
- * lifted; every server reads the change within its poll interval (a second by default) and
- * drops the block, whichever instance made it.
+ * `merchant-api throttle list|unblock`: the failed-authentication throttle's blocks where the
+ * servers share them (docs/security.md#lifting-a-block): on Redis with REDIS_URL (where `serve`
+ * keeps them then), on MySQL with DATABASE_URL, on both when both are set (blocks counted before
+ * Redis was added stay in MySQL); each line says which store. On MySQL `unblock` marks the rows
+ * lifted, and every server reads the change within its poll interval (a second by default); on
+ * Redis it publishes the lift, and every server drops the block at once, whichever made it.
  */
-import { liftThrottleBlocks, listThrottleBlocks } from '../../storage/mysql/index.js';
-import { addressKey, isShareableAddress, merchantIdProblem } from '../../cli-internal.js';
+import { StorageUnavailableError } from '../../index.js';
+import { liftThrottleBlocks, listThrottleBlocks, type ThrottleBlock } from '../../storage/mysql/index.js';
+import { createRedisConnection } from '../../storage/redis/index.js';
+import { addressKey, isShareableAddress, liftRedisThrottleBlocks, listRedisThrottleBlocks, merchantIdProblem } from '../../cli-internal.js';
 import type { CliIo } from '../io.js';
 import { CliUsageError } from '../usage-error.js';
 import type { MysqlConfig } from '../config.js';
@@ -13,10 +17,57 @@ import { logAdminChange } from './admin-log.js';
 import { runMysqlCommand, withDatabase } from './mysql-env.js';
 import { commandGroup, parseCommandArgs } from './parse-args.js';
 
-const USAGE = `Usage: merchant-api throttle <subcommand>   (the MySQL shared throttle)
+const USAGE = `Usage: merchant-api throttle <subcommand>   (the shared throttle: Redis with REDIS_URL, MySQL with DATABASE_URL, or both)
   list [--json]                         blocks in force: address, merchant, until when
   unblock --address A [--merchant ID]   lift the blocks of address A (its own and every merchant's from it),
                                         or with --merchant only that merchant's from A; every server within a second`;
+
+/** One place the servers keep blocks: what `list` and `unblock` do there. */
+interface BlockStore {
+  /** How the output names it. */
+  name: string;
+  /** How soon every server drops a lifted block. */
+  spreads: string;
+  list(now: number): Promise<ThrottleBlock[]>;
+  lift(address: string, merchantId: string | undefined): Promise<number>;
+}
+
+/** The stores configured: Redis with REDIS_URL, MySQL with DATABASE_URL; `work` runs on each in turn, each closed after. */
+async function withStores<T>(config: MysqlConfig, work: (store: BlockStore) => Promise<T>): Promise<T[]> {
+  const results: T[] = [];
+  const redis = config.redis;
+  if (redis !== undefined) {
+    const connection = createRedisConnection(redis.urls, { cluster: redis.cluster, connectTimeout: config.storageTimeout, commandTimeout: config.storageTimeout });
+    try {
+      results.push(
+        await work({
+          name: 'Redis (REDIS_URL)',
+          spreads: 'at once',
+          list: (now) => listRedisThrottleBlocks(connection, redis.prefix, now, LIST_LIMIT),
+          lift: (address, merchantId) => liftRedisThrottleBlocks(connection, redis.prefix, address, merchantId),
+        }).catch((error: unknown) => {
+          // A Redis failure reads as the storage's: one line, never the URL's password.
+          throw error instanceof StorageUnavailableError ? error : new StorageUnavailableError(`Redis did not answer: ${(error as Error).message}`);
+        }),
+      );
+    } finally {
+      await connection.close().catch(() => undefined);
+    }
+  }
+  if (config.databaseUrl !== undefined || redis === undefined) {
+    results.push(
+      await withDatabase(config, (db) =>
+        work({
+          name: 'MySQL (DATABASE_URL)',
+          spreads: 'within about a second',
+          list: (now) => listThrottleBlocks(db, now, LIST_LIMIT),
+          lift: (address, merchantId) => liftThrottleBlocks(db, address, merchantId),
+        }),
+      ),
+    );
+  }
+  return results;
+}
 
 /** Most blocks `list` shows. */
 const LIST_LIMIT = 1000;
@@ -38,25 +89,28 @@ async function list(args: string[], io: CliIo, config: MysqlConfig): Promise<num
   const parsed = parseCommandArgs(args, { json: { type: 'boolean' } }, USAGE);
   if (parsed === 'help') return help(io);
   if (parsed.positionals.length > 0) throw new CliUsageError(`throttle list takes no arguments.\n${USAGE}`);
-  return runMysqlCommand(io, 'throttle list', () =>
-    withDatabase(config, async (db) => {
-      const now = Math.floor(Date.now() / 1000);
-      const blocks = await listThrottleBlocks(db, now, LIST_LIMIT);
-      if (parsed.values.json) {
-        io.out(JSON.stringify(blocks.map((b) => ({ ...b, blocked_until: new Date(b.blocked_until * 1000).toISOString(), seconds_left: b.blocked_until - now }))));
-        return 0;
-      }
-      if (blocks.length === 0) {
-        io.out('No blocks in force.');
-        return 0;
-      }
-      const rows = [['ADDRESS', 'MERCHANT', 'BLOCKED UNTIL (UTC)', 'SECONDS LEFT', 'BLOCKS'], ...blocks.map((b) => [b.address, b.merchant_id ?? '(every merchant)', new Date(b.blocked_until * 1000).toISOString().slice(0, 19), String(b.blocked_until - now), b.scope === 'pair' ? String(b.blocks) : '-'])];
-      const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
-      for (const row of rows) io.out(row.map((cell, column) => cell.padEnd(widths[column]!)).join('  ').trimEnd());
-      if (blocks.length === LIST_LIMIT) io.out(`(the ${LIST_LIMIT} longest blocks; there may be more)`);
+  return runMysqlCommand(io, 'throttle list', async () => {
+    const now = Math.floor(Date.now() / 1000);
+    const both = config.redis !== undefined && config.databaseUrl !== undefined;
+    // Without REDIS_URL the output is MySQL's alone, as it always was; with it, each block names its store.
+    const named = config.redis !== undefined;
+    const found = await withStores(config, async (store) => ({ store, blocks: await store.list(now) }));
+    const blocks = found.flatMap(({ store, blocks }) => blocks.map((b) => ({ ...b, store: store.name })));
+    if (parsed.values.json) {
+      io.out(JSON.stringify(blocks.map(({ store, ...b }) => ({ ...b, ...(named ? { store } : {}), blocked_until: new Date(b.blocked_until * 1000).toISOString(), seconds_left: b.blocked_until - now }))));
       return 0;
-    }),
-  );
+    }
+    if (blocks.length === 0) {
+      io.out(named ? `No blocks in force in ${found.map(({ store }) => store.name).join(' nor in ')}.` : 'No blocks in force.');
+      return 0;
+    }
+    const header = ['ADDRESS', 'MERCHANT', 'BLOCKED UNTIL (UTC)', 'SECONDS LEFT', 'BLOCKS', ...(named ? ['STORE'] : [])];
+    const rows = [header, ...blocks.map((b) => [b.address, b.merchant_id ?? '(every merchant)', new Date(b.blocked_until * 1000).toISOString().slice(0, 19), String(b.blocked_until - now), b.scope === 'pair' ? String(b.blocks) : '-', ...(named ? [b.store] : [])])];
+    const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
+    for (const row of rows) io.out(row.map((cell, column) => cell.padEnd(widths[column]!)).join('  ').trimEnd());
+    for (const { store, blocks: some } of found) if (some.length === LIST_LIMIT) io.out(`(the ${LIST_LIMIT} longest blocks${both ? ` of ${store.name}` : ''}; there may be more)`);
+    return 0;
+  });
 }
 
 async function unblock(args: string[], io: CliIo, config: MysqlConfig): Promise<number> {
@@ -68,19 +122,21 @@ async function unblock(args: string[], io: CliIo, config: MysqlConfig): Promise<
   const key = throttleKeyOfAddress(address.trim(), config.ipv6Prefix);
   if (!isShareableAddress(key)) throw new CliUsageError(`--address must be a client address as the access log shows it (printable ASCII, at most 64 characters).`);
   if (merchantId !== undefined && merchantIdProblem(merchantId) !== undefined) throw new CliUsageError(`--merchant: ${merchantIdProblem(merchantId)}.`);
-  return runMysqlCommand(io, 'throttle unblock', () =>
-    withDatabase(config, async (db) => {
-      const changed = await liftThrottleBlocks(db, key, merchantId);
-      const who = merchantId === undefined ? `address ${key} (and every merchant from it)` : `merchant "${merchantId}" from address ${key}`;
+  const who = merchantId === undefined ? `address ${key} (and every merchant from it)` : `merchant "${merchantId}" from address ${key}`;
+  const named = config.redis !== undefined;
+  return runMysqlCommand(io, 'throttle unblock', async () => {
+    const lifted = await withStores(config, async (store) => ({ store, changed: await store.lift(key, merchantId) }));
+    for (const { store, changed } of lifted) {
+      const where = named ? ` in ${store.name}` : '';
       if (changed === 0) {
-        io.out(`Nothing to lift: no failures are counted for ${who}.`);
-        return 0;
+        io.out(`Nothing to lift${where}: no failures are counted for ${who}.`);
+        continue;
       }
-      logAdminChange(io, 'throttle_unblocked', { client_address: key, merchant_id: merchantId ?? null, rows: changed }, 'throttle block lifted');
-      io.out(`Lifted the block of ${who}, and its count starts again; every server drops it within about a second.`);
-      return 0;
-    }),
-  );
+      logAdminChange(io, 'throttle_unblocked', { client_address: key, merchant_id: merchantId ?? null, rows: changed, ...(named ? { store: store.name } : {}) }, 'throttle block lifted');
+      io.out(`Lifted the block of ${who}${where}, and its count starts again; every server drops it ${store.spreads}.`);
+    }
+    return 0;
+  });
 }
 
 function help(io: CliIo): number {

@@ -118,3 +118,39 @@ return 1
 export const READ_BLOCKS = redisScript(`#!lua flags=no-writes
 return redis.call('ZRANGE', KEYS[1], '+inf', '(' .. ARGV[1], 'BYSCORE', 'REV', 'LIMIT', 0, tonumber(ARGV[2]))
 `);
+
+/**
+ * The operator's lift (`merchant-api throttle unblock`). LIFT: KEYS, the counters to lift (the
+ * address's first when `withAddress` is 1, then the pairs in the order of the merchant ids).
+ * ARGV: channel, origin, address, withAddress, merchant ids. Each counter that exists starts
+ * again, unblocked, and is published as lifted; answers how many there were.
+ * UNINDEX: KEYS, the blocks index; ARGV, the members to remove.
+ */
+export const redisLiftScripts = {
+  LIFT: redisScript(`#!lua
+${VERSION}
+local records = {}
+local withAddress = ARGV[4] == '1'
+for i, key in ipairs(KEYS) do
+  if redis.call('EXISTS', key) == 1 then
+    local version = nextVersion(key)
+    redis.call('HSET', key, 'failures', 0, 'blocks', 0, 'blockedUntil', 0, 'version', version)
+    redis.call('EXPIRE', key, ${RESET_VISIBLE_SECONDS})
+    local record
+    if withAddress and i == 1 then
+      record = recordOf('address', ARGV[3], '', 0, 0, 0, 0, version)
+    else
+      record = recordOf('pair', ARGV[3], ARGV[4 + i - (withAddress and 1 or 0)], 0, 0, 0, 0, version)
+    end
+    record.lifted = true
+    records[#records + 1] = record
+  end
+end
+if #records == 0 then return 0 end
+redis.call('PUBLISH', ARGV[1], cjson.encode({ origin = ARGV[2], records = records }))
+return #records
+`),
+  UNINDEX: redisScript(`#!lua
+return redis.call('ZREM', KEYS[1], unpack(ARGV))
+`),
+};

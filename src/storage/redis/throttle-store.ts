@@ -73,7 +73,7 @@ export class RedisThrottleStore implements ThrottleStore {
     if (this.#closed) return [];
     const reply = await this.#connection.run(READ_BLOCKS, [this.#keys.blocks], [now, MAX_INDEXED_BLOCKS]);
     return (Array.isArray(reply) ? reply : []).flatMap((member) => {
-      const record = typeof member === 'string' ? toRecord(safeParse(member)) : undefined;
+      const record = typeof member === 'string' ? parseIndexedBlock(member) : undefined;
       return record ? [record] : [];
     });
   }
@@ -134,6 +134,11 @@ export class RedisThrottleStore implements ThrottleStore {
   }
 }
 
+/** A member of the blocks index, or undefined when it is not one. */
+export function parseIndexedBlock(member: string): ThrottleRecord | undefined {
+  return toRecord(safeParse(member));
+}
+
 interface Message {
   origin: string;
   records: ThrottleRecord[];
@@ -160,7 +165,7 @@ function parseMessage(reply: unknown): Message | undefined {
 function toRecord(value: unknown): ThrottleRecord | undefined {
   const v = value as Record<string, unknown> | undefined;
   if (typeof v !== 'object' || v === null) return undefined;
-  const { scope, address, merchantId, failures, windowStart, blocks, blockedUntil, version } = v;
+  const { scope, address, merchantId, failures, windowStart, blocks, blockedUntil, version, lifted } = v;
   if ((scope !== 'address' && scope !== 'pair') || typeof address !== 'string' || typeof version !== 'string') return undefined;
   if (![failures, windowStart, blocks, blockedUntil].every((n) => typeof n === 'number' && Number.isFinite(n))) return undefined;
   if (scope === 'pair' && (typeof merchantId !== 'string' || merchantId === '')) return undefined;
@@ -172,6 +177,8 @@ function toRecord(value: unknown): ThrottleRecord | undefined {
     windowStart: windowStart as number,
     blocks: blocks as number,
     blockedUntil: blockedUntil as number,
+    // An operator's lift (throttle-admin.ts): every instance drops the block.
+    ...(lifted === true ? { lifted: true } : {}),
     version,
   };
 }
