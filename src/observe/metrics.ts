@@ -76,7 +76,8 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     registers,
   });
   const storageErrors = new Counter({ name: 'merchant_api_storage_errors_total', help: 'Storage calls that failed or timed out, by operation.', labelNames: ['operation'], registers });
-  // Only ever an error code of MerchantApiErrorCode: a short fixed list, so a label an outsider cannot grow.
+  // Only ever an error code of MerchantApiErrorCode or of a /validatesignature refusal (src/routes/validate-signature.ts):
+  // a short fixed list, so a label an outsider cannot grow.
   const errors = new Counter({ name: 'merchant_api_errors_total', help: 'Error answers, by error code (docs/protocol.md#errors).', labelNames: ['code'], registers });
   const saltCount = options.saltCount;
   new Gauge({

@@ -25,6 +25,17 @@ const NOT_WHOLE_SECONDS = reply(400, signatureError('Invalid timestamp: ts must 
 const REPLAYED = reply(400, signatureError('This salt was already used: every request needs a new salt.'));
 const VALID = reply(200, '{"status":"ok","is_valid":true}');
 
+/**
+ * The codes of the 400 refusals for logs and metrics only (the body has none: wire compatibility), named as the
+ * client derives them from the message (src/client/decode-error.ts).
+ */
+const REFUSAL_CODE = {
+  mismatch: 'signature_mismatch',
+  notWholeSeconds: 'invalid_timestamp',
+  outsideWindow: 'timestamp_out_of_window',
+  replayed: 'salt_reused',
+} as const;
+
 /** What a signed request presents: the four values, and what the signature covers. */
 interface SignedQuery {
   salt: string;
@@ -50,20 +61,25 @@ export async function validateSignature(ctx: RequestContext, input: RouteInput, 
   const signed = requiredValues(parseQuery(input.search), ctx, input, deps.resolveBases);
 
   const verified = await verifyMerchant(ctx, deps.storage(ctx), signed.cp, SIGNATURE, signed);
-  if (typeof verified === 'string') return verified === 'unknown_merchant' ? UNKNOWN_MERCHANT : verified === 'disabled' ? DISABLED : MISMATCH;
+  if (typeof verified === 'string') {
+    if (verified === 'bad_signature') ctx.errorCode = REFUSAL_CODE.mismatch;
+    return verified === 'unknown_merchant' ? UNKNOWN_MERCHANT : verified === 'disabled' ? DISABLED : MISMATCH;
+  }
   // The one place the merchant is marked authenticated: once its signature verifies, before the timestamp and the salt.
   const hooks = deps.authenticated(ctx, verified.id);
   if (hooks) await hooks;
 
   const nowSeconds = Math.floor(deps.now() / 1000);
-  if (!WHOLE_SECONDS.test(signed.ts)) return NOT_WHOLE_SECONDS;
+  if (!WHOLE_SECONDS.test(signed.ts)) return ((ctx.errorCode = REFUSAL_CODE.notWholeSeconds), NOT_WHOLE_SECONDS);
   const ts = Number(signed.ts);
   if (Math.abs(nowSeconds - ts) > deps.tolerance) {
+    ctx.errorCode = REFUSAL_CODE.outsideWindow;
     return reply(400, signatureError(`Invalid timestamp: ts is outside the accepted window of ${deps.tolerance} seconds from the server's time.`));
   }
 
   const record = { merchantId: verified.id, salt: signed.salt, expiresAt: ts + deps.tolerance, now: nowSeconds, ts };
   const fresh = await deps.storage(ctx).recordSalt(record);
+  if (!fresh) ctx.errorCode = REFUSAL_CODE.replayed;
   return fresh ? VALID : REPLAYED;
 }
 
