@@ -27,7 +27,7 @@ export interface MetricsOptions {
   processMetrics?: boolean;
   /** Add a `merchant` label to the request counter. Default false: merchant ids are not for every scraper. */
   merchantLabel?: boolean;
-  /** How many salts the storage holds, for `merchant_api_salts_stored` (the memory storage's `saltCount`). */
+  /** How many salts the storage holds, for `merchant_api_salts_stored` (the memory storage's `saltCount`); without it the metric is left out. */
   saltCount?: () => number | Promise<number>;
   /** The most salts the storage may hold, for `merchant_api_salts_capacity` (the memory storage's `maxSalts`): with `saltCount`, how full it is. */
   saltCapacity?: number;
@@ -80,16 +80,17 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   // a short fixed list, so a label an outsider cannot grow.
   const errors = new Counter({ name: 'merchant_api_errors_total', help: 'Error answers, by error code (docs/protocol.md#errors).', labelNames: ['code'], registers });
   const saltCount = options.saltCount;
-  new Gauge({
-    name: 'merchant_api_salts_stored',
-    help: 'Salts the storage holds for replay protection (where the storage can tell).',
-    registers,
-    ...(saltCount && {
+  // Only where the storage can count: a 0 elsewhere would read as an empty store.
+  if (saltCount) {
+    new Gauge({
+      name: 'merchant_api_salts_stored',
+      help: 'Salts the storage holds for replay protection (only where the storage can tell).',
+      registers,
       async collect(this: Gauge) {
         this.set(await saltCount());
       },
-    }),
-  });
+    });
+  }
   const saltCapacity = new Gauge({ name: 'merchant_api_salts_capacity', help: 'The most salts the storage may hold (where it has a bound: MAX_SALTS of the memory storage), else 0.', registers });
   if (options.saltCapacity !== undefined) saltCapacity.set(options.saltCapacity);
 
