@@ -61,7 +61,15 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   });
   const duration = new Histogram({
     name: 'merchant_api_request_duration_seconds',
-    help: 'From arrival to the last byte handed to the runtime, by route pattern.',
+    help: 'From arrival to the last byte handed to the runtime, by route pattern (refusals held back on purpose are in merchant_api_held_refusal_duration_seconds).',
+    labelNames: ['route'],
+    buckets: BUCKETS,
+    registers,
+  });
+  // A refusal held back on purpose (late refusals) measures the hold, not the service: kept out of the latency above.
+  const heldDuration = new Histogram({
+    name: 'merchant_api_held_refusal_duration_seconds',
+    help: 'Refusals held back on purpose for a client that ignored Retry-After (docs/security.md), by route pattern: not in merchant_api_request_duration_seconds.',
     labelNames: ['route'],
     buckets: BUCKETS,
     registers,
@@ -112,9 +120,13 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
         requestChildren.set(key, child);
       }
       child.inc();
-      let timer = durationChildren.get(route);
-      if (!timer) durationChildren.set(route, (timer = duration.labels({ route })));
-      timer.observe(summary.durationMs / 1000);
+      if (ctx.heldMs !== undefined) {
+        heldDuration.observe({ route }, summary.durationMs / 1000);
+      } else {
+        let timer = durationChildren.get(route);
+        if (!timer) durationChildren.set(route, (timer = duration.labels({ route })));
+        timer.observe(summary.durationMs / 1000);
+      }
       if (ctx.errorCode !== undefined) errors.inc({ code: ctx.errorCode });
       if (ctx.authFailure !== undefined) authFailures.inc({ reason: ctx.authFailure });
       if (ctx.throttled !== undefined) throttled.inc({ reason: ctx.throttled });
