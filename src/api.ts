@@ -24,6 +24,8 @@ import { resolveOptions, type MerchantApiOptions } from './options.js';
 import { authenticatedStep } from './pipeline/authentication.js';
 import { createPipeline } from './pipeline/pipeline.js';
 import type { HandlerDeps } from './routes/route.js';
+import { docsRoutes } from './routes/docs/page.js';
+import { swaggerUiDist } from './routes/docs/swagger-ui-dist.js';
 import { ROUTES } from './routes/table.js';
 import { storageViews } from './storage/guard.js';
 
@@ -100,7 +102,8 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
 
   const inFlight = new Set<() => void>();
   const fetch = createPipeline({
-    routes: ROUTES,
+    // The reference page is not part of the API: beside the table, not in its document.
+    routes: options.docsPage === false ? ROUTES : [...ROUTES, ...docsRoutes(options.docsAssets ?? swaggerUiDist)],
     deps,
     hooks,
     logger,

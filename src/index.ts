@@ -25,4 +25,5 @@ export type { ThrottleFailure, ThrottleRecord, ThrottleRules, ThrottleStore, Thr
 export type { ChangedUserRecord, PartHealth, UserOrder, UserRecordPage } from './storage/contract.js';
 export type { FairShareOptions } from './limits/fair-share.js';
 export type { TarpitOptions } from './limits/tarpit.js';
+export type { DocsAssets, SwaggerUiFile } from './routes/docs/assets.js';
 export type { ThrottleOptions } from './limits/throttle.js';

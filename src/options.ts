@@ -11,6 +11,7 @@ import type { FairShareOptions } from './limits/fair-share.js';
 import type { TarpitOptions } from './limits/tarpit.js';
 import type { ThrottleOptions } from './limits/throttle.js';
 import type { Logger } from './observe/logger.js';
+import type { DocsAssets } from './routes/docs/assets.js';
 import type { Storage } from './storage/contract.js';
 
 export interface MerchantApiOptions {
@@ -55,6 +56,14 @@ export interface MerchantApiOptions {
   logger?: Logger;
   /** One line per request on the logger. Default true. */
   accessLog?: boolean;
+  /**
+   * `GET /docs` under the base path: the OpenAPI document as an interactive page (Swagger UI), served from
+   * this server only (docs/embedding.md#the-api-reference-page). Needs the optional package `swagger-ui-dist`
+   * (without it the page answers 404 naming it) or `docsAssets`. Default true.
+   */
+  docsPage?: boolean;
+  /** Where the page reads Swagger UI's files, where the runtime has no `node:fs`. Default: the package `swagger-ui-dist`, read from disk. */
+  docsAssets?: () => Promise<DocsAssets>;
   /** Your own hooks (quota, metrics, tracing); several sets run in order. */
   hooks?: MerchantApiHooks | readonly MerchantApiHooks[];
   /** A span per request and storage call through `@opentelemetry/api`: a no-op until an SDK is registered. Default true. */

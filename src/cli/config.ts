@@ -50,6 +50,8 @@ export interface ServerConfig {
   mysql: MysqlConfig;
   logLevel: (typeof LOG_LEVELS)[number];
   accessLog: boolean;
+  /** DOCS_PAGE: `GET /docs`, the API reference page. */
+  docsPage: boolean;
   /** METRICS_PORT: serve Prometheus metrics on their own listener. */
   metricsPort?: number;
   /** METRICS_HOST: the interface of that listener; default HOST. */
@@ -154,6 +156,7 @@ export function readServerConfig(env: Env): ServerConfig {
     mysql,
     logLevel: logLevel as ServerConfig['logLevel'],
     accessLog: r.bool('ACCESS_LOG', true),
+    docsPage: r.bool('DOCS_PAGE', true),
     metricsPort,
     metricsHost: r.text('METRICS_HOST') ?? hostname,
     shutdownTimeout: r.int('SHUTDOWN_TIMEOUT', DEFAULTS.shutdownTimeoutMs, 0, 3_600_000),

@@ -44,6 +44,8 @@ export interface RequestContext {
   errorCode: string | undefined;
   /** Set when authentication failed, with the reason. */
   authFailure: AuthFailureReason | undefined;
+  /** How long a refusal was deliberately held back (late refusals, src/limits/tarpit.ts), ms: not latency. */
+  heldMs?: number;
 }
 
 /** What an adapter tells the handler about a request beyond the `Request` itself. */

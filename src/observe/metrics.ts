@@ -27,7 +27,7 @@ export interface MetricsOptions {
   processMetrics?: boolean;
   /** Add a `merchant` label to the request counter. Default false: merchant ids are not for every scraper. */
   merchantLabel?: boolean;
-  /** How many salts the storage holds, for `merchant_api_salts_stored` (the memory storage's `saltCount`). */
+  /** How many salts the storage holds, for `merchant_api_salts_stored` (the memory storage's `saltCount`); without it the metric is left out. */
   saltCount?: () => number | Promise<number>;
   /** The most salts the storage may hold, for `merchant_api_salts_capacity` (the memory storage's `maxSalts`): with `saltCount`, how full it is. */
   saltCapacity?: number;
@@ -61,7 +61,15 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   });
   const duration = new Histogram({
     name: 'merchant_api_request_duration_seconds',
-    help: 'From arrival to the last byte handed to the runtime, by route pattern.',
+    help: 'From arrival to the last byte handed to the runtime, by route pattern (refusals held back on purpose are in merchant_api_held_refusal_duration_seconds).',
+    labelNames: ['route'],
+    buckets: BUCKETS,
+    registers,
+  });
+  // A refusal held back on purpose (late refusals) measures the hold, not the service: kept out of the latency above.
+  const heldDuration = new Histogram({
+    name: 'merchant_api_held_refusal_duration_seconds',
+    help: 'Refusals held back on purpose for a client that ignored Retry-After (docs/security.md), by route pattern: not in merchant_api_request_duration_seconds.',
     labelNames: ['route'],
     buckets: BUCKETS,
     registers,
@@ -76,19 +84,21 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     registers,
   });
   const storageErrors = new Counter({ name: 'merchant_api_storage_errors_total', help: 'Storage calls that failed or timed out, by operation.', labelNames: ['operation'], registers });
-  // Only ever an error code of MerchantApiErrorCode: a short fixed list, so a label an outsider cannot grow.
+  // Only ever an error code of MerchantApiErrorCode or of a /validatesignature refusal (src/routes/validate-signature.ts):
+  // a short fixed list, so a label an outsider cannot grow.
   const errors = new Counter({ name: 'merchant_api_errors_total', help: 'Error answers, by error code (docs/protocol.md#errors).', labelNames: ['code'], registers });
   const saltCount = options.saltCount;
-  new Gauge({
-    name: 'merchant_api_salts_stored',
-    help: 'Salts the storage holds for replay protection (where the storage can tell).',
-    registers,
-    ...(saltCount && {
+  // Only where the storage can count: a 0 elsewhere would read as an empty store.
+  if (saltCount) {
+    new Gauge({
+      name: 'merchant_api_salts_stored',
+      help: 'Salts the storage holds for replay protection (only where the storage can tell).',
+      registers,
       async collect(this: Gauge) {
         this.set(await saltCount());
       },
-    }),
-  });
+    });
+  }
   const saltCapacity = new Gauge({ name: 'merchant_api_salts_capacity', help: 'The most salts the storage may hold (where it has a bound: MAX_SALTS of the memory storage), else 0.', registers });
   if (options.saltCapacity !== undefined) saltCapacity.set(options.saltCapacity);
 
@@ -110,9 +120,13 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
         requestChildren.set(key, child);
       }
       child.inc();
-      let timer = durationChildren.get(route);
-      if (!timer) durationChildren.set(route, (timer = duration.labels({ route })));
-      timer.observe(summary.durationMs / 1000);
+      if (ctx.heldMs !== undefined) {
+        heldDuration.observe({ route }, summary.durationMs / 1000);
+      } else {
+        let timer = durationChildren.get(route);
+        if (!timer) durationChildren.set(route, (timer = duration.labels({ route })));
+        timer.observe(summary.durationMs / 1000);
+      }
       if (ctx.errorCode !== undefined) errors.inc({ code: ctx.errorCode });
       if (ctx.authFailure !== undefined) authFailures.inc({ reason: ctx.authFailure });
       if (ctx.throttled !== undefined) throttled.inc({ reason: ctx.throttled });

@@ -84,7 +84,10 @@ export function createPipeline(parts: PipelineParts): (request: Request, info?: 
       answer = failed(ctx, error, shape);
       // A connection refused by the adapter's cap is closed after this answer: no request comes back on it to hold back.
       const wait = onConnection && info?.connectionLimit === undefined && onConnection(ctx, error);
-      if (wait) await heldBack(wait);
+      if (wait) {
+        ctx.heldMs = wait;
+        await heldBack(wait);
+      }
     }
     // A failure shared through a store is answered once the store has it (bounded).
     const counted = afterAnswer?.(ctx);

@@ -1,6 +1,6 @@
 /**
  * Finds the route for a path (below the base path). Exact patterns are one
- * map lookup; a pattern with `{name}` matches one non-empty segment, decoded
+ * map lookup; each `{name}` of a pattern matches one non-empty segment, decoded
  * strictly (a bad escape is a 400, not a 404).
  */
 import { MerchantApiError } from '../errors.js';
@@ -18,14 +18,14 @@ export type RouteMatcher = (path: string) => RouteMatch | undefined;
 
 export function createMatcher(routes: readonly Route[]): RouteMatcher {
   const exact = new Map<string, RouteMatch>();
-  const templated: { head: string; name: string; route: Route }[] = [];
+  // A pattern with parameters: its segments, each a literal or a `{name}` (one non-empty segment).
+  const templated: { segments: string[]; names: (string | undefined)[]; route: Route }[] = [];
   for (const route of routes) {
-    const segments = route.pattern.split('/');
-    const last = segments.at(-1)!;
-    if (/^\{\w+\}$/.test(last) && !segments.slice(0, -1).some((s) => s.includes('{'))) {
-      templated.push({ head: `${segments.slice(0, -1).join('/')}/`, name: last.slice(1, -1), route });
-    } else if (route.pattern.includes('{')) {
-      throw new TypeError(`Route ${route.pattern}: only a last {parameter} segment is supported.`);
+    if (route.pattern.includes('{')) {
+      const segments = route.pattern.split('/');
+      const names = segments.map((s) => /^\{(\w+)\}$/.exec(s)?.[1]);
+      if (segments.some((s, i) => names[i] === undefined && s.includes('{'))) throw new TypeError(`Route ${route.pattern}: a {parameter} must be a whole segment.`);
+      templated.push({ segments, names, route });
     } else {
       exact.set(route.pattern, { route, params: NO_PARAMS });
       if (route.trailingSlash) exact.set(`${route.pattern}/`, { route, params: NO_PARAMS });
@@ -34,11 +34,14 @@ export function createMatcher(routes: readonly Route[]): RouteMatcher {
   return (path) => {
     const hit = exact.get(path);
     if (hit) return hit;
-    for (const { head, name, route } of templated) {
-      if (!path.startsWith(head)) continue;
-      const segment = path.slice(head.length);
-      if (segment === '' || segment.includes('/')) continue;
-      return { route, params: { [name]: decodePathSegment(segment) } };
+    if (templated.length === 0) return undefined;
+    const received = path.split('/');
+    for (const { segments, names, route } of templated) {
+      if (received.length !== segments.length) continue;
+      if (!segments.every((s, i) => (names[i] === undefined ? s === received[i] : received[i] !== ''))) continue;
+      const params: Record<string, string> = {};
+      for (let i = 0; i < names.length; i++) if (names[i] !== undefined) params[names[i]!] = decodePathSegment(received[i]!);
+      return { route, params };
     }
     return undefined;
   };

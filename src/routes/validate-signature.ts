@@ -25,6 +25,17 @@ const NOT_WHOLE_SECONDS = reply(400, signatureError('Invalid timestamp: ts must 
 const REPLAYED = reply(400, signatureError('This salt was already used: every request needs a new salt.'));
 const VALID = reply(200, '{"status":"ok","is_valid":true}');
 
+/**
+ * The codes of the 400 refusals for logs and metrics only (the body has none: wire compatibility), named as the
+ * client derives them from the message (src/client/decode-error.ts).
+ */
+const REFUSAL_CODE = {
+  mismatch: 'signature_mismatch',
+  notWholeSeconds: 'invalid_timestamp',
+  outsideWindow: 'timestamp_out_of_window',
+  replayed: 'salt_reused',
+} as const;
+
 /** What a signed request presents: the four values, and what the signature covers. */
 interface SignedQuery {
   salt: string;
@@ -50,15 +61,19 @@ export async function validateSignature(ctx: RequestContext, input: RouteInput, 
   const signed = requiredValues(parseQuery(input.search), ctx, input, deps.resolveBases);
 
   const verified = await verifyMerchant(ctx, deps.storage(ctx), signed.cp, SIGNATURE, signed);
-  if (typeof verified === 'string') return verified === 'unknown_merchant' ? UNKNOWN_MERCHANT : verified === 'disabled' ? DISABLED : MISMATCH;
+  if (typeof verified === 'string') {
+    if (verified === 'bad_signature') ctx.errorCode = REFUSAL_CODE.mismatch;
+    return verified === 'unknown_merchant' ? UNKNOWN_MERCHANT : verified === 'disabled' ? DISABLED : MISMATCH;
+  }
 
   // A signature that verifies is not yet a success: a captured URL, expired or already used, verifies too.
   // A refusal on the ts is a failure for the throttle, is not admitted to the merchant, and writes nothing.
   const nowSeconds = Math.floor(deps.now() / 1000);
-  if (!WHOLE_SECONDS.test(signed.ts)) return (ctx.authFailure = 'bad_timestamp'), NOT_WHOLE_SECONDS;
+  if (!WHOLE_SECONDS.test(signed.ts)) return (ctx.authFailure = 'bad_timestamp'), (ctx.errorCode = REFUSAL_CODE.notWholeSeconds), NOT_WHOLE_SECONDS;
   const ts = Number(signed.ts);
   if (Math.abs(nowSeconds - ts) > deps.tolerance) {
     ctx.authFailure = 'bad_timestamp';
+    ctx.errorCode = REFUSAL_CODE.outsideWindow;
     return reply(400, signatureError(`Invalid timestamp: ts is outside the accepted window of ${deps.tolerance} seconds from the server's time.`));
   }
 
@@ -76,7 +91,7 @@ export async function validateSignature(ctx: RequestContext, input: RouteInput, 
     if (error instanceof MerchantApiError && error.code === 'invalid_parameter') notASuccess(ctx, 'bad_timestamp');
     throw error;
   }
-  if (!fresh) return notASuccess(ctx, 'replayed_salt'), REPLAYED;
+  if (!fresh) return notASuccess(ctx, 'replayed_salt'), (ctx.errorCode = REFUSAL_CODE.replayed), REPLAYED;
   return VALID;
 }
 

@@ -11,6 +11,7 @@ import { Agent } from 'node:http';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { Tarpit } from '../../src/limits/tarpit.js';
+import { createMetrics } from '../../src/observe/metrics.js';
 import { basic, call, ORIGIN, testApi } from '../support/api.js';
 import { send } from '../support/http-client.js';
 import { RUNTIMES, useCliServer } from '../support/processes.js';
@@ -130,6 +131,16 @@ describe('late refusals through api.fetch', () => {
   it('answers at once with tarpit: false: in the order asked', async () => {
     const { order } = await blockedThenRetry({ tarpit: false });
     expect(order).toEqual(['same port', 'other port']);
+  });
+
+  it('keeps a held refusal out of merchant_api_request_duration_seconds, in a histogram of its own', async () => {
+    const metrics = createMetrics({ processMetrics: false });
+    await blockedThenRetry({ hooks: metrics.hooks, accessLog: false });
+    const count = async (name: string) =>
+      (await metrics.registry.getSingleMetric(name)!.get()).values.find((v) => (v as { metricName?: string }).metricName === `${name}_count` && v.labels.route === '/merchant/users')?.value;
+    // 10 wrong keys, the first 429, the other port's 429: answered at once. The same port's 429: held.
+    expect(await count('merchant_api_request_duration_seconds')).toBe(12);
+    expect(await count('merchant_api_held_refusal_duration_seconds')).toBe(1);
   });
 
   it('checks its option when the handler is created', () => {

@@ -320,6 +320,11 @@ describe('metrics', () => {
     expect(value('merchant_api_salts_capacity')).toBe(0);
   });
 
+  it('leaves merchant_api_salts_stored out where the storage cannot count its salts (MySQL, Redis): not a 0', async () => {
+    const text = await (await createMetrics({ processMetrics: false }).fetch(new Request('http://metrics/metrics'))).text();
+    expect(text).not.toContain('merchant_api_salts_stored');
+  });
+
   it('answers 404 away from /metrics', async () => {
     const metrics = createMetrics({ processMetrics: false });
     expect((await metrics.fetch(new Request('http://metrics/'))).status).toBe(404);

@@ -11,9 +11,10 @@ export function docPages(): string[] {
   return ['README.md', ...docsDirectory().map((name) => `docs/${name}`)];
 }
 
-/** The file names in docs/, sorted. */
+/** The pages in docs/ (Markdown), sorted. */
 export function docsDirectory(): string[] {
-  return readdirSync(`${ROOT}docs`).sort();
+  // The pages: docs/ also holds the images they show (api-reference.png).
+  return readdirSync(`${ROOT}docs`).filter((name) => name.endsWith('.md')).sort();
 }
 
 export function readPage(page: string): string {

@@ -109,11 +109,17 @@ const SERIES: Record<string, string[]> = { counter: [''], gauge: [''], histogram
  * histogram by their suffix), a label of a matcher or a grouping clause that none of
  * the expression's metrics carries, or a `=`/`=~` matcher that no sample matches.
  */
+/** Labels Prometheus attaches to every series of a target when it scrapes: not in the server's own text. */
+const TARGET_LABELS = new Set(['job', 'instance']);
+
 export function missingFromScrape(expression: string, scrape: Map<string, Family>): string[] {
   const { selectors, grouping } = readExpression(expression);
   const problems: string[] = [];
   const used: Family[] = [];
-  for (const { metric, matchers } of selectors) {
+  for (const { metric, matchers: all } of selectors) {
+    // Prometheus's own: `up` per target, and the target labels it attaches to every scraped series.
+    if (metric === 'up') continue;
+    const matchers = all.filter(({ label }) => !TARGET_LABELS.has(label));
     const entry = [...scrape].find(([family, { type }]) => (SERIES[type] ?? ['']).some((suffix) => `${family}${suffix}` === metric));
     if (!entry) {
       problems.push(`no metric ${metric} in the scrape`);

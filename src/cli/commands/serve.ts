@@ -136,6 +136,7 @@ async function listen(runtime: ServeRuntime, config: ServerConfig, storage: Stor
       cursorSecret: config.cursorSecret,
       logger,
       accessLog: config.accessLog,
+      docsPage: config.docsPage,
       hooks: metrics ? [metrics.hooks] : [],
       throttle: config.throttle,
       merchantConcurrency: config.merchantConcurrency,

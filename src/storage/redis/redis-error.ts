@@ -26,6 +26,8 @@ export function healthProblem(error: unknown): string {
   if (message.startsWith('OOM')) return 'full: at its maxmemory';
   if (/timed? ?out/i.test(message)) return 'timed out';
   if (typeof code === 'string' && /^E[A-Z]+$/.test(code)) return `unreachable (${code})`;
+  // ioredis while its connection is down (no offline queue): the call was never sent.
+  if (/^(Stream isn't writeable|Connection is closed)/.test(message)) return 'unreachable (not connected)';
   if (error instanceof Error && /maxmemory-policy/.test(error.message)) return 'refused: its maxmemory-policy may evict salts';
   return 'failed';
 }
