@@ -28,7 +28,7 @@ describe('two memory storages loaded from one seed file at different times', () 
       // Later by more than the clock's step: load times would differ.
       await sleep(20);
       const second = await loadMemoryStorage(seed.path);
-      const stamps = async (s: typeof first.storage) =>
+      const stamps = async (s: typeof first) =>
         ((await s.storage.listUsers({ merchantId: MERCHANTS.main.id, filter: {}, order: 'updated_at', limit: 100 })) as ChangedUserRecord[]).map((u) => [u.shared_user_id, u.updated_at]);
       expect(await stamps(second)).toEqual(await stamps(first));
       const apis = [first, second].map(({ storage }) => createMerchantApi({ storage, cursorSecret: 'c'.repeat(32), logger: silentLogger }));
