@@ -24,6 +24,8 @@ export interface LoadMemoryStorageOptions extends MemoryStorageOptions {
    * cursor of `order=updated_at` from one goes on in another.
    */
   updatedAt?: string;
+  /** The longest seed record read, in bytes: an NDJSON line or an element of the document (default 1 MiB). */
+  maxRecordBytes?: number;
 }
 
 /** Problems kept for the error (the rest are counted). */
@@ -41,21 +43,22 @@ export async function loadMemoryStorage(
   file: string | URL,
   options: LoadMemoryStorageOptions = {},
 ): Promise<{ storage: MemoryStorage; merchants: number; users: number }> {
-  const { format = seedFormatOf(String(file)), updatedAt, ...storageOptions } = options;
+  const { format = seedFormatOf(String(file)), updatedAt, maxRecordBytes, ...storageOptions } = options;
   // Read from the file system, not the clock: every process loading this file gets the same.
   const stamp = updatedAt ?? MemoryUserIndex.stampOf(Number((await stat(file, { bigint: true })).mtimeNs / 1000n));
-  return readMemoryStorage(createReadStream(file, { highWaterMark: 1 << 20 }), format, storageOptions, stamp);
+  return readMemoryStorage(createReadStream(file, { highWaterMark: 1 << 20 }), format, storageOptions, stamp, maxRecordBytes);
 }
 
 /**
  * `loadMemoryStorage` from any source of bytes (a stream, a response body, chunks in a test);
- * `updatedAt` as `LoadMemoryStorageOptions.updatedAt`, default the load time.
+ * `updatedAt` and `maxRecordBytes` as in `LoadMemoryStorageOptions` (`updatedAt` default: the load time).
  */
 export async function readMemoryStorage(
   chunks: AsyncIterable<Uint8Array>,
   format: SeedFormat,
   storageOptions: MemoryStorageOptions = {},
   updatedAt?: string,
+  maxRecordBytes?: number,
 ): Promise<{ storage: MemoryStorage; merchants: number; users: number }> {
   const merchants: SeedMerchant[] = [];
   const merchantIds = new Set<string>();
@@ -104,7 +107,10 @@ export async function readMemoryStorage(
     badLine(line) {
       report([`line ${line}: not valid JSON`]);
     },
-  });
+    longLine(line, max) {
+      report([`line ${line}: longer than ${max} bytes, the most one seed record may be`]);
+    },
+  }, maxRecordBytes);
   if (format === 'json' && !seen.merchants) report(['"merchants" must be an array']);
   for (const { merchantId, at: where } of pending) {
     if (!merchantIds.has(merchantId)) report([format === 'json' ? `${where}.merchant_id: no merchant "${merchantId}" in the seed` : `${where}: merchant_id: no merchant "${merchantId}" in the seed`]);
