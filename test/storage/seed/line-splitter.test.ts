@@ -35,6 +35,10 @@ function chunksOf(text: string, size: number): Buffer[] {
   return chunks;
 }
 
+async function* streamOf(chunks: Buffer[]): AsyncGenerator<Buffer> {
+  yield* chunks;
+}
+
 afterEach(() => vi.restoreAllMocks());
 
 describe('LineSplitter', () => {
@@ -93,7 +97,7 @@ describe('the seed loader: the cap on one record', () => {
   it('an NDJSON line over the cap is a problem naming its line (default 1 MiB)', async () => {
     expect(DEFAULT_MAX_LINE_BYTES).toBe(1 << 20);
     const huge = JSON.stringify({ merchant_id: 'm1', shared_user_id: 'x'.repeat(2 << 20) });
-    const error = await readMemoryStorage(chunksOf(`${merchant}\n${huge}\n`, 1 << 16), 'ndjson').catch((e: unknown) => e);
+    const error = await readMemoryStorage(streamOf(chunksOf(`${merchant}\n${huge}\n`, 1 << 16)), 'ndjson').catch((e: unknown) => e);
     expect(error).toBeInstanceOf(SeedError);
     expect((error as SeedError).message).toContain(`line 2: longer than ${1 << 20} bytes, the most one seed record may be`);
   });
@@ -101,7 +105,7 @@ describe('the seed loader: the cap on one record', () => {
   it('a record of a seed document over the cap is refused, naming where it starts, without copying it per chunk', async () => {
     const document = `{"merchants":[${merchant}],"users":[{"merchant_id":"m1","shared_user_id":"${'x'.repeat(5000)}"}]}`;
     const start = document.indexOf('{"merchant_id"');
-    const error = await readMemoryStorage(chunksOf(document, 100), 'json', {}, undefined, 1000).catch((e: unknown) => e);
+    const error = await readMemoryStorage(streamOf(chunksOf(document, 100)), 'json', {}, undefined, 1000).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(SeedSyntaxError);
     expect((error as Error).message).toBe(`the value starting at byte ${start} is longer than 1000 bytes, the most one seed record may be`);
   });

@@ -2,7 +2,7 @@
  * Migration `0006_replica_heartbeat`: the heartbeat that measures how far a read replica is
  * behind (docs/mysql.md#read-replicas), as pt-heartbeat does. One row (`id = 1`): every serving
  * instance with a replica writes the primary's clock (`UTC_TIMESTAMP(6)`) into it about once a
- * second, keeping the greatest value, so the table stays one row and the writes one per instance
+ * second (the last write wins), so the table stays one row and the writes one per instance
  * per check interval whatever the number of instances; each instance reads the row on the
  * replica, where it is as old as what the replica has applied.
  */

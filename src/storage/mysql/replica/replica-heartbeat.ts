@@ -17,15 +17,19 @@ export function datetimeMicros(text: string): number {
 }
 
 /**
- * Writes a beat on the primary: its clock now, kept only if greater than the beat there (every
- * instance writes the same row). Answers the beat, in microseconds of the primary's clock.
+ * Writes a beat on the primary: its clock now (every instance writes the same row, the last
+ * write wins). Answers the beat, in microseconds of the primary's clock. Not GREATEST: a beat
+ * read a moment earlier by another instance and committed after this one only overstates the lag
+ * (everything committed before its time is still before it in the binary log), while a greatest
+ * value would let a beat from before a step back of the primary's clock mask the lag until the
+ * clock caught up.
  */
 export async function writeHeartbeat(primaryDb: Kysely<any>): Promise<number> {
   const { rows } = await sql<{ now: string }>`SELECT UTC_TIMESTAMP(6) AS now`.execute(primaryDb);
   const now = rows[0]!.now;
   // The value read, not UTC_TIMESTAMP(6) again: the caller knows exactly what it wrote.
   await sql`INSERT INTO replica_heartbeat (id, beat_at) VALUES (1, ${now})
-    ON DUPLICATE KEY UPDATE beat_at = GREATEST(beat_at, VALUES(beat_at))`.execute(primaryDb);
+    ON DUPLICATE KEY UPDATE beat_at = VALUES(beat_at)`.execute(primaryDb);
   return datetimeMicros(now);
 }
 

@@ -182,10 +182,15 @@ class ReplicaReads extends ForwardingStorage implements ReplicaReadsStorage {
     else if (now - this.#replicaBeat!.at > 2 * this.#interval) reason = `the replica's lag is unknown: no reading for ${Math.round(now - this.#replicaBeat!.at)} ms`;
     else {
       const primaryNow = this.#primaryClock!.micros + (now - this.#primaryClock!.at) * 1000;
-      const lag = Math.max(0, primaryNow - this.#replicaBeat!.micros);
+      const lag = primaryNow - this.#replicaBeat!.micros;
       const seconds = Math.floor(lag / 1_000_000);
-      usable = lag <= this.#maxLagMicros;
-      reason = usable ? `the replica is ${seconds} s behind` : `the replica is ${seconds} s behind, more than ${this.#maxLagMicros / 1_000_000}`;
+      // The estimate of the primary's clock is never early (see #check), so a beat after it was not
+      // written by this clock as it runs now: one from before a step back, or written by hand. Unknown.
+      if (lag < 0) reason = "the replica's heartbeat is ahead of the primary's clock (was that clock set back?)";
+      else {
+        usable = lag <= this.#maxLagMicros;
+        reason = usable ? `the replica is ${seconds} s behind` : `the replica is ${seconds} s behind, more than ${this.#maxLagMicros / 1_000_000}`;
+      }
     }
     const changed = usable !== this.#usable || (!usable && this.#reason === 'not checked yet' && reason !== this.#reason);
     this.#usable = usable;
