@@ -51,7 +51,9 @@ async function page(ctx: RequestContext, input: RouteInput, merchant: Merchant, 
 async function streamAll(ctx: RequestContext, merchant: Merchant, filter: UserFilter, order: UserOrder, deps: HandlerDeps): Promise<Reply> {
   const batchSize = deps.streamBatchSize;
   const withUpdatedAt = order === 'updated_at';
-  const read = (position: Partial<Position>) => deps.storage(ctx).listUsers({ merchantId: merchant.id, filter, order, ...position, limit: batchSize });
+  // One object for the whole stream: a storage on a replica reads every batch from one source.
+  const listing = {};
+  const read = (position: Partial<Position>) => deps.storage(ctx).listUsers({ merchantId: merchant.id, filter, order, ...position, limit: batchSize, listing });
   // Where the next batch starts: past a full batch, or where a bounded scan stopped; undefined at the end.
   const nextPosition = (batch: UserRecordPage) =>
     batch.length === batchSize ? positionOf(batch.at(-1)!) : batch.resumeAfter === undefined ? undefined : resumePosition(batch);

@@ -105,6 +105,12 @@ export interface UserPageQuery {
   /** With `order: 'updated_at'` and `after`: the `updated_at` of that position (canonical). */
   afterUpdated?: string;
   limit: number;
+  /**
+   * Set by a streamed listing (every user in batches): the same object on every batch of one
+   * listing. A storage that reads from several sources (a replica and its primary) answers every
+   * batch of it from the source of the first, so the document is one source's view; others ignore it.
+   */
+  listing?: object;
 }
 
 /**

@@ -109,9 +109,9 @@ const WRAPPERS: Wrapper[] = [
     adds: ['health', 'pooledOperations', 'throttleStore'],
   },
   {
-    // The replica is never reached: its lag cannot be read from this Kysely.
+    // The replica is never reached: its heartbeat can be neither written nor read with these Kyselys.
     source: 'src/storage/mysql/replica/replica-reads.ts:ReplicaReads',
-    wrap: (inner) => withReplicaReads(inner, { replicaDb: {} as Kysely<MerchantApiDatabase>, masterKey: generateMasterKey() }),
+    wrap: (inner) => withReplicaReads(inner, { replicaDb: {} as Kysely<MerchantApiDatabase>, primaryDb: {} as Kysely<MerchantApiDatabase>, masterKey: generateMasterKey() }),
     changes: ['listUsers', 'getUser'],
     adds: [],
   },

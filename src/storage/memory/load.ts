@@ -7,6 +7,7 @@
  * in NDJSON), never quoting a user's field; nothing is served unless the whole file is valid.
  */
 import { createReadStream } from 'node:fs';
+import { stat } from 'node:fs/promises';
 import type { SeedMerchant } from '../seed/seed.js';
 import { parseSeedMerchant, parseUserRecord, SeedError } from '../seed/seed.js';
 import { readSeedElements, seedFormatOf, type SeedFormat, type SeedPlace } from '../seed/seed-stream.js';
@@ -17,6 +18,14 @@ import { MemoryStorage, type MemoryStorageOptions } from './memory-storage.js';
 export interface LoadMemoryStorageOptions extends MemoryStorageOptions {
   /** `json` (a seed document) or `ndjson`; by default from the name (`.ndjson`, `.jsonl`). */
   format?: SeedFormat;
+  /**
+   * The `updated_at` of users the seed gives none (canonical). Default: the file's modification
+   * time, so every process that loads the file (each of `WORKERS`) stamps them alike and a
+   * cursor of `order=updated_at` from one goes on in another.
+   */
+  updatedAt?: string;
+  /** The longest seed record read, in bytes: an NDJSON line or an element of the document (default 1 MiB). */
+  maxRecordBytes?: number;
 }
 
 /** Problems kept for the error (the rest are counted). */
@@ -34,19 +43,26 @@ export async function loadMemoryStorage(
   file: string | URL,
   options: LoadMemoryStorageOptions = {},
 ): Promise<{ storage: MemoryStorage; merchants: number; users: number }> {
-  const { format = seedFormatOf(String(file)), ...storageOptions } = options;
-  return readMemoryStorage(createReadStream(file, { highWaterMark: 1 << 20 }), format, storageOptions);
+  const { format = seedFormatOf(String(file)), updatedAt, maxRecordBytes, ...storageOptions } = options;
+  // Read from the file system, not the clock: every process loading this file gets the same.
+  const stamp = updatedAt ?? MemoryUserIndex.stampOf(Number((await stat(file, { bigint: true })).mtimeNs / 1000n));
+  return readMemoryStorage(createReadStream(file, { highWaterMark: 1 << 20 }), format, storageOptions, stamp, maxRecordBytes);
 }
 
-/** `loadMemoryStorage` from any source of bytes (a stream, a response body, chunks in a test). */
+/**
+ * `loadMemoryStorage` from any source of bytes (a stream, a response body, chunks in a test);
+ * `updatedAt` and `maxRecordBytes` as in `LoadMemoryStorageOptions` (`updatedAt` default: the load time).
+ */
 export async function readMemoryStorage(
   chunks: AsyncIterable<Uint8Array>,
   format: SeedFormat,
   storageOptions: MemoryStorageOptions = {},
+  updatedAt?: string,
+  maxRecordBytes?: number,
 ): Promise<{ storage: MemoryStorage; merchants: number; users: number }> {
   const merchants: SeedMerchant[] = [];
   const merchantIds = new Set<string>();
-  const index = new MemoryUserIndex();
+  const index = new MemoryUserIndex(undefined, updatedAt);
   const problems: string[] = [];
   let problemCount = 0;
   const scratch: string[] = [];
@@ -91,7 +107,10 @@ export async function readMemoryStorage(
     badLine(line) {
       report([`line ${line}: not valid JSON`]);
     },
-  });
+    longLine(line, max) {
+      report([`line ${line}: longer than ${max} bytes, the most one seed record may be`]);
+    },
+  }, maxRecordBytes);
   if (format === 'json' && !seen.merchants) report(['"merchants" must be an array']);
   for (const { merchantId, at: where } of pending) {
     if (!merchantIds.has(merchantId)) report([format === 'json' ? `${where}.merchant_id: no merchant "${merchantId}" in the seed` : `${where}: merchant_id: no merchant "${merchantId}" in the seed`]);

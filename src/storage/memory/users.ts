@@ -120,12 +120,25 @@ export class MemoryUserIndex {
   #count = 0;
   /** The latest `updated_at` held or handed out (canonical, so string order is time order): the clock never goes below it. */
   #latest = '';
-  /** The stamp of users loaded without `updated_at`: the load time, taken once. */
+  /**
+   * The stamp of users loaded without `updated_at`: given (a seed file's modification time, the
+   * same in every process loading it, so a cursor of `order=updated_at` from one worker goes on
+   * in another), else the load time, taken once.
+   */
   #loadStamp: string | undefined;
 
-  /** `plan`: the bounds of `./user-pages.ts` (tests only; the defaults are what MySQL uses). */
-  constructor(plan: PagePlan = DEFAULT_PAGE_PLAN) {
+  /**
+   * `plan`: the bounds of `./user-pages.ts` (tests only; the defaults are what MySQL uses).
+   * `loadStamp`: the `updated_at` of users added without one (canonical); default the load time.
+   */
+  constructor(plan: PagePlan = DEFAULT_PAGE_PLAN, loadStamp?: string) {
     this.#plan = { ...plan };
+    this.#loadStamp = loadStamp;
+  }
+
+  /** Unix microseconds as a canonical timestamp, for `loadStamp`. */
+  static stampOf(micros: number): string {
+    return formatMicros(micros);
   }
 
   /** An index of seed users (`merchant_id` plus the record); a repeated id keeps its last record. */

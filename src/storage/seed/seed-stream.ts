@@ -45,6 +45,8 @@ export interface SeedElementSink {
   notArray(key: 'merchants' | 'users'): void;
   /** An NDJSON line that is not valid JSON. */
   badLine(line: number): void;
+  /** An NDJSON line longer than `maxRecordBytes`: not read, the lines after it are. */
+  longLine(line: number, maxRecordBytes: number): void;
 }
 
 /** An element's place: its index in the document's array, or its NDJSON line. */
@@ -56,7 +58,12 @@ export type SeedPlace = { index: number; line?: undefined } | { line: number; in
  * Throws `SeedSyntaxError` when the document is not JSON, and `SeedError` when it is JSON but
  * not an object.
  */
-export async function readSeedElements(chunks: AsyncIterable<Uint8Array>, format: SeedFormat, sink: SeedElementSink): Promise<{ merchants: boolean; users: boolean }> {
+export async function readSeedElements(
+  chunks: AsyncIterable<Uint8Array>,
+  format: SeedFormat,
+  sink: SeedElementSink,
+  maxRecordBytes = DEFAULT_MAX_LINE_BYTES,
+): Promise<{ merchants: boolean; users: boolean }> {
   if (format === 'ndjson') {
     const lines = new LineSplitter((text, line) => {
       let value: unknown;
@@ -69,12 +76,12 @@ export async function readSeedElements(chunks: AsyncIterable<Uint8Array>, format
       const isUser = typeof value === 'object' && value !== null && !Array.isArray(value) && 'merchant_id' in value;
       if (isUser) sink.user(value, { line });
       else sink.merchant(value, { line });
-    });
+    }, maxRecordBytes, (line) => sink.longLine(line, maxRecordBytes));
     for await (const chunk of chunks) lines.push(toBuffer(chunk));
     lines.end();
     return { merchants: true, users: true };
   }
-  const reader = new SeedDocumentReader(sink);
+  const reader = new SeedDocumentReader(sink, maxRecordBytes);
   for await (const chunk of chunks) reader.push(toBuffer(chunk));
   return reader.end();
 }
@@ -83,32 +90,101 @@ function toBuffer(chunk: Uint8Array): Buffer {
   return Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
 }
 
-/** Splits bytes into lines (LF or CRLF), calling `onLine` with each non-blank line and its number. */
-export class LineSplitter {
-  #rest: Buffer | undefined;
-  #line = 0;
+/** The longest NDJSON line (and seed record) read by default: 1 MiB, far above any real record (about 1 KB). */
+export const DEFAULT_MAX_LINE_BYTES = 1 << 20;
 
-  constructor(private readonly onLine: (text: string, line: number) => void) {}
+/**
+ * Splits bytes into lines (LF or CRLF), calling `onLine` with each non-blank line and its number.
+ * The pieces of a line that spans chunks are kept in a list and joined once, at its newline: each
+ * byte is copied at most once, however many chunks a long line takes (joining the held text to
+ * every chunk was quadratic: a 64 MB line took 44 s). A line longer than `maxLineBytes` is not
+ * held: `onTooLong` hears its number, and its bytes are skipped up to the next newline.
+ */
+export class LineSplitter {
+  /** The pieces of the line not ended yet, and their total length. */
+  #pieces: Buffer[] = [];
+  #held = 0;
+  /** The current line passed `maxLineBytes`: its bytes are dropped until its newline. */
+  #skipping = false;
+  #line = 0;
+  #copied = 0;
+
+  constructor(
+    private readonly onLine: (text: string, line: number) => void,
+    private readonly maxLineBytes = DEFAULT_MAX_LINE_BYTES,
+    private readonly onTooLong: (line: number) => void = (line) => {
+      throw new RangeError(`line ${line} is longer than ${maxLineBytes} bytes`);
+    },
+  ) {}
+
+  /** Bytes copied to join the pieces of lines that spanned chunks (tests: linear, at most each byte once). */
+  get bytesCopied(): number {
+    return this.#copied;
+  }
 
   push(chunk: Buffer): void {
-    let data = this.#rest ? Buffer.concat([this.#rest, chunk]) : chunk;
     let start = 0;
-    for (let end = data.indexOf(10); end !== -1; end = data.indexOf(10, start)) {
-      this.#emit(data, start, end);
+    for (let end = chunk.indexOf(10); end !== -1; end = chunk.indexOf(10, start)) {
+      if (this.#held > 0) this.#take(chunk.subarray(start, end));
+      if (this.#skipping) {
+        // The end of a line too long to hold, told already.
+        this.#skipping = false;
+        this.#line++;
+      } else if (this.#held > 0) {
+        const line = this.#join();
+        this.#emit(line, 0, line.length);
+      } else {
+        this.#emit(chunk, start, end);
+      }
       start = end + 1;
     }
-    this.#rest = start < data.length ? data.subarray(start) : undefined;
-    data = undefined as never;
+    if (start < chunk.length && !this.#skipping) this.#take(chunk.subarray(start));
   }
 
   end(): void {
-    if (this.#rest) this.#emit(this.#rest, 0, this.#rest.length);
-    this.#rest = undefined;
+    if (this.#skipping) this.#line++;
+    else if (this.#held > 0) {
+      const line = this.#join();
+      this.#emit(line, 0, line.length);
+    }
+    this.#pieces = [];
+    this.#held = 0;
+  }
+
+  /** Holds a piece of the current line, unless the line grows past the cap. */
+  #take(piece: Buffer): void {
+    if (this.#held + piece.length > this.maxLineBytes + 1) {
+      // One byte of slack: a CR before the newline is not part of the line.
+      this.#pieces = [];
+      this.#held = 0;
+      this.#tooLong();
+      return;
+    }
+    this.#pieces.push(piece);
+    this.#held += piece.length;
+  }
+
+  #join(): Buffer {
+    const line = this.#pieces.length === 1 ? this.#pieces[0]! : Buffer.concat(this.#pieces, this.#held);
+    if (this.#pieces.length > 1) this.#copied += this.#held;
+    this.#pieces = [];
+    this.#held = 0;
+    return line;
+  }
+
+  /** The line being read is too long: counted, told, and its bytes dropped up to its newline. */
+  #tooLong(): void {
+    this.#skipping = true;
+    this.onTooLong(this.#line + 1);
   }
 
   #emit(data: Buffer, start: number, end: number): void {
     this.#line++;
     if (end > start && data[end - 1] === 13) end--;
+    if (end - start > this.maxLineBytes) {
+      this.onTooLong(this.#line);
+      return;
+    }
     // A byte-order mark on the first line is not part of the JSON.
     if (this.#line === 1 && end - start >= 3 && data[start] === 0xef && data[start + 1] === 0xbb && data[start + 2] === 0xbf) start += 3;
     for (let i = start; i < end; i++) {
@@ -195,7 +271,11 @@ class SeedDocumentReader {
   #index = 0;
   #seen = { merchants: false, users: false };
 
-  constructor(private readonly sink: SeedElementSink) {
+  constructor(
+    private readonly sink: SeedElementSink,
+    private readonly maxRecordBytes: number,
+  ) {
+    // The value being read is held between chunks, joined to each: bounded by the cap, so the copying stays linear in the file.
     this.#splitter = new JsonArraySplitter(BYTES, {
       splits: (key, offset) => {
         if (key !== 'merchants' && key !== 'users') return false;
@@ -214,7 +294,7 @@ class SeedDocumentReader {
       },
       // Other members are parsed (so a document that is not JSON is refused) and let go.
       member: (_key, data, start, end) => void this.#parse(data, start, end),
-    });
+    }, maxRecordBytes);
   }
 
   push(chunk: Buffer): void {
@@ -301,7 +381,7 @@ class SeedDocumentReader {
       case 'truncated':
         return this.#error(problem.inKey ? 'unexpected end of the file in a string' : 'unexpected end of the file', problem.offset);
       case 'too-long':
-        return error;
+        return new SeedSyntaxError(`the value starting at byte ${this.#skipped + problem.offset} is longer than ${this.maxRecordBytes} bytes, the most one seed record may be`);
     }
   }
 

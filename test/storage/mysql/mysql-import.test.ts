@@ -60,6 +60,17 @@ describe.skipIf(!available)('MySQL bulk import', () => {
     expect(await ids('shop')).toHaveLength(25);
   });
 
+  it('refuses a line longer than maxLineBytes (default 1 MiB) as a problem naming its number, and reads the lines after it', async () => {
+    const lines = Array.from({ length: 4 }, (_, i) => JSON.stringify(user('shop', `long-${i}`)));
+    lines[2] = JSON.stringify(user('shop', 'long-2', { street: 's'.repeat(2 << 20) }));
+    lines.push('not json');
+    const error = (await importUserFile(database.db, await ndjson('long.ndjson', lines)).catch((e: unknown) => e)) as ImportValidationError;
+    expect(error).toBeInstanceOf(ImportValidationError);
+    expect(error.problems).toEqual([`line 3: longer than ${1 << 20} bytes, the most one line may be`, 'line 5: not valid JSON']);
+    const small = (await importUserFile(database.db, await ndjson('small.ndjson', [lines[0]!, lines[1]!]), { maxLineBytes: 100 }).catch((e: unknown) => e)) as ImportValidationError;
+    expect(small.problems).toEqual(['line 1: longer than 100 bytes, the most one line may be', 'line 2: longer than 100 bytes, the most one line may be']);
+  });
+
   it('stops at the batch of the first line naming a merchant that does not exist, and reports every problem', async () => {
     const lines = Array.from({ length: 30 }, (_, i) => JSON.stringify(user(i === 14 || i === 27 ? 'ghost' : 'other', `q-${String(i).padStart(2, '0')}`)));
     lines.push('not json');

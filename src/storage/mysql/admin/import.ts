@@ -13,7 +13,7 @@ import type { Kysely } from 'kysely';
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { parseSeedUser, type Seed, type SeedUser } from '../../seed/seed.js';
-import { LineSplitter } from '../../seed/seed-stream.js';
+import { DEFAULT_MAX_LINE_BYTES, LineSplitter } from '../../seed/seed-stream.js';
 import { upsertSeedMerchant } from './merchant-admin.js';
 import type { MasterKey } from '../../sql/key-sealing.js';
 import { API_KEY_MAX_LENGTH, type MerchantApiDatabase } from '../schema.js';
@@ -51,6 +51,8 @@ export interface ImportOptions {
    * merchant keeps its status (an operator may have disabled it); new ones take the file's.
    */
   setStatus?: boolean;
+  /** The longest line of an NDJSON file, in bytes (default 1 MiB): a longer line is a problem named by its number, never held. */
+  maxLineBytes?: number;
 }
 
 /** Users per batch unless told otherwise: a LOAD DATA of this size takes well under a second. */
@@ -132,6 +134,7 @@ export async function importSeed(db: Kysely<MerchantApiDatabase>, masterKey: Mas
  */
 export async function importUserFile(db: Kysely<MerchantApiDatabase>, path: string, options: ImportOptions = {}): Promise<ImportSummary> {
   const batchSize = options.batchSize ?? DEFAULT_BATCH_SIZE;
+  const maxLineBytes = options.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES;
   const problems = new FileProblems();
   const merchants = new MerchantCheck(db, problems);
   const writer = new BatchWriter(db, (await stat(path)).size, problems, merchants, options.onProgress);
@@ -154,7 +157,7 @@ export async function importUserFile(db: Kysely<MerchantApiDatabase>, path: stri
       ready.push(open);
       open = emptyBatch();
     }
-  });
+  }, maxLineBytes, (number) => problems.report(`line ${number}: longer than ${maxLineBytes} bytes, the most one line may be`, open.users.size > 0 ? open.first : number));
   // Small reads: the event loop turns between them, so the database's answers for the batch being
   // written are taken at once and the reading and the writing overlap.
   for await (const chunk of createReadStream(path, { highWaterMark: 1 << 16 })) {
