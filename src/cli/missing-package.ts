@@ -6,6 +6,7 @@
  */
 
 import process from 'node:process';
+import { peerVersionProblem } from './peer-versions.js';
 
 /** The optional peers, as package.json lists them. */
 export const OPTIONAL_PEERS = ['kysely', 'mysql2', 'ioredis', 'prom-client'] as const;
@@ -19,8 +20,14 @@ export function missingPackageMessage(error: unknown): string | undefined {
   return `merchant-api: the package ${name} is not installed. The command line needs ${OPTIONAL_PEERS.join(', ')} beside merchant-api: npm install ${OPTIONAL_PEERS.join(' ')} (docs/install.md).`;
 }
 
-/** Runs a runtime's command line, loaded only here so that a missing peer is caught and named. */
+/** Runs a runtime's command line, loaded only here so that a missing peer, or one of a release outside the supported range, is caught and named. */
 export async function runGuarded(load: () => Promise<unknown>): Promise<void> {
+  const unsupported = peerVersionProblem(OPTIONAL_PEERS);
+  if (unsupported) {
+    // A configuration problem, as a bad variable is (docs/cli.md: exit 2).
+    process.stderr.write(`${unsupported}\n`);
+    process.exit(2);
+  }
   try {
     await load();
   } catch (error) {
