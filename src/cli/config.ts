@@ -204,12 +204,3 @@ function publicUrls(r: ReturnType<typeof reader>): string[] | undefined {
   }
   return urls;
 }
-
-/**
- * MERCHANT_API_KEY: the key `merchant-api check` signs and authenticates with
- * (never an argument, which `ps` and shell histories would show).
- */
-export function readMerchantApiKey(env: Env): string | undefined {
-  const r = reader(env);
-  return r.text('MERCHANT_API_KEY');
-}

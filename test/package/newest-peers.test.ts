@@ -86,6 +86,15 @@ describe('the packed package with the newest release of each peer', () => {
     });
   }
 
+  it('runs the Bun build under `bun x --bun merchant-api` (the bin is Node\'s by its #! line), and the Node one under node', async () => {
+    const underBun = await startServerIn(BUN, ['x', '--bun', 'merchant-api', 'serve'], SERVE_ENV);
+    expect(await underBun.stop()).toBe(0);
+    expect(underBun.output()).toMatch(/listening on http:\/\/\S+ \(bun, /);
+    const underNode = await startServerIn(bin, ['serve'], SERVE_ENV);
+    expect(await underNode.stop()).toBe(0);
+    expect(underNode.output()).toMatch(/listening on http:\/\/\S+ \(node, /);
+  });
+
   describe('on MariaDB', async () => {
     const available = await mysqlAvailable();
     let database: TestDatabase;
