@@ -125,6 +125,18 @@ describe.skipIf(!available)('merchant-api CLI on MySQL', () => {
     expect(await storage.getUser('acme-books', 'nd-1')).toBeUndefined();
   });
 
+  it('names the merchant in a seed\'s problems (a merchant id is no personal data), and still quotes no user value', async () => {
+    const file = join(dir, 'twice.json');
+    const users = [user('acme-books', 'tw-1'), user('acme-books', 'tw-1'), { ...user('acme-books', 'tw-2'), date_joined: 'secret-ish yesterday' }];
+    await writeFile(file, JSON.stringify({ merchants: [{ id: 'acme-books', keys: ['k-1'] }, { id: 'acme-books', keys: ['k-2'] }], users }));
+    const result = await run(['import', file]);
+    expect(result.code).toBe(1);
+    expect(result.err).toContain('merchants[1].id: "acme-books" appears twice');
+    expect(result.err).toContain('users[1].shared_user_id: appears twice for merchant "acme-books"');
+    expect(result.err).toContain('users[2].date_joined: not an ISO 8601 timestamp');
+    expect(result.err).not.toContain('secret-ish');
+  });
+
   it('imports a good NDJSON file in batches, and the users appear', async () => {
     const file = join(dir, 'good.jsonl');
     const lines = Array.from({ length: 25 }, (_, i) => JSON.stringify(user('acme-books', `nd-${String(i).padStart(2, '0')}`, { first_name: `Reader ${i}` })));
