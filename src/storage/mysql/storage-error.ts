@@ -41,6 +41,7 @@ export function storageError(error: unknown, operation: string): Error {
   const cause = Object.assign(new Error(`${code ?? 'unknown'}${typeof errno === 'number' ? ` (errno ${errno})` : ''}`), { code, errno });
   let hint = '';
   if (code === 'ER_NO_SUCH_TABLE' || code === 'ER_BAD_FIELD_ERROR') hint = ': the schema is missing or old, run `merchant-api migrate`';
+  else if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') hint = ': the MySQL host name does not resolve (DNS)';
   else if (code !== undefined && UNREACHABLE.has(code)) hint = ': MySQL is unreachable or too slow';
   else if ((error as Error | null)?.message === 'Pool is closed.') hint = ': the pool is closed';
   // The driver's code stays on the cause: the error's own code is `storage_unavailable`, which
