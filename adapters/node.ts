@@ -5,6 +5,7 @@
 import { getRequestListener } from '@hono/node-server';
 import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
+import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import type { Socket } from 'node:net';
 import { Server as TlsServer } from 'node:tls';
 import { hasDotSegment } from '../src/http/url.js';
@@ -32,7 +33,16 @@ const BAD_REQUEST = new MerchantApiError('malformed_request', 'The request could
  * http.createServer((req, res) => req.url?.startsWith('/merchant-api') ? listener(req, res) : other(req, res));
  * expressApp.use('/merchant-api', listener); // with basePath: '/merchant-api'
  */
-export function createRequestListener(api: MerchantApi): RequestListener {
+/**
+ * What `createRequestListener` returns: a listener of `node:http` (and
+ * `node:https`, Express, Koa's `callback` places) and of `node:http2`'s
+ * compatibility API (`http2.createServer(listener)`, `createSecureServer`), without a cast.
+ */
+export interface MerchantApiRequestListener extends RequestListener {
+  (req: Http2ServerRequest, res: Http2ServerResponse): void;
+}
+
+export function createRequestListener(api: MerchantApi): MerchantApiRequestListener {
   // The request being handed to Hono's listener: it builds the Request at once, so its error handler runs before the next one.
   let handing: IncomingMessage | undefined;
   const listener = getRequestListener(
@@ -51,7 +61,7 @@ export function createRequestListener(api: MerchantApi): RequestListener {
     // Hono could not build the Request (a bad Host): answered by the pipeline from a stand-in, so it is logged and counted.
     { errorHandler: () => refuseWithoutRequest(api, BAD_REQUEST, handing?.socket, { header: handing && headerOf(handing.headers) }) },
   ) as (req: IncomingMessage, res: ServerResponse) => void;
-  return (req, res) => {
+  const answer = (req: IncomingMessage, res: ServerResponse): void => {
     // Express (and Connect) strip the mount prefix from req.url and keep the
     // URL as sent in req.originalUrl: the signature covers the whole path, so
     // the request is rebuilt from that one (docs/embedding.md).
@@ -70,6 +80,8 @@ export function createRequestListener(api: MerchantApi): RequestListener {
       handing = undefined;
     }
   };
+  // An Http2ServerRequest has what this reads of an IncomingMessage (headers, rawHeaders, url, socket), and Hono's listener takes both.
+  return answer as MerchantApiRequestListener;
 }
 
 /** Requests the adapter answers itself (two Host lines, an unmet Expect), with the answer: the pipeline renders, logs and counts it. */

@@ -13,8 +13,8 @@ export { addressKey, MAX_IPV6_PREFIX, MIN_IPV6_PREFIX } from './limits/address-k
 export type { ThrottleOptions } from './limits/throttle.js';
 export { merchantIdProblem } from './storage/contract.js';
 export { MAX_MAX_SALTS } from './storage/memory/salts.js';
-export { redact } from './storage/mysql/admin/import.js';
-export { storageError } from './storage/mysql/sql-values.js';
-export { isShareableAddress } from './storage/mysql/throttle/throttle-queries.js';
+export { redact } from './storage/mysql/admin/redact.js';
+export { storageError } from './storage/mysql/storage-error.js';
+export { isShareableAddress } from './storage/mysql/throttle/shareable-address.js';
 export { DEFAULT_PREFIX } from './storage/redis/keys.js';
 export { liftRedisThrottleBlocks, listRedisThrottleBlocks } from './storage/redis/throttle-admin.js';

@@ -1,7 +1,7 @@
 /** The `merchant-api` command line on Bun, loaded by main-bun.ts: the same commands as on Node, served by `Bun.serve`. */
 import process from 'node:process';
 import { serve } from '../../adapters/bun.js';
-import { mysqlCommands, openMysqlStorage } from './commands/mysql.js';
+import { mysqlCommands, openMysqlStorage } from './commands/mysql-lazy.js';
 import { processIo } from './process-io.js';
 import { runCli } from './run.js';
 import { WORKER_ARGUMENT } from './workers/channel.js';

@@ -228,12 +228,3 @@ function allowedHosts(r: ReturnType<typeof reader>): string[] | undefined {
   }
   return hosts;
 }
-
-/**
- * MERCHANT_API_KEY: the key `merchant-api check` signs and authenticates with
- * (never an argument, which `ps` and shell histories would show).
- */
-export function readMerchantApiKey(env: Env): string | undefined {
-  const r = reader(env);
-  return r.text('MERCHANT_API_KEY');
-}

@@ -2,7 +2,7 @@
 import process from 'node:process';
 import { serve } from '../../adapters/deno.js';
 import { CliUsageError } from './usage-error.js';
-import { mysqlCommands, openMysqlStorage } from './commands/mysql.js';
+import { mysqlCommands, openMysqlStorage } from './commands/mysql-lazy.js';
 import { processIo } from './process-io.js';
 import { runCli } from './run.js';
 import { WORKER_ARGUMENT } from './workers/channel.js';

@@ -2,7 +2,7 @@
 import cluster from 'node:cluster';
 import process from 'node:process';
 import { serve } from '../../adapters/node.js';
-import { mysqlCommands, openMysqlStorage } from './commands/mysql.js';
+import { mysqlCommands, openMysqlStorage } from './commands/mysql-lazy.js';
 import { processIo } from './process-io.js';
 import { runCli } from './run.js';
 import { clusterWorkers } from './workers/runtimes.js';

@@ -5,8 +5,8 @@
 import { checkCommand } from './commands/check.js';
 import type { CliCommand, CliIo } from './io.js';
 import { CliUsageError } from './usage-error.js';
-import { readMysqlConfig } from './config.js';
-import { serveCommand, type ServeRuntime } from './commands/serve.js';
+import type { ServeRuntime } from './commands/serve.js';
+import { missingPackageMessage } from './missing-package.js';
 import { isCommandGroup, parseCommandArgs, unknownOption } from './commands/parse-args.js';
 
 export interface CliRuntime extends ServeRuntime {
@@ -44,7 +44,8 @@ const BUILT_IN: Record<string, (args: string[], io: CliIo, runtime: CliRuntime) 
     io.out(USAGE);
     return 0;
   },
-  serve: (args, io, runtime) => serveCommand(runtime, io, args),
+  // Loaded when run: serve needs prom-client (and the storages' peers), which help and check do not.
+  serve: async (args, io, runtime) => (await import('./commands/serve.js')).serveCommand(runtime, io, args),
   check: (args, io) => checkCommand(args, io),
 };
 
@@ -72,11 +73,17 @@ export async function runCli(args: string[], io: CliIo, runtime: CliRuntime): Pr
     if (builtIn) return await builtIn(rest, io, runtime);
     const other = runtime.commands && Object.hasOwn(runtime.commands, command) ? runtime.commands[command]! : undefined;
     if (!other) throw new CliUsageError(`Unknown command "${command}".\n${USAGE}`);
+    const { readMysqlConfig } = await import('./config.js');
     return await other(rest, io, readMysqlConfig(io.env));
   } catch (error) {
     if (error instanceof CliUsageError) {
       io.err(error.message);
       return 2;
+    }
+    const missing = missingPackageMessage(error);
+    if (missing) {
+      io.err(missing);
+      return 1;
     }
     io.err(`merchant-api ${command} failed: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`);
     return 1;

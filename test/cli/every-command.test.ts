@@ -10,6 +10,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { mysqlCommands } from '../../src/cli/commands/mysql.js';
+import { mysqlCommands as lazyMysqlCommands } from '../../src/cli/commands/mysql-lazy.js';
 import { everyCommand, runCli } from '../../src/cli/run.js';
 import { CLEAN_ENV, CLI, RUNTIMES, runInDirectory, runtimeCommand, ROOT, type Runtime } from '../support/processes.js';
 import { captureIo } from '../support/recording.js';
@@ -37,6 +38,10 @@ async function inProcess(args: string[]): Promise<Run> {
 }
 
 describe('every command line of the CLI', () => {
+  it('the bins list, without loading them, the MySQL commands and subcommands there are (commands/mysql-lazy.ts)', () => {
+    expect(everyCommand(lazyMysqlCommands)).toEqual(LINES);
+  });
+
   it('the list holds every command and subcommand there is today', () => {
     const named = LINES.map((words) => words.join(' '));
     for (const line of ['', 'help', 'serve', 'check', 'migrate', 'import', 'merchant', 'throttle', 'throttle list', 'throttle unblock']) expect(named).toContain(line);

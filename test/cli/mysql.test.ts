@@ -19,7 +19,8 @@ import { createMemoryStorage } from '../../src/storage/memory/index.js';
 import { generateMasterKey } from '../../src/storage/mysql/index.js';
 import { basic } from '../support/basic-auth.js';
 import { captureIo } from '../support/recording.js';
-import { createTestDatabase, mysqlAvailable, type TestDatabase } from '../support/mysql.js';
+import { createTestDatabase, mysqlAvailable, MYSQL_URL, type TestDatabase } from '../support/mysql.js';
+import { createConnection } from 'mysql2/promise';
 import { user } from '../support/seeds.js';
 
 const available = await mysqlAvailable();
@@ -125,6 +126,18 @@ describe.skipIf(!available)('merchant-api CLI on MySQL', () => {
     expect(await storage.getUser('acme-books', 'nd-1')).toBeUndefined();
   });
 
+  it('names the merchant in a seed\'s problems (a merchant id is no personal data), and still quotes no user value', async () => {
+    const file = join(dir, 'twice.json');
+    const users = [user('acme-books', 'tw-1'), user('acme-books', 'tw-1'), { ...user('acme-books', 'tw-2'), date_joined: 'secret-ish yesterday' }];
+    await writeFile(file, JSON.stringify({ merchants: [{ id: 'acme-books', keys: ['k-1'] }, { id: 'acme-books', keys: ['k-2'] }], users }));
+    const result = await run(['import', file]);
+    expect(result.code).toBe(1);
+    expect(result.err).toContain('merchants[1].id: "acme-books" appears twice');
+    expect(result.err).toContain('users[1].shared_user_id: appears twice for merchant "acme-books"');
+    expect(result.err).toContain('users[2].date_joined: not an ISO 8601 timestamp');
+    expect(result.err).not.toContain('secret-ish');
+  });
+
   it('imports a good NDJSON file in batches, and the users appear', async () => {
     const file = join(dir, 'good.jsonl');
     const lines = Array.from({ length: 25 }, (_, i) => JSON.stringify(user('acme-books', `nd-${String(i).padStart(2, '0')}`, { first_name: `Reader ${i}` })));
@@ -199,6 +212,30 @@ describe.skipIf(!available)('merchant-api CLI on MySQL', () => {
   it('reports an unreachable database as one line and exit code 1', async () => {
     const result = await run(['merchant', 'list'], { DATABASE_URL: 'mysql://root@127.0.0.1:1/nothing?connectTimeout=1000' });
     expect(result).toMatchObject({ code: 1, err: expect.stringMatching(/merchant list failed: .*ECONNREFUSED.*unreachable/) });
+  });
+
+  it('names a configuration problem of DATABASE_URL as such, with database, user and host but never the password (exit 2)', async () => {
+    const server = new URL(MYSQL_URL);
+    const at = (path: string, auth = 'root') => `mysql://${auth}@${server.host}${path}`;
+    const unknownDb = await run(['merchant', 'list'], { DATABASE_URL: at('/merchant_api_no_such_db') });
+    expect(unknownDb).toMatchObject({ code: 2, err: `merchant list failed: the database "merchant_api_no_such_db" does not exist on ${server.host} (DATABASE_URL): create it, or fix the name.` });
+    const noDb = await run(['merchant', 'list'], { DATABASE_URL: at('/') });
+    expect(noDb).toMatchObject({ code: 2, err: expect.stringMatching(/^DATABASE_URL names no database: /) });
+    const unknownHost = await run(['merchant', 'list'], { DATABASE_URL: 'mysql://root@no-such-host.invalid:3306/merchant_api' });
+    expect(unknownHost).toMatchObject({ code: 2, err: expect.stringMatching(/^merchant list failed: the host "no-such-host\.invalid" of DATABASE_URL is not found \(DNS (ENOTFOUND|EAI_AGAIN)\)\.$/) });
+    const admin = await createConnection({ uri: MYSQL_URL });
+    const password = 'right-password-9f3';
+    await admin.query(`CREATE USER IF NOT EXISTS 'merchant_api_pw_test'@'%' IDENTIFIED BY '${password}'`);
+    await admin.query(`CREATE USER IF NOT EXISTS 'merchant_api_pw_test'@'localhost' IDENTIFIED BY '${password}'`);
+    try {
+      const wrong = await run(['merchant', 'list'], { DATABASE_URL: at(`/${database.name}`, 'merchant_api_pw_test:wrong-password-7c1') });
+      expect(wrong).toMatchObject({ code: 2, err: `merchant list failed: access denied for user "merchant_api_pw_test" on ${server.host} (DATABASE_URL): a wrong user or password.` });
+      expect(wrong.err).not.toContain('wrong-password-7c1');
+    } finally {
+      await admin.query(`DROP USER IF EXISTS 'merchant_api_pw_test'@'%'`);
+      await admin.query(`DROP USER IF EXISTS 'merchant_api_pw_test'@'localhost'`);
+      await admin.end();
+    }
   });
 
   it('works through the built bin: node dist/cli.js', async () => {

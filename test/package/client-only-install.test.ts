@@ -3,8 +3,9 @@
  * packed tarball installed into an empty project, without its optional
  * peers, brings no database driver, query builder, Redis client or
  * Prometheus library, and the client signs and pages against a real server
- * on Node, Bun and Deno. The command line, which needs the peers, names the
- * one missing instead of failing with a stack trace.
+ * on Node, Bun and Deno. The command line loads a peer only for the command
+ * that needs it (`help` and `check` need none), and names the one missing
+ * instead of failing with a stack trace.
  *
  * Packing uses --ignore-scripts: dist/ is built (run under the shared lock).
  */
@@ -118,6 +119,22 @@ describe('a client-only install of the tarball', () => {
       expect(stdout).toBe('');
       expect(stderr).toMatch(/^merchant-api: the package (kysely|mysql2|ioredis|prom-client) is not installed\. .*npm install kysely mysql2 ioredis prom-client \(docs\/install\.md\)\.\n$/);
       expect(code).toBe(1);
+    });
+  }
+
+  for (const runtime of ['node', 'bun', 'deno'] as const) {
+    it(`on ${runtime}: the command line loads a peer only for the command that needs it: help and check run without any`, async () => {
+      const [command, ...args] = RUNTIMES[runtime];
+      const cli = join('node_modules', 'merchant-api', 'dist', CLI[runtime]);
+      for (const line of [['--help'], ['help'], ['check', '--help']]) {
+        const { code, stdout, stderr } = await runInDirectory(command, [...args, cli, ...line], consumer);
+        expect(stderr, line.join(' ')).toBe('');
+        expect(stdout, line.join(' ')).toMatch(/^Usage: merchant-api /);
+        expect(code, line.join(' ')).toBe(0);
+      }
+      const checked = await runInDirectory(command, [...args, cli, 'check', '--base-url', server!.url, '--merchant-id', 'demo-merchant'], consumer, { MERCHANT_API_KEY: 'demo-secret' });
+      expect(checked.code, checked.stdout + checked.stderr).toBe(0);
+      expect(checked.stderr).not.toMatch(/is not installed/);
     });
   }
 

@@ -12,7 +12,6 @@
 import process from 'node:process';
 import { createMerchantClient, MerchantResponseError, MerchantNetworkError, MerchantTimeoutError, type MerchantClient } from '../../client/index.js';
 import { DEFAULTS } from '../../cli-internal.js';
-import { readMerchantApiKey } from '../config.js';
 import type { CliIo } from '../io.js';
 import { CliUsageError } from '../usage-error.js';
 import { parseCommandArgs } from './parse-args.js';
@@ -91,8 +90,9 @@ export async function checkCommand(args: string[], io: CliIo, deps: CheckDeps = 
 
 /** MERCHANT_API_KEY, or the key typed at the prompt; never an argument. */
 async function readApiKey(io: CliIo, deps: CheckDeps, merchantId: string): Promise<string> {
-  const apiKey = readMerchantApiKey(io.env);
-  if (apiKey !== undefined) return apiKey;
+  // Read here, not with the server's settings (config.ts): `check` loads none of the peers those need.
+  const apiKey = io.env.MERCHANT_API_KEY;
+  if (apiKey !== undefined && apiKey !== '') return apiKey;
   if (!deps.prompt) throw new CliUsageError(`No API key: set MERCHANT_API_KEY, or run the command in a terminal to be asked for it.\n${CHECK_USAGE}`);
   const typed = await deps.prompt(`API key of ${merchantId}: `);
   if (typed === '') throw new CliUsageError('No API key was entered.');

@@ -19,6 +19,9 @@ import { CliUsageError } from '../usage-error.js';
 /** DATABASE_URL, or a usage error saying what it looks like. */
 export function databaseUrl(config: MysqlConfig): string {
   if (!config.databaseUrl) throw new CliUsageError('DATABASE_URL is not set: e.g. DATABASE_URL=mysql://user:password@127.0.0.1:3306/merchant_api');
+  if (URL.canParse(config.databaseUrl) && /^\/?$/.test(new URL(config.databaseUrl).pathname)) {
+    throw new CliUsageError('DATABASE_URL names no database: add it as the path, e.g. mysql://user:password@127.0.0.1:3306/merchant_api');
+  }
   return config.databaseUrl;
 }
 
@@ -45,8 +48,37 @@ export async function runMysqlCommand(io: CliIo, operation: string, body: () => 
     return await body();
   } catch (error) {
     if (error instanceof CliUsageError) throw error;
+    const problem = configurationProblem(error, io.env.DATABASE_URL);
+    // A configuration problem, as a bad variable is: exit 2 (docs/cli.md).
+    if (problem) throw new CliUsageError(`${operation} failed: ${problem}`);
     io.err(`${operation} failed: ${failureMessage(error, operation)}`);
     return 1;
+  }
+}
+
+/**
+ * A driver error that DATABASE_URL causes, named with its database, user and
+ * host (never its password); undefined for any other error.
+ */
+function configurationProblem(error: unknown, url: string | undefined): string | undefined {
+  if (!url || !URL.canParse(url)) return undefined;
+  const { host, hostname, username, pathname } = new URL(url);
+  const user = decodeURIComponent(username);
+  const database = decodeURIComponent(pathname.slice(1));
+  const codes = [error, (error as { cause?: unknown } | null)?.cause].map((e) => (e as { code?: unknown } | null | undefined)?.code);
+  const code = codes.find((c): c is string => typeof c === 'string' && c !== 'storage_unavailable');
+  switch (code) {
+    case 'ER_BAD_DB_ERROR':
+      return `the database "${database}" does not exist on ${host} (DATABASE_URL): create it, or fix the name.`;
+    case 'ER_ACCESS_DENIED_ERROR':
+      return `access denied for user "${user}" on ${host} (DATABASE_URL): a wrong user or password.`;
+    case 'ER_DBACCESS_DENIED_ERROR':
+      return `user "${user}" may not use the database "${database}" on ${host} (DATABASE_URL): grant it the privileges (docs/mysql.md).`;
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+      return `the host "${hostname}" of DATABASE_URL is not found (DNS ${code}).`;
+    default:
+      return undefined;
   }
 }
 

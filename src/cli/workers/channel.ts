@@ -9,7 +9,7 @@
  */
 import process from 'node:process';
 import { CliUsageError } from '../usage-error.js';
-import { METRICS_ANSWER, METRICS_REQUEST, type MetricsAnswer, type MetricsRequest, type WorkerMetricsJson } from './worker-metrics.js';
+import { METRICS_ANSWER, METRICS_REQUEST, type MetricsAnswer, type MetricsRequest, type WorkerMetricsJson } from './metrics-messages.js';
 
 /** The argument that makes `serve` a worker (`merchant-api serve --worker`); only the primary passes it. */
 export const WORKER_ARGUMENT = '--worker';

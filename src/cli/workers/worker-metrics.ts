@@ -8,15 +8,11 @@
  * request whichever worker answered it. prom-client's own cluster support
  * needs node:cluster, which Bun's and Deno's workers are not.
  */
-import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
+import { AggregatorRegistry } from 'prom-client';
 import { answerScrape } from '../../observe/metrics.js';
+import { METRICS_ANSWER, METRICS_REQUEST, type MetricsAnswer, type MetricsRequest, type WorkerMetricsJson } from './metrics-messages.js';
 
-export const METRICS_REQUEST = 'merchant-api:metrics-request';
-export const METRICS_ANSWER = 'merchant-api:metrics';
-
-export type WorkerMetricsJson = MetricObjectWithValues<MetricValue<string>>[];
-export type MetricsRequest = { type: typeof METRICS_REQUEST; id: number };
-export type MetricsAnswer = { type: typeof METRICS_ANSWER; id: number; metrics: WorkerMetricsJson };
+export { METRICS_ANSWER, METRICS_REQUEST, type MetricsAnswer, type MetricsRequest, type WorkerMetricsJson } from './metrics-messages.js';
 
 /** How long a scrape waits for the workers; one that has not answered by then is left out (and said so). */
 const SCRAPE_TIMEOUT_MS = 2000;

@@ -19,6 +19,7 @@ export type { ThrottleBlock } from './throttle/throttle-queries.js';
 export { createMysqlKysely, parseMysqlUrl } from './create-mysql-kysely.js';
 export type { MysqlKyselyOptions } from './create-mysql-kysely.js';
 export { createMigrator, migrateToLatest } from './migrations/migrations.js';
+export type { MerchantApiMigrator, Migration, MigrationInfo, MigrationResult, MigrationResultSet } from './migrations/kysely-migrator.js';
 export { generateApiKey, generateMasterKey, MasterKeyError, openApiKey, parseMasterKey, sealApiKey } from '../sql/key-sealing.js';
 export type { MasterKey } from '../sql/key-sealing.js';
 export { addMerchant, addMerchantKey, deleteMerchant, listMerchantKeys, listMerchants, MerchantAdminError, revokeMerchantKey, rotateMerchantKey, setMerchantStatus } from './admin/merchant-admin.js';

@@ -19,6 +19,9 @@ import type { MasterKey } from '../../sql/key-sealing.js';
 import { API_KEY_MAX_LENGTH, type MerchantApiDatabase } from '../schema.js';
 import { readIdAllocation, UserBatch, type IdAllocation } from './new-users.js';
 import { upsertUsers, userFieldProblem, withSharingMerchants } from './user-upsert.js';
+import { redact } from './redact.js';
+
+export { redact };
 
 /** What an import changed. */
 export interface ImportSummary {
@@ -313,10 +316,6 @@ function parseLine(line: string, number: number, problems: string[]): SeedUser |
   return user;
 }
 
-/** Replaces quoted values in a validation message (they may be personal data). */
-export function redact(message: string): string {
-  return message.replace(/"(?:[^"\\]|\\.)*"/g, 'the value');
-}
 
 function byLineNumber(a: string, b: string): number {
   return Number(/^line (\d+)/.exec(a)?.[1] ?? 0) - Number(/^line (\d+)/.exec(b)?.[1] ?? 0);

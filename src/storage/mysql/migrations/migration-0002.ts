@@ -13,7 +13,8 @@
  * their placeholder defaults, so a writer that does not set them fails instead of storing wrong
  * filters.
  */
-import { sql, type Kysely, type Migration } from 'kysely';
+import { sql, type Kysely } from 'kysely';
+import type { Migration } from './kysely-migrator.js';
 
 export const userShareFilters: Migration = {
   async up(db: Kysely<any>) {

@@ -14,7 +14,8 @@
  * ever written for a merchant that exists. Addresses are ASCII, at most 64 characters (an IPv6
  * address with a zone fits); the throttle keeps others local.
  */
-import { sql, type Kysely, type Migration } from 'kysely';
+import { sql, type Kysely } from 'kysely';
+import type { Migration } from './kysely-migrator.js';
 
 /** What `idType` in migrations.ts chose for `merchants.id`, so a pair row holds any merchant id. */
 async function merchantIdType(db: Kysely<any>): Promise<string> {

@@ -10,7 +10,8 @@
  *   NULL: never. The key lookup honours it.
  * Every existing row is kept; nothing else changes.
  */
-import { sql, type Kysely, type Migration } from 'kysely';
+import { sql, type Kysely } from 'kysely';
+import type { Migration } from './kysely-migrator.js';
 import { newKeyId } from '../../sql/key-ids.js';
 
 /** Rows given a key id per statement. */

@@ -8,7 +8,8 @@
  * keyset of `order=updated_at`, one range per page from `updated_since` or the position; the
  * trailing columns let `active` and the date filters be checked on the index entries alone.
  */
-import { sql, type Kysely, type Migration } from 'kysely';
+import { sql, type Kysely } from 'kysely';
+import type { Migration } from './kysely-migrator.js';
 
 export const userShareUpdatedAt: Migration = {
   async up(db: Kysely<any>) {

@@ -10,7 +10,8 @@
  *   page a range seek on `(merchant_id, shared_user_id)`.
  * Applied migrations are never edited: add a new one.
  */
-import { Migrator, sql, type Kysely, type Migration, type MigrationProvider, type MigrationResultSet } from 'kysely';
+import { sql, type Kysely } from 'kysely';
+import { lazyMigrator, type MerchantApiMigrator, type Migration, type MigrationProvider, type MigrationResultSet } from './kysely-migrator.js';
 import { userShareFilters } from './migration-0002.js';
 import { authFailures } from './migration-0003.js';
 import { keyIds } from './migration-0004.js';
@@ -119,8 +120,8 @@ export const MIGRATION_LOCK_TABLE = 'merchant_api_migration_lock';
  * @example
  * const { results, error } = await createMigrator(db).migrateToLatest();
  */
-export function createMigrator(db: Kysely<any>): Migrator {
-  return new Migrator({ db, provider: migrationProvider, migrationTableName: MIGRATION_TABLE, migrationLockTableName: MIGRATION_LOCK_TABLE });
+export function createMigrator(db: Kysely<any>): MerchantApiMigrator {
+  return lazyMigrator({ db, provider: migrationProvider, migrationTableName: MIGRATION_TABLE, migrationLockTableName: MIGRATION_LOCK_TABLE });
 }
 
 /** Applies every pending migration; throws the first failure. Running it again is a no-op. */

@@ -14,20 +14,14 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { ThrottleFailure, ThrottleRecord, ThrottleRules } from '../../throttle-store.js';
 import { isStorableId } from '../sql-values.js';
+import { isShareableAddress } from './shareable-address.js';
+
+export { isShareableAddress };
 
 /** A pair's count and doubling are forgotten a day after its last failure (the local throttle forgets by size only). */
 export const PAIR_MEMORY_SECONDS = 86_400;
 /** A reset row outlives its last change this long, so every instance reads the reset before it is pruned. */
 const RESET_VISIBLE_SECONDS = 60;
-
-/**
- * Addresses shared: printable ASCII up to 64 characters. The throttle gives
- * its address key (an IPv4 address, or an IPv6 network such as
- * `2001:db8:1:2::/64`: src/limits/address-key.ts), which fits whenever the client's address is an IP; others stay counted locally.
- */
-export function isShareableAddress(address: string): boolean {
-  return /^[\x21-\x7e]{1,64}$/.test(address);
-}
 
 /**
  * `blocked_until` of a row whose block an operator lifted (`liftThrottleBlocks`): read as not blocked

@@ -1,0 +1,37 @@
+/**
+ * The MySQL commands and storage as each runtime's command line offers them,
+ * loaded (mysql.ts, and with it Kysely, mysql2 and ioredis) only when one of
+ * them runs: `help` and `check` work in an install without the peers
+ * (docs/install.md). The subcommands are named here so the list of every
+ * command needs nothing loaded; test/cli/every-command.test.ts checks them
+ * against mysql.ts's own.
+ */
+import type { Logger, Storage } from '../../index.js';
+import type { MysqlConfig } from '../config.js';
+import type { CliCommand, CliIo } from '../io.js';
+
+const load = () => import('./mysql.js');
+
+/** The subcommands of each MySQL command that has them. */
+export const MYSQL_SUBCOMMANDS: Readonly<Record<string, readonly string[]>> = {
+  merchant: ['add', 'disable', 'enable', 'rotate-key', 'keys', 'revoke-key', 'delete', 'list'],
+  throttle: ['list', 'unblock'],
+};
+
+function lazy(name: string): CliCommand {
+  const run: CliCommand = async (args, io, config) => (await load()).mysqlCommands[name]!(args, io, config);
+  const subcommands = MYSQL_SUBCOMMANDS[name];
+  return subcommands ? Object.assign(run, { subcommands: [...subcommands] }) : run;
+}
+
+export const mysqlCommands: Record<string, CliCommand> = {
+  migrate: lazy('migrate'),
+  import: lazy('import'),
+  merchant: lazy('merchant'),
+  throttle: lazy('throttle'),
+};
+
+/** The storage `serve` opens when DATABASE_URL is set (mysql.ts). */
+export async function openMysqlStorage(config: MysqlConfig, io: CliIo, logger: Logger): Promise<Storage> {
+  return (await load()).openMysqlStorage(config, io, logger);
+}
