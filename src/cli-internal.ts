@@ -17,4 +17,3 @@ export { redact } from './storage/mysql/admin/redact.js';
 export { storageError } from './storage/mysql/storage-error.js';
 export { isShareableAddress } from './storage/mysql/throttle/shareable-address.js';
 export { DEFAULT_PREFIX } from './storage/redis/keys.js';
-export { liftRedisThrottleBlocks, listRedisThrottleBlocks } from './storage/redis/throttle-admin.js';

@@ -9,8 +9,8 @@
 const LAYERS = [
   { name: 'cli', path: '^src/cli/' },
   { name: 'adapters', path: '^adapters/' },
-  // cli-internal.ts sits with index.ts: an entry point, for the CLI alone.
-  { name: 'composition-root', path: '^src/(index|api|options|cli-internal)\\.ts$' },
+  // cli-internal.ts (and cli-internal-redis.ts, which loads ioredis) sit with index.ts: entry points, for the CLI alone.
+  { name: 'composition-root', path: '^src/(index|api|options|cli-internal|cli-internal-redis)\\.ts$' },
   // One request's layers. The pipeline runs the sequence; the routes answer, each with its OpenAPI text;
   // the openapi building blocks know a route by its shape; limits act at the pipeline's points and log;
   // observe hangs on the hooks; http is the request and its answer, which every layer above reads and writes.
@@ -51,7 +51,7 @@ const SQL_STORAGES = '^src/storage/(mysql)/';
  * The public entry points (package.json "exports"), which the CLI uses like any embedder, and its own
  * entry point for the few names it shares with the library that are no embedder's business.
  */
-const CLI_INTERNAL = '^src/cli-internal\\.ts$';
+const CLI_INTERNAL = '^src/cli-internal(-redis)?\\.ts$';
 const CLI_MAY_IMPORT = [
   '^src/cli/',
   '^src/index\\.ts$',

@@ -9,7 +9,8 @@
 import { StorageUnavailableError } from '../../index.js';
 import { liftThrottleBlocks, listThrottleBlocks, type ThrottleBlock } from '../../storage/mysql/index.js';
 import { createRedisConnection } from '../../storage/redis/index.js';
-import { addressKey, isShareableAddress, liftRedisThrottleBlocks, listRedisThrottleBlocks, merchantIdProblem } from '../../cli-internal.js';
+import { addressKey, isShareableAddress, merchantIdProblem } from '../../cli-internal.js';
+import { liftRedisThrottleBlocks, listRedisThrottleBlocks } from '../../cli-internal-redis.js';
 import type { CliIo } from '../io.js';
 import { CliUsageError } from '../usage-error.js';
 import type { MysqlConfig } from '../config.js';
