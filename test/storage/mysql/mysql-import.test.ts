@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { createPool } from 'mysql2';
 import { Kysely, MysqlDialect, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { importSeed, importUserFile, ImportValidationError, MysqlStorage, type MerchantApiDatabase } from '../../../src/storage/mysql/index.js';
+import { createMysqlKysely, importSeed, importUserFile, ImportValidationError, MysqlStorage, type MerchantApiDatabase } from '../../../src/storage/mysql/index.js';
 import { readIdAllocation } from '../../../src/storage/mysql/admin/new-users.js';
 import { upsertUsers } from '../../../src/storage/mysql/admin/user-upsert.js';
 import type { ChangedUserRecord } from '../../../src/storage/contract.js';
@@ -117,6 +117,35 @@ describe.skipIf(!available)('MySQL bulk import', () => {
       }
     } finally {
       await plain.destroy();
+    }
+  });
+
+  it('keeps LOAD DATA under interleaved allocation with auto_increment_increment=3 (Galera\'s settings): ids read back, every share on its own user', async () => {
+    // One connection, so the session's increment holds for every statement of the import.
+    const one = createMysqlKysely(database.url, { connectionLimit: 1 });
+    try {
+      await sql`SET SESSION auto_increment_increment = 3, auto_increment_offset = 2`.execute(one);
+      const server = await readIdAllocation(one);
+      expect(server.step).toBe(3n);
+      for (const [name, allocation] of [
+        ['interleaved', { consecutive: false, step: 3n }],
+        ['consecutive', server],
+      ] as const) {
+        const users = Array.from({ length: 40 }, (_, i) => user('other', `step3-${name}-${i}`, { first_name: `first ${name} ${i}`, email_address: `${name}-${i}@example.com` }));
+        const used = { ...allocation };
+        await one.transaction().execute((trx) => upsertUsers(trx, users, used));
+        // The fast path, not the row-at-a-time fallback.
+        expect(used.localInfile).toBe(true);
+        for (const u of users) {
+          const { merchant_id: _, ...record } = u;
+          expect(await storage.getUser('other', u.shared_user_id)).toEqual(record);
+        }
+      }
+      const { rows } = await sql<{ id: string }>`SELECT u.id FROM users u JOIN user_shares s ON s.user_id = u.id WHERE s.shared_user_id LIKE 'step3-%' ORDER BY u.id`.execute(one);
+      // Three apart: the ids really were not consecutive.
+      expect(rows.map((r, i) => (i === 0 ? 0n : BigInt(r.id) - BigInt(rows[i - 1]!.id))).slice(1).every((gap) => gap >= 3n)).toBe(true);
+    } finally {
+      await one.destroy();
     }
   });
 
