@@ -31,4 +31,5 @@ export type { ImportOptions, ImportSummary } from './admin/import.js';
 export type { MerchantApiDatabase, MerchantKeysTable, MerchantsTable, UsedSaltsTable, UserSharesTable, UsersTable } from './schema.js';
 export type { PruneOptions } from './statements/salts.js';
 export { writeConflictCounts } from './write-conflicts.js';
+export { galeraProblems } from './cluster-check.js';
 export type { WriteConflictCounts } from './write-conflicts.js';
