@@ -102,7 +102,7 @@ class Node implements GaleraNode {
   }
 
   async start(bootstrap: boolean): Promise<void> {
-    const { sql, gcomm, ist, sst } = this.ports;
+    const { sql } = this.ports;
     this.#output = '';
     const child = spawn(
       MARIADBD,
@@ -126,19 +126,7 @@ class Node implements GaleraNode {
         '--collation-server=utf8mb4_unicode_ci',
         '--binlog-format=ROW',
         '--default-storage-engine=InnoDB',
-        '--innodb-autoinc-lock-mode=2',
-        '--wsrep-on=ON',
-        `--wsrep-provider=${GALERA_PROVIDER}`,
-        '--wsrep-cluster-name=merchant-api-test',
-        `--wsrep-cluster-address=${this.clusterAddress}`,
-        `--wsrep-node-name=node${this.index}`,
-        `--wsrep-node-address=127.0.0.1:${gcomm}`,
-        `--wsrep-node-incoming-address=127.0.0.1:${sql}`,
-        `--wsrep-provider-options=gmcast.listen_addr=tcp://127.0.0.1:${gcomm};ist.recv_addr=127.0.0.1:${ist};gcache.size=32M;evs.inactive_timeout=PT6S;evs.suspect_timeout=PT3S`,
-        `--wsrep-sst-receive-address=127.0.0.1:${sst}`,
-        '--wsrep-sst-method=rsync',
-        '--wsrep-slave-threads=2',
-        ...(bootstrap ? ['--wsrep-new-cluster'] : []),
+        ...(this.clusterAddress === '' ? [] : this.#wsrepArguments(bootstrap)),
       ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );
@@ -148,11 +136,35 @@ class Node implements GaleraNode {
     await this.#waitSynced(child);
   }
 
+  #wsrepArguments(bootstrap: boolean): string[] {
+    const { sql, gcomm, ist, sst } = this.ports;
+    return [
+      // Galera's requirement: interleaved AUTO_INCREMENT values (it sets auto_increment_increment to the node count).
+      '--innodb-autoinc-lock-mode=2',
+      '--wsrep-on=ON',
+      `--wsrep-provider=${GALERA_PROVIDER}`,
+      '--wsrep-cluster-name=merchant-api-test',
+      `--wsrep-cluster-address=${this.clusterAddress}`,
+      `--wsrep-node-name=node${this.index}`,
+      `--wsrep-node-address=127.0.0.1:${gcomm}`,
+      `--wsrep-node-incoming-address=127.0.0.1:${sql}`,
+      `--wsrep-provider-options=gmcast.listen_addr=tcp://127.0.0.1:${gcomm};ist.recv_addr=127.0.0.1:${ist};gcache.size=32M;evs.inactive_timeout=PT6S;evs.suspect_timeout=PT3S`,
+      `--wsrep-sst-receive-address=127.0.0.1:${sst}`,
+      '--wsrep-sst-method=rsync',
+      '--wsrep-slave-threads=2',
+      ...(bootstrap ? ['--wsrep-new-cluster'] : []),
+    ];
+  }
+
   async #waitSynced(child: ChildProcess): Promise<void> {
     for (let waited = 0; ; waited += 200) {
       if (child.exitCode !== null || child.signalCode !== null) throw new Error(`Galera node ${this.index} exited before it was Synced:\n${this.#log()}`);
       if (waited > 90_000) throw new Error(`Galera node ${this.index} was not Synced within 90 s:\n${this.#log()}`);
       try {
+        if (this.clusterAddress === '') {
+          await this.query('SELECT 1');
+          return;
+        }
         const [row] = await this.query<{ Value: string }>("SHOW STATUS LIKE 'wsrep_local_state_comment'");
         if (row?.Value === 'Synced') return;
       } catch {
@@ -244,6 +256,33 @@ export async function startGaleraCluster(): Promise<GaleraCluster> {
       },
       stop,
     };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
+
+/**
+ * One MariaDB without Galera, with the nodes' settings otherwise (buffer pool, log flushing; its
+ * default AUTO_INCREMENT lock mode): the reference of the Galera benchmark (bench/galera.ts), same binary, same machine.
+ */
+export async function startPlainMariadb(): Promise<{ node: GaleraNode; stop(): Promise<void> }> {
+  const root = mkdtempSync(join(tmpdir(), 'merchant-api-plain-'));
+  chmodSync(root, 0o755);
+  const dir = join(root, 'node');
+  mkdirSync(dir);
+  const { uid, gid } = userIds(SERVER_USER);
+  chownSync(dir, uid, gid);
+  const [sql] = await distinctFreePorts(1);
+  const node = new Node(0, dir, { sql: sql!, gcomm: 0, ist: 0, sst: 0 }, '');
+  const stop = async () => {
+    await node.stop();
+    rmSync(root, { recursive: true, force: true });
+  };
+  try {
+    node.install();
+    await node.start(false);
+    return { node, stop };
   } catch (error) {
     await stop();
     throw error;
