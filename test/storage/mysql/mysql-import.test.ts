@@ -10,7 +10,7 @@ import { createPool } from 'mysql2';
 import { Kysely, MysqlDialect, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMysqlKysely, importSeed, importUserFile, ImportValidationError, MysqlStorage, type MerchantApiDatabase } from '../../../src/storage/mysql/index.js';
-import { readIdAllocation } from '../../../src/storage/mysql/admin/new-users.js';
+import { readIdAllocation, type IdAllocation } from '../../../src/storage/mysql/admin/new-users.js';
 import { upsertUsers } from '../../../src/storage/mysql/admin/user-upsert.js';
 import type { ChangedUserRecord } from '../../../src/storage/contract.js';
 import type { SeedUser } from '../../../src/storage/seed/seed.js';
@@ -132,7 +132,7 @@ describe.skipIf(!available)('MySQL bulk import', () => {
         ['consecutive', server],
       ] as const) {
         const users = Array.from({ length: 40 }, (_, i) => user('other', `step3-${name}-${i}`, { first_name: `first ${name} ${i}`, email_address: `${name}-${i}@example.com` }));
-        const used = { ...allocation };
+        const used: IdAllocation = { ...allocation };
         await one.transaction().execute((trx) => upsertUsers(trx, users, used));
         // The fast path, not the row-at-a-time fallback.
         expect(used.localInfile).toBe(true);
