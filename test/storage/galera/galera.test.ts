@@ -2,7 +2,8 @@
  * The MySQL storage on a real 3-node MariaDB Galera Cluster (docs/mysql.md#galera-cluster), started
  * by test/support/galera.ts: the storage contract with each call on a random node; three `migrate`
  * runs at once on three nodes; the same salt recorded at once on every node (one success, the
- * others "already used", never a 503); the import's LOAD DATA path under Galera's interleaved ids;
+ * others "already used", never a 503); throttle failures counted on three nodes at once, none
+ * lost; the same users imported through two nodes at once; the import's LOAD DATA path under Galera's interleaved ids;
  * a key added on one node honoured at once on another, even while that node lags; the start-up
  * check naming what a node lacks.
  */
@@ -26,6 +27,7 @@ import {
 } from '../../../src/storage/mysql/index.js';
 import { migrations } from '../../../src/storage/mysql/migrations/migrations.js';
 import { toSqlDatetime } from '../../../src/storage/mysql/sql-values.js';
+import { recordFailure } from '../../../src/storage/mysql/throttle/throttle-queries.js';
 import { storageContract } from '../../suites/storage-contract.js';
 import { galeraAvailable, startGaleraCluster, type GaleraCluster } from '../../support/galera.js';
 import { user } from '../../support/seeds.js';
@@ -128,6 +130,34 @@ describe.skipIf(!galeraAvailable())('the MySQL storage on a Galera cluster', () 
       const after = writeConflictCounts();
       expect(after.failed).toBe(before.failed);
       console.log(`salt race on 3 nodes: ${after.retried - before.retried} certification conflicts retried in 40 rounds of 6`);
+    }, 120_000);
+
+    it('loses no failure of the shared throttle counted on three nodes at once (each upsert that lost certification runs again)', async () => {
+      const rules = { pairFailures: 1_000_000, pairBlockSeconds: 300, pairMaxBlockSeconds: 86_400, addressFailures: 1_000_000, addressWindowSeconds: 3600, addressBlockSeconds: 3600, maxEntries: 10_000 };
+      const address = `198.51.100.${1 + Math.floor(Math.random() * 200)}`;
+      const dbs = [0, 1, 2].map((index) => on(index, name, { connectionLimit: 4 }));
+      const now = Math.floor(Date.now() / 1000);
+      const before = writeConflictCounts();
+      await Promise.all(dbs.flatMap((db) => Array.from({ length: 20 }, () => recordFailure(db, { address, merchantId: 'shop', now }, rules))));
+      await caughtUp(cluster);
+      for (const db of dbs) {
+        const { rows } = await sql<{ scope: string; failures: number }>`SELECT scope, failures FROM auth_failures WHERE address = ${address} ORDER BY scope`.execute(db);
+        expect(rows.map((row) => [row.scope, Number(row.failures)])).toEqual([
+          ['address', 60],
+          ['pair', 60],
+        ]);
+      }
+      console.log(`throttle on 3 nodes: ${writeConflictCounts().retried - before.retried} certification conflicts retried for 120 upserts`);
+    }, 120_000);
+
+    it('imports the same users through two nodes at once: both imports finish, each user once', async () => {
+      const users = Array.from({ length: 500 }, (_, i) => user('shop', `both-${i}`, { first_name: `both ${i}` }));
+      const summaries = await Promise.all([0, 1].map((index) => importSeed(on(index, name), masterKey, { merchants: [], users })));
+      expect(summaries.map((summary) => summary.usersInserted + summary.usersUpdated + summary.usersUnchanged)).toEqual([500, 500]);
+      expect(summaries[0]!.usersInserted + summaries[1]!.usersInserted).toBe(500);
+      await caughtUp(cluster);
+      const { rows } = await sql<{ n: number }>`SELECT COUNT(*) AS n FROM user_shares WHERE merchant_id = 'shop' AND shared_user_id LIKE 'both-%'`.execute(on(2, name));
+      expect(Number(rows[0]!.n)).toBe(500);
     }, 120_000);
 
     it('imports through a node with Galera\'s interleaved ids by LOAD DATA: every share on its own user, read on another node', async () => {
