@@ -174,7 +174,7 @@ describe.skipIf(!galeraAvailable())('the MySQL storage on a Galera cluster', () 
           const { merchant_id: _, ...record } = u;
           expect(await reader.getUser('shop', u.shared_user_id)).toEqual(record);
         }
-        expect((await reader.listUsers({ merchantId: 'shop', filter: {}, limit: 5000 })).length).toBe(3000);
+        expect((await reader.listUsers({ merchantId: 'shop', filter: {}, limit: 5000 })).filter((u) => u.shared_user_id.startsWith('imported-')).length).toBe(3000);
       } finally {
         await reader.close();
       }
