@@ -1,7 +1,7 @@
 /**
  * The bulk import path (docs/mysql.md#imports): one streamed pass that stops writing at the
  * first problem's batch, LOAD DATA LOCAL from memory with every byte of every field kept, its
- * warnings refused, and the fallbacks (no LOCAL INFILE, interleaved ids, wide id ranges).
+ * warnings refused, and the fallbacks (no LOCAL INFILE, interleaved ids read back, wide id ranges).
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -98,7 +98,7 @@ describe.skipIf(!available)('MySQL bulk import', () => {
     expect(await storage.getUser('shop', 'warn-1')).toBeUndefined();
   });
 
-  it('falls back to multi-row INSERTs on a pool without LOCAL INFILE, and to one row at a time for interleaved ids', async () => {
+  it('falls back to multi-row INSERTs on a pool without LOCAL INFILE, their ids read back for interleaved allocation', async () => {
     const url = new URL(database.url);
     const plain = new Kysely<MerchantApiDatabase>({
       dialect: new MysqlDialect({ pool: createPool({ host: url.hostname, port: Number(url.port || 3306), user: url.username, database: url.pathname.slice(1), dateStrings: true, supportBigNumbers: true, bigNumberStrings: true, timezone: 'Z', charset: 'utf8mb4_unicode_ci' }) }),

@@ -74,8 +74,7 @@ export async function insertNewUsers(trx: Trx, users: SeedUser[], allocation: Id
   const text = prepared ?? loadDataText(users);
   const first = await loadUsers(trx, text.users, users.length, allocation);
   if (first === undefined) {
-    if (allocation.consecutive) await insertShares(trx, users, await insertUsers(trx, users, allocation), stamp);
-    else await insertShares(trx, users, await insertUsersOneByOne(trx, users), stamp);
+    await insertShares(trx, users, await insertUsers(trx, users, allocation), stamp);
     return;
   }
   if (allocation.consecutive) {
@@ -90,18 +89,8 @@ export async function insertNewUsers(trx: Trx, users: SeedUser[], allocation: Id
   else await insertShares(trx, users, ids, stamp);
 }
 
-/** Without LOCAL INFILE under interleaved allocation: one row at a time, each id exact. */
-async function insertUsersOneByOne(trx: Trx, users: SeedUser[]): Promise<bigint[]> {
-  const ids: bigint[] = [];
-  for (const user of users) {
-    const result = await trx.insertInto('users').values(userColumns(user)).executeTakeFirstOrThrow();
-    ids.push(result.insertId!);
-  }
-  return ids;
-}
-
 /**
- * The ids of the users one LOAD DATA just wrote, in file order, from its first id on. Every id it got
+ * The ids of the users one LOAD DATA (or multi-row INSERT) just wrote, in file order, from its first id on. Every id it got
  * is at least `first` and grows with the row (one statement takes its values in order), and the
  * transaction's snapshot, taken by the reads before it, shows no other writer's newer rows. The rows
  * are checked against the batch all the same (e-mail addresses, in order), so a mapping that could
@@ -186,7 +175,7 @@ function localInfileRefused(error: unknown): boolean {
   return errno === 1148 || errno === 3948 || code === 'ER_NOT_ALLOWED_COMMAND' || /LOCAL INFILE|streamFactory/i.test((error as Error | null)?.message ?? '');
 }
 
-/** Multi-row INSERTs of the new users (2000 a statement, within max_allowed_packet); their ids. */
+/** Multi-row INSERTs of the new users (2000 a statement, within max_allowed_packet); their ids, computed or read back. */
 async function insertUsers(trx: Trx, users: SeedUser[], allocation: IdAllocation): Promise<bigint[]> {
   const ids: bigint[] = [];
   for (let i = 0; i < users.length; i += 2000) {
@@ -195,7 +184,9 @@ async function insertUsers(trx: Trx, users: SeedUser[], allocation: IdAllocation
     const result = await trx.insertInto('users').values(chunk.map(userColumns)).executeTakeFirstOrThrow();
     const first = result.insertId;
     if (first === undefined || result.numInsertedOrUpdatedRows !== BigInt(chunk.length)) throw new Error('The users INSERT did not report its ids.');
-    for (let j = 0n; j < BigInt(chunk.length); j++) ids.push(first + j * allocation.step);
+    // Interleaved allocation: read back, as after LOAD DATA.
+    if (!allocation.consecutive) ids.push(...(await readBackIds(trx, chunk, first)));
+    else for (let j = 0n; j < BigInt(chunk.length); j++) ids.push(first + j * allocation.step);
   }
   return ids;
 }
