@@ -9,7 +9,8 @@
  *    plain server, `--concurrency` closed loops of freshly signed requests (each a new salt: one
  *    INSERT, one commit, on Galera one certification) for `--seconds`, alternating, `--rounds`
  *    rounds; the median rate, its spread, p50, and the cost of certification per salt.
- * Options: --users=N (default 100000), --rounds=N (default 3), --concurrency=N (16), --seconds=S (5).
+ * Options: --users=N (default 100000), --rounds=N (default 3), --concurrency=N (16), --seconds=S (5),
+ * --skip-import.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -27,6 +28,7 @@ const USERS = Number(args.get('--users') ?? 100_000);
 const ROUNDS = Number(args.get('--rounds') ?? 3);
 const CONCURRENCY = Number(args.get('--concurrency') ?? 16);
 const SECONDS = Number(args.get('--seconds') ?? 5);
+const SKIP_IMPORT = args.has('--skip-import');
 const KEY = 'bench-galera-key-0123456789';
 const PUBLIC_URL = 'http://api.bench.example';
 
@@ -60,29 +62,7 @@ async function freshDatabase(node: GaleraNode): Promise<string> {
 
 try {
   // 1. Import.
-  const file = join(dir, 'users.ndjson');
-  await writeUsersFile(file, USERS, 'ndjson');
-  const importRates = new Map<string, number[]>(targets.map(([label]) => [label, []]));
-  for (let round = 0; round < ROUNDS; round++) {
-    for (const [label, node] of round % 2 ? [...targets].reverse() : targets) {
-      const name = await freshDatabase(node);
-      const db = createMysqlKysely(node.url(name), { queryTimeout: 0 });
-      try {
-        const started = performance.now();
-        const summary = await importUserFile(db, file);
-        const seconds = (performance.now() - started) / 1000;
-        if (summary.usersInserted !== USERS) throw new Error(`${label}: ${summary.usersInserted} of ${USERS} users imported`);
-        importRates.get(label)!.push(USERS / seconds);
-      } finally {
-        await db.destroy();
-      }
-      await node.query(`DROP DATABASE ${name}`);
-    }
-  }
-  const [galeraImport, plainImport] = targets.map(([label]) => Math.max(...importRates.get(label)!));
-  console.log(`\nimport of ${USERS} users (importUserFile), best of ${ROUNDS}:`);
-  for (const [label] of targets) console.log(`  ${label.padEnd(14)} ${Math.round(Math.max(...importRates.get(label)!))} users/s (rounds: ${importRates.get(label)!.map(Math.round).join(', ')})`);
-  console.log(`  ratio galera/plain: ${(galeraImport! / plainImport!).toFixed(2)}x (goal >= 0.5x)`);
+  if (!SKIP_IMPORT) await benchImport();
 
   // 2. validatesignature through `serve` on each.
   const servers: { label: string; url: string; child: ChildProcess }[] = [];
@@ -112,6 +92,33 @@ try {
   await plain.stop();
   await cluster.stop();
   rmSync(dir, { recursive: true, force: true });
+}
+
+/** The import through node 1 and into the plain server, alternating, best of ROUNDS. */
+async function benchImport(): Promise<void> {
+  const file = join(dir, 'users.ndjson');
+  await writeUsersFile(file, USERS, 'ndjson');
+  const importRates = new Map<string, number[]>(targets.map(([label]) => [label, []]));
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const [label, node] of round % 2 ? [...targets].reverse() : targets) {
+      const name = await freshDatabase(node);
+      const db = createMysqlKysely(node.url(name), { queryTimeout: 0 });
+      try {
+        const started = performance.now();
+        const summary = await importUserFile(db, file);
+        const seconds = (performance.now() - started) / 1000;
+        if (summary.usersInserted !== USERS) throw new Error(`${label}: ${summary.usersInserted} of ${USERS} users imported`);
+        importRates.get(label)!.push(USERS / seconds);
+      } finally {
+        await db.destroy();
+      }
+      await node.query(`DROP DATABASE ${name}`);
+    }
+  }
+  const [galeraImport, plainImport] = targets.map(([label]) => Math.max(...importRates.get(label)!));
+  console.log(`\nimport of ${USERS} users (importUserFile), best of ${ROUNDS}:`);
+  for (const [label] of targets) console.log(`  ${label.padEnd(14)} ${Math.round(Math.max(...importRates.get(label)!))} users/s (rounds: ${importRates.get(label)!.map(Math.round).join(', ')})`);
+  console.log(`  ratio galera/plain: ${(galeraImport! / plainImport!).toFixed(2)}x (goal >= 0.5x)`);
 }
 
 /** `merchant-api serve` (dist/cli.js) on `url`, without the throttle, fair sharing or the access log. */
