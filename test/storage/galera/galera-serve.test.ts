@@ -1,7 +1,8 @@
 /**
  * `merchant-api serve` on a real 3-node Galera cluster (docs/mysql.md#galera-cluster): one server
  * per node, each with DATABASE_URL on its own node. A signed URL accepted on one is refused on the
- * others as a replay; 10 wrong keys at one block the pair at the others too; a node killed with
+ * others as a replay; 10 wrong keys at one block the pair at the others too; a database with a
+ * MyISAM table is refused at start, naming it; a node killed with
  * SIGKILL leaves the servers on the other nodes answering, while the server on the dead node answers
  * 503 with Retry-After, and 200 again once its node has rejoined.
  */
@@ -12,7 +13,7 @@ import { createMysqlKysely, generateMasterKey, importSeed, migrateToLatest, pars
 import { basic } from '../../support/basic-auth.js';
 import { send } from '../../support/http-client.js';
 import { galeraAvailable, startGaleraCluster, type GaleraCluster } from '../../support/galera.js';
-import { CLI, startServer, type ServerProcess } from '../../support/processes.js';
+import { CLEAN_ENV, CLI, runProcess, startServer, type ServerProcess } from '../../support/processes.js';
 import { largeSeed, MERCHANTS } from '../../support/seeds.js';
 import { within } from '../../support/within.js';
 
@@ -72,6 +73,15 @@ describe.skipIf(!galeraAvailable())('serve on a Galera cluster, one server per n
     for (const b of others) {
       await vi.waitFor(async () => expect((await send(`${b.url}/merchant/users?limit=1`, { headers: basic(other.id, other.keys[0]) })).status).toBe(429), { timeout: 10_000, interval: 100 });
     }
+  }, 60_000);
+
+  it('refuses to start on a node whose database holds a table Galera does not replicate, naming it (exit 2)', async () => {
+    const name = `galera_myisam_${randomBytes(4).toString('hex')}`;
+    await cluster.createDatabase(name);
+    await cluster.nodes[1].query(`CREATE TABLE \`${name}\`.stray (id INT PRIMARY KEY) ENGINE=MyISAM`);
+    const { code, output } = await runProcess(process.execPath, [CLI.node, 'serve'], { ...CLEAN_ENV, DATABASE_URL: cluster.nodes[1].url(name), MASTER_KEY: generateMasterKey() });
+    expect(output).toMatch(/This Galera node lacks what the storage needs: table stray uses the MyISAM engine, which Galera does not replicate \(ALTER TABLE stray ENGINE=InnoDB\)\. Refusing to start\./);
+    expect(code).toBe(2);
   }, 60_000);
 
   it('keeps answering on the other nodes when a node is SIGKILLed; the server on the dead node answers 503 with Retry-After, and 200 once it rejoins', async () => {
