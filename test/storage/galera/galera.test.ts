@@ -213,6 +213,21 @@ describe.skipIf(!galeraAvailable())('the MySQL storage on a Galera cluster', () 
       }
     }, 60_000);
 
+    it('says that a node refusing queries (not Synced, or wsrep_reject_queries) is a Galera node to avoid, in its 503', async () => {
+      const storage = new MysqlStorage({ db: on(2, name), masterKey });
+      try {
+        await cluster.nodes[2].query('SET GLOBAL wsrep_reject_queries = ALL');
+        await expect(storage.ping()).rejects.toThrow('MySQL ping failed (ER_UNKNOWN_COM_ERROR): this Galera node refuses queries (not Synced, or wsrep_reject_queries set); another node answers until it has rejoined.');
+      } finally {
+        await cluster.nodes[2].query('SET GLOBAL wsrep_reject_queries = NONE');
+        await storage.close();
+      }
+      // Once the node takes queries again, a new call succeeds.
+      const again = new MysqlStorage({ db: on(2, name), masterKey });
+      await again.ping();
+      await again.close();
+    }, 60_000);
+
     it('names what a node lacks at start: wsrep_on off in the session, a statement binary log, a MyISAM table', async () => {
       const db = on(2, name, { connectionLimit: 1 });
       expect(await galeraProblems(db)).toEqual([]);
