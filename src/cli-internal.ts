@@ -15,5 +15,6 @@ export { merchantIdProblem } from './storage/contract.js';
 export { MAX_MAX_SALTS } from './storage/memory/salts.js';
 export { redact } from './storage/mysql/admin/redact.js';
 export { storageError } from './storage/mysql/storage-error.js';
+export { writeConflictCounts } from './storage/mysql/write-conflicts.js';
 export { isShareableAddress } from './storage/mysql/throttle/shareable-address.js';
 export { DEFAULT_PREFIX } from './storage/redis/keys.js';

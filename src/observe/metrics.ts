@@ -31,6 +31,12 @@ export interface MetricsOptions {
   saltCount?: () => number | Promise<number>;
   /** The most salts the storage may hold, for `merchant_api_salts_capacity` (the memory storage's `maxSalts`): with `saltCount`, how full it is. */
   saltCapacity?: number;
+  /**
+   * Write conflicts of the process so far, for `merchant_api_storage_write_conflicts_total` (MySQL's
+   * `writeConflictCounts`: deadlocks, and on Galera certification failures): retried, and failed
+   * after the retries. Without it the metric is left out.
+   */
+  writeConflicts?: () => { retried: number; failed: number };
 }
 
 export interface Metrics {
@@ -96,6 +102,21 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       registers,
       async collect(this: Gauge) {
         this.set(await saltCount());
+      },
+    });
+  }
+  const writeConflicts = options.writeConflicts;
+  if (writeConflicts) {
+    new Counter({
+      name: 'merchant_api_storage_write_conflicts_total',
+      help: 'Storage writes that lost a conflict (a deadlock, or a Galera certification failure), by outcome: retried, or failed after the retries.',
+      labelNames: ['outcome'],
+      registers,
+      collect(this: Counter) {
+        const { retried, failed } = writeConflicts();
+        this.reset();
+        this.inc({ outcome: 'retried' }, retried);
+        this.inc({ outcome: 'failed' }, failed);
       },
     });
   }

@@ -325,6 +325,18 @@ describe('metrics', () => {
     expect(text).not.toContain('merchant_api_salts_stored');
   });
 
+  it('counts write conflicts by outcome when the storage reports them (MySQL, Galera), and leaves the metric out otherwise', async () => {
+    let counts = { retried: 3, failed: 0 };
+    const metrics = createMetrics({ processMetrics: false, writeConflicts: () => counts });
+    expect((await parse(metrics))('merchant_api_storage_write_conflicts_total', { outcome: 'retried' })).toBe(3);
+    counts = { retried: 5, failed: 1 };
+    const value = await parse(metrics);
+    expect(value('merchant_api_storage_write_conflicts_total', { outcome: 'retried' })).toBe(5);
+    expect(value('merchant_api_storage_write_conflicts_total', { outcome: 'failed' })).toBe(1);
+    const text = await (await createMetrics({ processMetrics: false }).fetch(new Request('http://metrics/metrics'))).text();
+    expect(text).not.toContain('merchant_api_storage_write_conflicts_total');
+  });
+
   it('answers 404 away from /metrics', async () => {
     const metrics = createMetrics({ processMetrics: false });
     expect((await metrics.fetch(new Request('http://metrics/'))).status).toBe(404);

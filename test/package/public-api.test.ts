@@ -21,7 +21,7 @@ const EXPECTED: Record<string, string[]> = {
     'parseMysqlUrl', 'rotateMerchantKey', 'sealApiKey', 'setMerchantStatus',
     'DEFAULT_MAX_LAG_SECONDS', 'withReplicaReads',
     'MERCHANT_ID_RULE', 'addMerchantKey', 'deleteMerchant', 'keyFingerprint', 'liftThrottleBlocks', 'listMerchantKeys', 'listThrottleBlocks',
-    'revokeMerchantKey',
+    'revokeMerchantKey', 'galeraProblems', 'writeConflictCounts',
   ],
   './storage/redis': ['RedisSetupError', 'ScriptNotLoadedError', 'createRedisConnection', 'parseRedisUrl', 'redisConnectionFromClient', 'withRedisState'],
   './client': ['MerchantClientError', 'MerchantNetworkError', 'MerchantResponseError', 'MerchantTimeoutError', 'createMerchantClient'],

@@ -5,7 +5,7 @@
  * 10), STORAGE_TIMEOUT (ms, default 5000: also the per-query timeout).
  */
 import type { Logger, Storage } from '../../index.js';
-import { createMigrator, createMysqlKysely, MasterKeyError, migrateToLatest, MysqlStorage, openApiKey } from '../../storage/mysql/index.js';
+import { createMigrator, createMysqlKysely, galeraProblems, MasterKeyError, migrateToLatest, MysqlStorage, openApiKey } from '../../storage/mysql/index.js';
 import { storageError } from '../../cli-internal.js';
 import type { CliCommand, CliIo } from '../io.js';
 import { CliUsageError } from '../usage-error.js';
@@ -71,7 +71,10 @@ export async function openMysqlStorage(config: MysqlConfig, io: CliIo, logger?: 
   } catch (error) {
     throw new CliUsageError((error as Error).message);
   }
+  let problems: string[] = [];
   try {
+    // What a Galera node must give the storage (docs/mysql.md#galera-cluster): nothing asked of one server.
+    problems = await galeraProblems(db);
     const pending = (await createMigrator(db).getMigrations()).filter((migration) => !migration.executedAt);
     if (pending.length > 0) io.err(`Warning: ${pending.length} migration(s) pending; run \`merchant-api migrate\` (until then requests may fail with 503).`);
     const sample = await db.selectFrom('merchant_keys').select(['merchant_id', 'sealed_key']).limit(1).executeTakeFirst();
@@ -82,6 +85,10 @@ export async function openMysqlStorage(config: MysqlConfig, io: CliIo, logger?: 
       throw new CliUsageError(`${error.message} Refusing to start: set the MASTER_KEY the keys were sealed with.`);
     }
     io.err(`Warning: ${storageError(error, 'start-up check').message} Serving 503 until MySQL answers.`);
+  }
+  if (problems.length > 0) {
+    await db.destroy();
+    throw new CliUsageError(`This Galera node lacks what the storage needs: ${problems.join('; ')}. Refusing to start.`);
   }
   const primary = new MysqlStorage({
     db,

@@ -30,3 +30,6 @@ export { MERCHANT_ID_RULE } from '../contract.js';
 export type { ImportOptions, ImportSummary } from './admin/import.js';
 export type { MerchantApiDatabase, MerchantKeysTable, MerchantsTable, UsedSaltsTable, UserSharesTable, UsersTable } from './schema.js';
 export type { PruneOptions } from './statements/salts.js';
+export { writeConflictCounts } from './write-conflicts.js';
+export { galeraProblems } from './cluster-check.js';
+export type { WriteConflictCounts } from './write-conflicts.js';

@@ -16,6 +16,7 @@ import { MysqlThrottleStore, type MysqlThrottleOptions } from './throttle/thrott
 import { selectUserPage, UserReader } from './statements/user-queries.js';
 import type { PagePlan } from '../user-pages.js';
 import { DEFAULTS } from '../../defaults.js';
+import { CausalReads } from './causal-reads.js';
 
 /** Options of `MysqlStorage`. */
 export interface MysqlStorageOptions {
@@ -80,6 +81,8 @@ export class MysqlStorage implements Storage {
   readonly #directory: MerchantDirectory;
   readonly #salts: SaltWriter;
   readonly #users: UserReader;
+  /** The merchant reads that must see the latest commit of any Galera node. */
+  readonly #causal: CausalReads;
   readonly #options: MysqlStorageOptions;
   /** Calls the pool runs at once; the handler gives one merchant half of them. */
   readonly concurrency: number | undefined;
@@ -91,11 +94,12 @@ export class MysqlStorage implements Storage {
 
   constructor(options: MysqlStorageOptions) {
     this.#db = options.db;
+    this.#causal = new CausalReads(options.db);
     this.#masterKey = typeof options.masterKey === 'string' ? parseMasterKey(options.masterKey) : options.masterKey;
     this.#cache = new MerchantCache(options.keyCacheTtlMs ?? DEFAULTS.keyCacheTtlSeconds * 1000);
     this.#directory = new MerchantDirectory({
       ttlMs: options.keyCacheTtlMs ?? DEFAULTS.keyCacheTtlSeconds * 1000,
-      readIds: async (limit) => (await this.#db.selectFrom('merchants').select('id').limit(limit).execute()).map((row) => row.id),
+      readIds: async (limit) => (await this.#causal.execute(this.#db.selectFrom('merchants').select('id').limit(limit))).map((row) => row.id),
     });
     this.#salts = new SaltWriter(options.db);
     this.#users = new UserReader(options.db);
@@ -189,19 +193,20 @@ export class MysqlStorage implements Storage {
   async #loadMerchant(id: string): Promise<Merchant | undefined> {
     let rows;
     try {
-      rows = await this.#db
-        .selectFrom('merchants as m')
-        .leftJoin('merchant_keys as k', (join) =>
-          join
-            .onRef('k.merchant_id', '=', 'm.id')
-            .on('k.revoked_at', 'is', null)
-            // A rolled key works until its end (the cache may hold it up to keyCacheTtlMs longer).
-            .on((eb) => eb.or([eb('k.expires_at', 'is', null), eb('k.expires_at', '>', sql<string>`UTC_TIMESTAMP(6)`)])),
-        )
-        .select(['m.id', 'm.status', 'k.sealed_key'])
-        .where('m.id', '=', id)
-        .orderBy('k.id')
-        .execute();
+      rows = await this.#causal.execute(
+        this.#db
+          .selectFrom('merchants as m')
+          .leftJoin('merchant_keys as k', (join) =>
+            join
+              .onRef('k.merchant_id', '=', 'm.id')
+              .on('k.revoked_at', 'is', null)
+              // A rolled key works until its end (the cache may hold it up to keyCacheTtlMs longer).
+              .on((eb) => eb.or([eb('k.expires_at', 'is', null), eb('k.expires_at', '>', sql<string>`UTC_TIMESTAMP(6)`)])),
+          )
+          .select(['m.id', 'm.status', 'k.sealed_key'])
+          .where('m.id', '=', id)
+          .orderBy('k.id'),
+      );
     } catch (error) {
       throw storageError(error, 'merchant read');
     }

@@ -42,6 +42,8 @@ export function storageError(error: unknown, operation: string): Error {
   let hint = '';
   if (code === 'ER_NO_SUCH_TABLE' || code === 'ER_BAD_FIELD_ERROR') hint = ': the schema is missing or old, run `merchant-api migrate`';
   else if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') hint = ': the MySQL host name does not resolve (DNS)';
+  // 1047: a Galera node that is not Synced (joining, or cut off from the primary component) refuses every query.
+  else if (code === 'ER_UNKNOWN_COM_ERROR') hint = ': this Galera node refuses queries (not Synced, or wsrep_reject_queries set); another node answers until it has rejoined';
   else if (code !== undefined && UNREACHABLE.has(code)) hint = ': MySQL is unreachable or too slow';
   else if ((error as Error | null)?.message === 'Pool is closed.') hint = ': the pool is closed';
   // The driver's code stays on the cause: the error's own code is `storage_unavailable`, which

@@ -1,7 +1,7 @@
 /**
  * The bulk import path (docs/mysql.md#imports): one streamed pass that stops writing at the
  * first problem's batch, LOAD DATA LOCAL from memory with every byte of every field kept, its
- * warnings refused, and the fallbacks (no LOCAL INFILE, interleaved ids, wide id ranges).
+ * warnings refused, and the fallbacks (no LOCAL INFILE, interleaved ids read back, wide id ranges).
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -9,8 +9,8 @@ import { join } from 'node:path';
 import { createPool } from 'mysql2';
 import { Kysely, MysqlDialect, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { importSeed, importUserFile, ImportValidationError, MysqlStorage, type MerchantApiDatabase } from '../../../src/storage/mysql/index.js';
-import { readIdAllocation } from '../../../src/storage/mysql/admin/new-users.js';
+import { createMysqlKysely, importSeed, importUserFile, ImportValidationError, MysqlStorage, type MerchantApiDatabase } from '../../../src/storage/mysql/index.js';
+import { readIdAllocation, type IdAllocation } from '../../../src/storage/mysql/admin/new-users.js';
 import { upsertUsers } from '../../../src/storage/mysql/admin/user-upsert.js';
 import type { ChangedUserRecord } from '../../../src/storage/contract.js';
 import type { SeedUser } from '../../../src/storage/seed/seed.js';
@@ -98,7 +98,7 @@ describe.skipIf(!available)('MySQL bulk import', () => {
     expect(await storage.getUser('shop', 'warn-1')).toBeUndefined();
   });
 
-  it('falls back to multi-row INSERTs on a pool without LOCAL INFILE, and to one row at a time for interleaved ids', async () => {
+  it('falls back to multi-row INSERTs on a pool without LOCAL INFILE, their ids read back for interleaved allocation', async () => {
     const url = new URL(database.url);
     const plain = new Kysely<MerchantApiDatabase>({
       dialect: new MysqlDialect({ pool: createPool({ host: url.hostname, port: Number(url.port || 3306), user: url.username, database: url.pathname.slice(1), dateStrings: true, supportBigNumbers: true, bigNumberStrings: true, timezone: 'Z', charset: 'utf8mb4_unicode_ci' }) }),
@@ -117,6 +117,35 @@ describe.skipIf(!available)('MySQL bulk import', () => {
       }
     } finally {
       await plain.destroy();
+    }
+  });
+
+  it('keeps LOAD DATA under interleaved allocation with auto_increment_increment=3 (Galera\'s settings): ids read back, every share on its own user', async () => {
+    // One connection, so the session's increment holds for every statement of the import.
+    const one = createMysqlKysely(database.url, { connectionLimit: 1 });
+    try {
+      await sql`SET SESSION auto_increment_increment = 3, auto_increment_offset = 2`.execute(one);
+      const server = await readIdAllocation(one);
+      expect(server.step).toBe(3n);
+      for (const [name, allocation] of [
+        ['interleaved', { consecutive: false, step: 3n }],
+        ['consecutive', server],
+      ] as const) {
+        const users = Array.from({ length: 40 }, (_, i) => user('other', `step3-${name}-${i}`, { first_name: `first ${name} ${i}`, email_address: `${name}-${i}@example.com` }));
+        const used: IdAllocation = { ...allocation };
+        await one.transaction().execute((trx) => upsertUsers(trx, users, used));
+        // The fast path, not the row-at-a-time fallback.
+        expect(used.localInfile).toBe(true);
+        for (const u of users) {
+          const { merchant_id: _, ...record } = u;
+          expect(await storage.getUser('other', u.shared_user_id)).toEqual(record);
+        }
+      }
+      const { rows } = await sql<{ id: string }>`SELECT u.id FROM users u JOIN user_shares s ON s.user_id = u.id WHERE s.shared_user_id LIKE 'step3-%' ORDER BY u.id`.execute(one);
+      // Three apart: the ids really were not consecutive.
+      expect(rows.map((r, i) => (i === 0 ? 0n : BigInt(r.id) - BigInt(rows[i - 1]!.id))).slice(1).every((gap) => gap >= 3n)).toBe(true);
+    } finally {
+      await one.destroy();
     }
   });
 

@@ -8,6 +8,7 @@ import type { Kysely } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { SaltWriter } from '../../../src/storage/mysql/statements/salts.js';
 import { registerDirectRunner, type RunStatement } from '../../../src/storage/mysql/statements/statement-runner.js';
+import { CONFLICT_RETRIES, writeConflictCounts } from '../../../src/storage/mysql/write-conflicts.js';
 
 const deadlock = () => Object.assign(new Error('Deadlock found when trying to get lock; try restarting transaction'), { code: 'ER_LOCK_DEADLOCK', errno: 1213 });
 const now = 1_700_000_000;
@@ -49,8 +50,12 @@ describe('salts on MySQL: a deadlock victim', () => {
     const never = writerWith(() => {
       throw deadlock();
     });
+    const before = writeConflictCounts();
     await expect(record(never.writer, 'unlucky')).rejects.toMatchObject({ code: 'ER_LOCK_DEADLOCK' });
-    // The first try and three more: then the error is the storage's 503, as any other.
-    expect(never.statements).toHaveLength(4);
+    // The first try and CONFLICT_RETRIES more: then the error is the storage's 503, as any other.
+    expect(CONFLICT_RETRIES).toBe(4);
+    expect(never.statements).toHaveLength(1 + CONFLICT_RETRIES);
+    // Each conflict is counted for merchant_api_storage_write_conflicts_total: the retried ones, and the one that gave up.
+    expect(writeConflictCounts()).toEqual({ retried: before.retried + CONFLICT_RETRIES, failed: before.failed + 1 });
   });
 });

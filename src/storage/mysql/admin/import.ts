@@ -18,6 +18,7 @@ import { upsertSeedMerchant } from './merchant-admin.js';
 import type { MasterKey } from '../../sql/key-sealing.js';
 import { API_KEY_MAX_LENGTH, type MerchantApiDatabase } from '../schema.js';
 import { readIdAllocation, UserBatch, type IdAllocation } from './new-users.js';
+import { retryOnConflict } from '../write-conflicts.js';
 import { upsertUsers, userFieldProblem, withSharingMerchants } from './user-upsert.js';
 import { redact } from './redact.js';
 
@@ -124,7 +125,8 @@ export async function importSeed(db: Kysely<MerchantApiDatabase>, masterKey: Mas
     }
     return summary;
   });
-  return withSharingMerchants(alsoLock, write);
+  // A transaction that lost a write conflict (a deadlock, or a Galera certification failure) wrote nothing: run it again.
+  return retryOnConflict(() => withSharingMerchants(alsoLock, write));
 }
 
 /**
@@ -276,7 +278,7 @@ class BatchWriter {
     this.#writing = (async () => {
       const db = this.#db;
       const allocation = (this.#allocation ??= await readIdAllocation(db));
-      const result = await withSharingMerchants(this.#alsoLock, () => db.transaction().execute((trx) => upsertUsers(trx, users, allocation, this.#alsoLock)));
+      const result = await retryOnConflict(() => withSharingMerchants(this.#alsoLock, () => db.transaction().execute((trx) => upsertUsers(trx, users, allocation, this.#alsoLock))));
       this.summary.usersInserted += result.inserted;
       this.summary.usersUpdated += result.updated;
       this.summary.usersUnchanged += result.unchanged;

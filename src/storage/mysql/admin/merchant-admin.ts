@@ -13,6 +13,7 @@ import { generateApiKey, openApiKey, sealApiKey, type MasterKey } from '../../sq
 import type { MerchantApiDatabase } from '../schema.js';
 import { canonicalColumn } from '../sql-values.js';
 import { KEY_ID_PATTERN, keyFingerprint, newKeyId } from '../../sql/key-ids.js';
+import { retryOnConflict, retryUnlessInTransaction } from '../write-conflicts.js';
 
 type Db = Kysely<MerchantApiDatabase> | Transaction<MerchantApiDatabase>;
 
@@ -70,7 +71,7 @@ async function newKeyRow(masterKey: MasterKey, merchantId: string, apiKey: strin
 /** Adds a given key to an existing merchant (a key a merchant already holds, or a test's); resolves to its id. */
 export async function addMerchantKey(db: Db, masterKey: MasterKey, merchantId: string, apiKey: string): Promise<NewKey> {
   const row = await newKeyRow(masterKey, merchantId, apiKey);
-  await db.insertInto('merchant_keys').values(row).execute();
+  await retryUnlessInTransaction(db, () => db.insertInto('merchant_keys').values(row).execute());
   return { apiKey, keyId: row.key_id, fingerprint: row.fingerprint };
 }
 
@@ -82,18 +83,18 @@ export async function addMerchant(db: Kysely<MerchantApiDatabase>, masterKey: Ma
   assertMerchantId(id);
   const apiKey = generateApiKey();
   const row = await newKeyRow(masterKey, id, apiKey);
-  await db.transaction().execute(async (trx) => {
+  await retryOnConflict(() => db.transaction().execute(async (trx) => {
     const existing = await trx.selectFrom('merchants').select('id').where('id', '=', id).forUpdate().executeTakeFirst();
     if (existing) throw new MerchantAdminError('merchant_exists', `Merchant "${id}" already exists.`);
     await trx.insertInto('merchants').values({ id, status: options.status ?? 'active' }).execute();
     await trx.insertInto('merchant_keys').values(row).execute();
-  });
+  }));
   return { apiKey, keyId: row.key_id, fingerprint: row.fingerprint };
 }
 
 /** Enables or disables a merchant; throws `merchant_not_found`. */
 export async function setMerchantStatus(db: Db, id: string, status: 'active' | 'disabled'): Promise<void> {
-  const result = await db.updateTable('merchants').set({ status, updated_at: sql`UTC_TIMESTAMP(6)` }).where('id', '=', id).executeTakeFirst();
+  const result = await retryUnlessInTransaction(db, () => db.updateTable('merchants').set({ status, updated_at: sql`UTC_TIMESTAMP(6)` }).where('id', '=', id).executeTakeFirst());
   if (result.numUpdatedRows === 0n) {
     // With FOUND_ROWS off, an unchanged row counts 0 too: look before calling it unknown.
     const found = await db.selectFrom('merchants').select('id').where('id', '=', id).executeTakeFirst();
@@ -126,7 +127,7 @@ export async function rotateMerchantKey(db: Kysely<MerchantApiDatabase>, masterK
   if (options.revokeOld && options.expireOldInSeconds !== undefined) throw new TypeError('rotateMerchantKey: revokeOld and expireOldInSeconds exclude each other.');
   const apiKey = generateApiKey();
   const row = await newKeyRow(masterKey, id, apiKey);
-  return db.transaction().execute(async (trx) => {
+  return retryOnConflict(() => db.transaction().execute(async (trx) => {
     const merchant = await trx.selectFrom('merchants').select('id').where('id', '=', id).forUpdate().executeTakeFirst();
     if (!merchant) throw new MerchantAdminError('merchant_not_found', `No merchant "${id}".`);
     const working = await workingKeys(trx, id).select('k.key_id').execute();
@@ -147,7 +148,7 @@ export async function rotateMerchantKey(db: Kysely<MerchantApiDatabase>, masterK
     }
     await trx.insertInto('merchant_keys').values(row).execute();
     return { apiKey, keyId: row.key_id, fingerprint: row.fingerprint, revoked: options.revokeOld ? oldKeyIds.length : 0, oldKeyIds, oldKeysExpireAt };
-  });
+  }));
 }
 
 /** The keys of a merchant that work now: not revoked, not past their end. */
@@ -200,7 +201,7 @@ export async function revokeMerchantKey(db: Db, merchantId: string, keyId: strin
   const key = await db.selectFrom('merchant_keys').select(['id', 'revoked_at']).where('merchant_id', '=', merchantId).where('key_id', '=', keyId).executeTakeFirst();
   if (!key) throw new MerchantAdminError('key_not_found', `Merchant "${merchantId}" has no key ${keyId} (see \`merchant keys ${merchantId}\`).`);
   if (key.revoked_at !== null) return false;
-  await db.updateTable('merchant_keys').set({ revoked_at: sql`UTC_TIMESTAMP(6)` }).where('id', '=', key.id).where('revoked_at', 'is', null).execute();
+  await retryUnlessInTransaction(db, () => db.updateTable('merchant_keys').set({ revoked_at: sql`UTC_TIMESTAMP(6)` }).where('id', '=', key.id).where('revoked_at', 'is', null).execute());
   return true;
 }
 
@@ -224,7 +225,7 @@ export async function deleteMerchant(db: Kysely<MerchantApiDatabase>, merchantId
   await assertMerchantExists(db, merchantId);
   const deleted: DeletedMerchant = { keys: 0, shares: 0, users: 0 };
   for (;;) {
-    const batch = await db.transaction().execute(async (trx) => {
+    const batch = await retryOnConflict(() => db.transaction().execute(async (trx) => {
       const shares = await trx.selectFrom('user_shares').select(['shared_user_id', 'user_id']).where('merchant_id', '=', merchantId).orderBy('shared_user_id').limit(DELETE_BATCH).forUpdate().execute();
       if (shares.length === 0) return 0;
       const last = shares.at(-1)!.shared_user_id;
@@ -237,16 +238,16 @@ export async function deleteMerchant(db: Kysely<MerchantApiDatabase>, merchantId
         .executeTakeFirst();
       deleted.users += Number(gone.numDeletedRows);
       return shares.length;
-    });
+    }));
     deleted.shares += batch;
     if (batch < DELETE_BATCH) break;
   }
-  await db.transaction().execute(async (trx) => {
+  await retryOnConflict(() => db.transaction().execute(async (trx) => {
     const keys = await trx.deleteFrom('merchant_keys').where('merchant_id', '=', merchantId).executeTakeFirst();
     deleted.keys = Number(keys.numDeletedRows);
     await trx.deleteFrom('used_salts').where('merchant_id', '=', merchantId).execute();
     await trx.deleteFrom('merchants').where('id', '=', merchantId).execute();
-  });
+  }));
   return deleted;
 }
 

@@ -71,23 +71,44 @@ export class UserBatch {
 
 /** Inserts `users`, all new, with their shares stamped `stamp`; `prepared`: their LOAD DATA text, when written already. */
 export async function insertNewUsers(trx: Trx, users: SeedUser[], allocation: IdAllocation, stamp: string, prepared?: { users: Buffer[]; shares: Buffer[] }): Promise<void> {
-  if (!allocation.consecutive) {
-    // Interleaved allocation (lock mode 2) may hand one statement scattered ids: one row at a time, exact ids.
-    const ids: bigint[] = [];
-    for (const user of users) {
-      const result = await trx.insertInto('users').values(userColumns(user)).executeTakeFirstOrThrow();
-      ids.push(result.insertId!);
-    }
-    await insertShares(trx, users, ids, stamp);
-    return;
-  }
   const text = prepared ?? loadDataText(users);
   const first = await loadUsers(trx, text.users, users.length, allocation);
   if (first === undefined) {
     await insertShares(trx, users, await insertUsers(trx, users, allocation), stamp);
     return;
   }
-  await loadShares(trx, text.shares, users.length, first, allocation, stamp);
+  if (allocation.consecutive) {
+    await loadShares(trx, text.shares, users.length, first, allocation, stamp);
+    return;
+  }
+  // Interleaved allocation (lock mode 2, as Galera requires): the ids the LOAD DATA got are read
+  // back rather than assumed. Alone on the table they are still one step apart, and the shares go
+  // by LOAD DATA as above; interleaved with another writer's, by multi-row INSERTs with exact ids.
+  const ids = await readBackIds(trx, users, first);
+  if (ids.every((id, i) => id === first + BigInt(i) * allocation.step)) await loadShares(trx, text.shares, users.length, first, allocation, stamp);
+  else await insertShares(trx, users, ids, stamp);
+}
+
+/**
+ * The ids of the users one LOAD DATA (or multi-row INSERT) just wrote, in file order, from its first id on. Every id it got
+ * is at least `first` and grows with the row (one statement takes its values in order), and the
+ * transaction's snapshot, taken by the reads before it, shows no other writer's newer rows. The rows
+ * are checked against the batch all the same (e-mail addresses, in order), so a mapping that could
+ * put a share on another person's row fails the batch instead.
+ */
+async function readBackIds(trx: Trx, users: SeedUser[], first: bigint): Promise<bigint[]> {
+  const ids: bigint[] = [];
+  for (let offset = 0; offset < users.length; offset += 10_000) {
+    const want = Math.min(10_000, users.length - offset);
+    const from = offset === 0 ? first : ids[ids.length - 1]! + 1n;
+    const rows = await trx.selectFrom('users').select(['id', 'email_address']).where('id', '>=', from.toString()).orderBy('id').limit(want).execute();
+    rows.forEach((row, i) => {
+      if (row.email_address !== users[offset + i]!.email_address) throw new Error('The ids read back after LOAD DATA do not match the batch (another writer interleaved): the batch is rolled back.');
+      ids.push(BigInt(row.id));
+    });
+    if (rows.length !== want) throw new Error(`LOAD DATA into users: ${ids.length} of ${users.length} ids read back: the batch is rolled back.`);
+  }
+  return ids;
 }
 
 const USER_COLUMN_LIST = USER_FIELDS.join(', ');
@@ -154,7 +175,7 @@ function localInfileRefused(error: unknown): boolean {
   return errno === 1148 || errno === 3948 || code === 'ER_NOT_ALLOWED_COMMAND' || /LOCAL INFILE|streamFactory/i.test((error as Error | null)?.message ?? '');
 }
 
-/** Multi-row INSERTs of the new users (2000 a statement, within max_allowed_packet); their ids. */
+/** Multi-row INSERTs of the new users (2000 a statement, within max_allowed_packet); their ids, computed or read back. */
 async function insertUsers(trx: Trx, users: SeedUser[], allocation: IdAllocation): Promise<bigint[]> {
   const ids: bigint[] = [];
   for (let i = 0; i < users.length; i += 2000) {
@@ -163,7 +184,9 @@ async function insertUsers(trx: Trx, users: SeedUser[], allocation: IdAllocation
     const result = await trx.insertInto('users').values(chunk.map(userColumns)).executeTakeFirstOrThrow();
     const first = result.insertId;
     if (first === undefined || result.numInsertedOrUpdatedRows !== BigInt(chunk.length)) throw new Error('The users INSERT did not report its ids.');
-    for (let j = 0n; j < BigInt(chunk.length); j++) ids.push(first + j * allocation.step);
+    // Interleaved allocation: read back, as after LOAD DATA.
+    if (!allocation.consecutive) ids.push(...(await readBackIds(trx, chunk, first)));
+    else for (let j = 0n; j < BigInt(chunk.length); j++) ids.push(first + j * allocation.step);
   }
   return ids;
 }

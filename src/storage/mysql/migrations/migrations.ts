@@ -17,6 +17,7 @@ import { authFailures } from './migration-0003.js';
 import { keyIds } from './migration-0004.js';
 import { userShareUpdatedAt } from './migration-0005.js';
 import { replicaHeartbeat } from './migration-0006.js';
+import { withMigrationLease } from './migration-lease.js';
 
 const TEXT = 'VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci';
 const TABLE_OPTIONS = 'ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci';
@@ -113,15 +114,23 @@ export const MIGRATION_TABLE = 'merchant_api_migration';
 export const MIGRATION_LOCK_TABLE = 'merchant_api_migration_lock';
 
 /**
- * A Kysely `Migrator` for the merchant-api schema. Kysely takes a MySQL
- * `GET_LOCK` while migrating, so instances started together apply each
- * migration once.
+ * A Kysely `Migrator` for the merchant-api schema. Every change of the schema runs holding the
+ * migration lease (`migration-lease.ts`: a committed row, so it holds across the nodes of a Galera
+ * cluster too, where Kysely's own `GET_LOCK` is per node), so instances started together, on one
+ * server or on several nodes, apply each migration once.
  *
  * @example
  * const { results, error } = await createMigrator(db).migrateToLatest();
  */
 export function createMigrator(db: Kysely<any>): MerchantApiMigrator {
-  return lazyMigrator({ db, provider: migrationProvider, migrationTableName: MIGRATION_TABLE, migrationLockTableName: MIGRATION_LOCK_TABLE });
+  const migrator = lazyMigrator({ db, provider: migrationProvider, migrationTableName: MIGRATION_TABLE, migrationLockTableName: MIGRATION_LOCK_TABLE });
+  return {
+    getMigrations: () => migrator.getMigrations(),
+    migrateToLatest: () => withMigrationLease(db, () => migrator.migrateToLatest()),
+    migrateTo: (name) => withMigrationLease(db, () => migrator.migrateTo(name)),
+    migrateUp: () => withMigrationLease(db, () => migrator.migrateUp()),
+    migrateDown: () => withMigrationLease(db, () => migrator.migrateDown()),
+  };
 }
 
 /** Applies every pending migration; throws the first failure. Running it again is a no-op. */

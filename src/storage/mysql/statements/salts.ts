@@ -16,8 +16,10 @@
  * Instances racing for the same salts can deadlock in InnoDB (seen with two pools racing over
  * duplicates and expired takeovers). InnoDB then rolls back the one statement it chose, which
  * changed nothing: a batch chosen so is recorded salt by salt, and a single statement is run
- * again, at most DEADLOCK_RETRIES times, instead of answering 503 for a request that did
- * nothing wrong.
+ * again, at most CONFLICT_RETRIES times, instead of answering 503 for a request that did
+ * nothing wrong. On a Galera node the same error is a certification failure: another node recorded
+ * the same salt (or an overlapping batch) first. Run again, the INSERT meets that row: the loser
+ * answers "salt already used", never 503 and never a second success (`write-conflicts.ts`).
  */
 import type { Kysely } from 'kysely';
 import type { SaltRecord } from '../../contract.js';
@@ -25,6 +27,7 @@ import type { MerchantApiDatabase } from '../schema.js';
 import { mysqlErrorCode, storedSalt, unixToSqlDatetime } from '../sql-values.js';
 import { StatementBatcher, type BatchOptions, type Waiting } from '../../sql/statement-batcher.js';
 import { statementRunner, type RunStatement } from './statement-runner.js';
+import { retryOnConflict } from '../write-conflicts.js';
 
 type Db = Kysely<MerchantApiDatabase>;
 
@@ -40,20 +43,6 @@ interface Salt {
 }
 
 const INSERT_ONE = 'INSERT INTO used_salts (merchant_id, salt, expires_at) VALUES (?, ?, ?)';
-
-/** Times a single salt statement InnoDB chose as a deadlock victim is run again. */
-const DEADLOCK_RETRIES = 3;
-
-/** `statement()`, run again when InnoDB rolled it back to break a deadlock. */
-async function againOnDeadlock<T>(statement: () => Promise<T>): Promise<T> {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return await statement();
-    } catch (error) {
-      if (mysqlErrorCode(error) !== 'ER_LOCK_DEADLOCK' || attempt >= DEADLOCK_RETRIES) throw error;
-    }
-  }
-}
 
 /** Records salts, those that wait for MySQL together in one multi-row INSERT (`statement-batcher.ts`). */
 export class SaltWriter {
@@ -107,13 +96,13 @@ async function recordOne(db: Db, run: RunStatement, row: SaltRow, nowSql: string
   // Two rounds at most: the second only when a prune deleted the expired row between our statements.
   for (let round = 0; round < 2; round++) {
     try {
-      await againOnDeadlock(() => run(INSERT_ONE, [row.merchant_id, row.salt, row.expires_at]));
+      await retryOnConflict(() => run(INSERT_ONE, [row.merchant_id, row.salt, row.expires_at]));
       return true;
     } catch (error) {
       if (mysqlErrorCode(error) !== 'ER_DUP_ENTRY') throw error;
     }
     // InnoDB re-reads the locked row for the WHERE: of two takers one matches.
-    const taken = await againOnDeadlock(() =>
+    const taken = await retryOnConflict(() =>
       db
         .updateTable('used_salts')
         .set({ expires_at: row.expires_at })

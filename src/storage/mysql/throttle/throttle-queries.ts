@@ -15,6 +15,7 @@ import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { ThrottleFailure, ThrottleRecord, ThrottleRules } from '../../throttle-store.js';
 import { isStorableId } from '../sql-values.js';
 import { isShareableAddress } from './shareable-address.js';
+import { retryOnConflict } from '../write-conflicts.js';
 
 export { isShareableAddress };
 
@@ -64,9 +65,10 @@ function toRecord(row: RecordRow): ThrottleRecord {
 /** Counts one failure of the address, and of the pair when the merchant exists; answers both rows as they are now. */
 export async function recordFailure(db: Kysely<any>, { address, merchantId, now }: ThrottleFailure, rules: ThrottleRules): Promise<ThrottleRecord[]> {
   if (!isShareableAddress(address)) return [];
-  await addressUpsert(address, now, rules).execute(db);
+  // Each upsert alone: one that lost a conflict with another node (Galera) changed nothing and runs again.
+  await retryOnConflict(() => addressUpsert(address, now, rules).execute(db));
   const pair = merchantId !== undefined && isStorableId(merchantId);
-  if (pair) await pairUpsert(address, merchantId, now, rules).execute(db);
+  if (pair) await retryOnConflict(() => pairUpsert(address, merchantId, now, rules).execute(db));
   const { rows } = await sql<RecordRow>`SELECT ${RECORD_COLUMNS} FROM auth_failures
     WHERE scope IN ('address', 'pair') AND address = ${address} AND merchant_id IN ('', ${pair ? merchantId : ''})`.execute(db);
   return rows.map(toRecord);
@@ -119,9 +121,11 @@ function firstFailure(blocks: boolean, blockedUntil: number) {
 export async function resetPair(db: Kysely<any>, address: string, merchantId: string, now: number): Promise<ThrottleRecord[]> {
   if (!isShareableAddress(address) || !isStorableId(merchantId)) return [];
   const where = sql`scope = 'pair' AND address = ${address} AND merchant_id = ${merchantId}`;
-  const updated = await sql`UPDATE auth_failures SET blocked_until = GREATEST(blocked_until, 0), failures = 0, blocks = 0, updated_at = ${NEXT_VERSION},
+  const updated = await retryOnConflict(() =>
+    sql`UPDATE auth_failures SET blocked_until = GREATEST(blocked_until, 0), failures = 0, blocks = 0, updated_at = ${NEXT_VERSION},
     expires_at = UTC_TIMESTAMP(6) + INTERVAL GREATEST(blocked_until - ${now}, ${RESET_VISIBLE_SECONDS}) SECOND
-    WHERE ${where}`.execute(db);
+    WHERE ${where}`.execute(db),
+  );
   if (updated.numAffectedRows === 0n) return [];
   const { rows } = await sql<RecordRow>`SELECT ${RECORD_COLUMNS} FROM auth_failures WHERE ${where}`.execute(db);
   return rows.map(toRecord);
