@@ -9,7 +9,7 @@
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import type { SeedMerchant } from '../seed/seed.js';
-import { parseSeedMerchant, parseUserRecord, SeedError } from '../seed/seed.js';
+import { parseSeedMerchant, parseUserRecord, SeedError, unknownMemberProblem } from '../seed/seed.js';
 import { readSeedElements, seedFormatOf, type SeedFormat, type SeedPlace } from '../seed/seed-stream.js';
 import { MemoryUserIndex } from './users.js';
 import { MemoryStorage, type MemoryStorageOptions } from './memory-storage.js';
@@ -103,6 +103,10 @@ export async function readMemoryStorage(
     },
     notArray(key) {
       report([`"${key}" must be an array`]);
+    },
+    unknownMember(key) {
+      const problem = unknownMemberProblem(key);
+      if (problem) report([problem]);
     },
     badLine(line) {
       report([`line ${line}: not valid JSON`]);
