@@ -142,13 +142,18 @@ describe.skipIf(!available)('merchant-api CLI on MySQL', () => {
   it('imports a good NDJSON file in batches, and the users appear', async () => {
     const file = join(dir, 'good.jsonl');
     const lines = Array.from({ length: 25 }, (_, i) => JSON.stringify(user('acme-books', `nd-${String(i).padStart(2, '0')}`, { first_name: `Reader ${i}` })));
+    // Repeats: line 26 repeats line 1 (another batch), line 27 repeats line 25 (the same batch). The last record is kept, and said.
     lines.push(JSON.stringify(user('acme-books', 'nd-00', { first_name: 'Last one wins' })));
+    lines.push(JSON.stringify(user('acme-books', 'nd-24', { first_name: 'Also last' })));
     await writeFile(file, `\uFEFF${lines.join('\r\n')}\r\n`);
     const progress: string[] = [];
     const io = { ...capture(env), progress: (line: string) => progress.push(line) };
     expect(await mysqlCommands.import!([file, '--batch-size', '10'], io, readMysqlConfig(io.env))).toBe(0);
-    expect(io.lines.join('\n')).toMatch(/25 user\(s\) inserted, 1 updated/);
-    expect(progress.some((line) => /26\/26 users/.test(line))).toBe(true);
+    const out = io.lines.join('\n');
+    expect(out).toMatch(/25 user\(s\) inserted, 1 updated, 0 unchanged; 2 line\(s\) repeated a user of an earlier line, the last record kept \(first: line 26 repeats line 1\)\.$/m);
+    expect(io.errors.join('\n')).toMatch(/"event":"import_completed".*"users_repeated":2,"first_repeated_line":26,"first_repeated_line_repeats":1/);
+    expect(progress.some((line) => /27\/27 users/.test(line))).toBe(true);
+    expect(((await (await users('acme-books', 'acme-books-key-2025', '/merchant/users/nd-24')).json()) as { data: Array<{ first_name: string }> }).data[0]!.first_name).toBe('Also last');
     const body = (await (await users('acme-books', 'acme-books-key-2025', '/merchant/users/nd-00')).json()) as { data: Array<{ first_name: string }> };
     expect(body.data[0]!.first_name).toBe('Last one wins');
   });
