@@ -14,7 +14,7 @@
  * (and `DATABASE_READ_URL`) with `MASTER_KEY`, a Redis in `REDIS_URL`. The fixed ports of the docs
  * (8787, 3000, 9464) become free ports in the built module only, so runs cannot collide.
  *
- * Packing uses --ignore-scripts: `pretest` has built dist/.
+ * Packed as `npm run pack` packs (test/support/pack.ts, never rebuilding): `pretest` has built dist/.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -27,6 +27,7 @@ import { codeBlocks, docPages } from '../support/docs-markdown.js';
 import { createTestDatabase, mysqlAvailable, type TestDatabase } from '../support/mysql.js';
 import { freePort } from '../support/ports.js';
 import { CONSUMER_ENV, DENO_PERMISSIONS, ROOT, runInDirectory, startProcess, type Started } from '../support/processes.js';
+import { packPackage } from '../support/pack.js';
 import { redisAvailable, startRedis, type RedisProcess } from '../support/redis.js';
 import { sleep } from '../support/sleep.js';
 
@@ -58,13 +59,10 @@ let redisServer: RedisProcess | undefined;
 
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), 'merchant-api-docs-package-'));
-  const packed = await runInDirectory('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', work], ROOT);
-  if (packed.code !== 0) throw new Error(`npm pack failed:\n${packed.stdout}\n${packed.stderr}`);
-  const [info] = JSON.parse(packed.stdout.slice(packed.stdout.indexOf('['))) as { filename: string }[];
-  const tarball = join(work, info!.filename);
+  const { tarball } = await packPackage(work);
   consumer = join(work, 'consumer');
   mkdirSync(consumer);
-  writeFileSync(join(consumer, 'package.json'), JSON.stringify({ name: 'docs-from-package', private: true, type: 'module', allowScripts: { [`file:${tarball}`]: false, '@scarf/scarf': false } }));
+  writeFileSync(join(consumer, 'package.json'), JSON.stringify({ name: 'docs-from-package', private: true, type: 'module', allowScripts: { '@scarf/scarf': false } }));
   // The peers at the versions this repository tests, and @types/node at the one it builds against.
   const { peerDependencies } = JSON.parse(readFileSync(`${ROOT}package.json`, 'utf8')) as { peerDependencies: Record<string, string> };
   const versionOf = (name: string) => (JSON.parse(readFileSync(`${ROOT}node_modules/${name}/package.json`, 'utf8')) as { version: string }).version;
