@@ -100,6 +100,13 @@ describe('the streamed seed document', () => {
     const problems = ['"user": unknown member (a seed has "merchants" and "users")', 'merchants[0].statuss: unknown field'];
     expect(await outcome(() => createMemoryStorage({ seed: JSON.parse(json) }), ['m1'])).toEqual({ problems, count: 2 });
     expect(await outcome(async () => (await readMemoryStorage(chunked(json, [7, 30]), 'json')).storage, ['m1'])).toEqual({ problems, count: 2 });
+    // A document without the arrays is not a seed (package.json as SEED_FILE): that alone is named, not each member.
+    for (const notSeed of [{ name: 'x', version: '1' }, { merchants: 5, extra: 1 }]) {
+      const text = JSON.stringify(notSeed);
+      const only = { problems: ['"merchants" must be an array'], count: 1 };
+      expect(await outcome(() => createMemoryStorage({ seed: JSON.parse(text) }), ['m1'])).toEqual(only);
+      expect(await outcome(async () => (await readMemoryStorage(chunked(text, [3]), 'json')).storage, ['m1'])).toEqual(only);
+    }
     const lines = [JSON.stringify(merchants[0]), JSON.stringify({ ...user('m1', 'u1'), nickname: 'x' })].join('\n');
     expect(await outcome(async () => (await readMemoryStorage(chunked(lines, []), 'ndjson')).storage, ['m1'])).toEqual({ problems: ['line 1: statuss: unknown field', 'line 2: nickname: unknown field'], count: 2 });
   });
