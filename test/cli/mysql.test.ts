@@ -4,6 +4,7 @@
  * server on that database reflect it, matching the memory storage's.
  */
 import { execFile } from 'node:child_process';
+import { lookup } from 'node:dns/promises';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -141,13 +142,18 @@ describe.skipIf(!available)('merchant-api CLI on MySQL', () => {
   it('imports a good NDJSON file in batches, and the users appear', async () => {
     const file = join(dir, 'good.jsonl');
     const lines = Array.from({ length: 25 }, (_, i) => JSON.stringify(user('acme-books', `nd-${String(i).padStart(2, '0')}`, { first_name: `Reader ${i}` })));
+    // Repeats: line 26 repeats line 1 (another batch), line 27 repeats line 25 (the same batch). The last record is kept, and said.
     lines.push(JSON.stringify(user('acme-books', 'nd-00', { first_name: 'Last one wins' })));
+    lines.push(JSON.stringify(user('acme-books', 'nd-24', { first_name: 'Also last' })));
     await writeFile(file, `\uFEFF${lines.join('\r\n')}\r\n`);
     const progress: string[] = [];
     const io = { ...capture(env), progress: (line: string) => progress.push(line) };
     expect(await mysqlCommands.import!([file, '--batch-size', '10'], io, readMysqlConfig(io.env))).toBe(0);
-    expect(io.lines.join('\n')).toMatch(/25 user\(s\) inserted, 1 updated/);
-    expect(progress.some((line) => /26\/26 users/.test(line))).toBe(true);
+    const out = io.lines.join('\n');
+    expect(out).toMatch(/25 user\(s\) inserted, 1 updated, 0 unchanged; 2 line\(s\) repeated a user of an earlier line, the last record kept \(first: line 26 repeats line 1\)\.$/m);
+    expect(io.errors.join('\n')).toMatch(/"event":"import_completed".*"users_repeated":2,"first_repeated_line":26,"first_repeated_line_repeats":1/);
+    expect(progress.some((line) => /27\/27 users/.test(line))).toBe(true);
+    expect(((await (await users('acme-books', 'acme-books-key-2025', '/merchant/users/nd-24')).json()) as { data: Array<{ first_name: string }> }).data[0]!.first_name).toBe('Also last');
     const body = (await (await users('acme-books', 'acme-books-key-2025', '/merchant/users/nd-00')).json()) as { data: Array<{ first_name: string }> };
     expect(body.data[0]!.first_name).toBe('Last one wins');
   });
@@ -214,15 +220,30 @@ describe.skipIf(!available)('merchant-api CLI on MySQL', () => {
     expect(result).toMatchObject({ code: 1, err: expect.stringMatching(/merchant list failed: .*ECONNREFUSED.*unreachable/) });
   });
 
-  it('names a configuration problem of DATABASE_URL as such, with database, user and host but never the password (exit 2)', async () => {
+  it('names a configuration problem of DATABASE_URL as such, with database, user and host but never the password (exit 2), in the admin commands and in serve', async () => {
     const server = new URL(MYSQL_URL);
     const at = (path: string, auth = 'root') => `mysql://${auth}@${server.host}${path}`;
     const unknownDb = await run(['merchant', 'list'], { DATABASE_URL: at('/merchant_api_no_such_db') });
     expect(unknownDb).toMatchObject({ code: 2, err: `merchant list failed: the database "merchant_api_no_such_db" does not exist on ${server.host} (DATABASE_URL): create it, or fix the name.` });
+    // serve refuses to start on it too, instead of warning and answering 503 for ever (runCli's serve would reject: it is never reached).
+    expect(await run(['serve'], { DATABASE_URL: at('/merchant_api_no_such_db') })).toMatchObject({
+      code: 2,
+      err: `serve: the database "merchant_api_no_such_db" does not exist on ${server.host} (DATABASE_URL): create it, or fix the name. Refusing to start.`,
+    });
     const noDb = await run(['merchant', 'list'], { DATABASE_URL: at('/') });
     expect(noDb).toMatchObject({ code: 2, err: expect.stringMatching(/^DATABASE_URL names no database: /) });
+    expect(await run(['serve'], { DATABASE_URL: at('/') })).toMatchObject({ code: 2, err: expect.stringMatching(/^DATABASE_URL names no database: /) });
     const unknownHost = await run(['merchant', 'list'], { DATABASE_URL: 'mysql://root@no-such-host.invalid:3306/merchant_api' });
     expect(unknownHost).toMatchObject({ code: 2, err: expect.stringMatching(/^merchant list failed: the host "no-such-host\.invalid" of DATABASE_URL is not found \(DNS (ENOTFOUND|EAI_AGAIN)\)\.$/) });
+    // serve: a name that does not exist stops the start; a resolver that does not answer (EAI_AGAIN) is an outage it waits out.
+    const dns = await lookup('no-such-host.invalid').then(() => 'resolved', (error: { code: string }) => error.code);
+    const serveUnknownHost = await run(['serve'], { DATABASE_URL: 'mysql://root@no-such-host.invalid:3306/merchant_api' });
+    if (dns === 'ENOTFOUND') {
+      expect(serveUnknownHost).toMatchObject({ code: 2, err: 'serve: the host "no-such-host.invalid" of DATABASE_URL is not found (DNS ENOTFOUND). Refusing to start.' });
+    } else {
+      expect(dns).toBe('EAI_AGAIN');
+      expect(serveUnknownHost.err).toMatch(/Warning: MySQL start-up check failed \(EAI_AGAIN\): the MySQL host name does not resolve \(DNS\)\. Serving 503/);
+    }
     const admin = await createConnection({ uri: MYSQL_URL });
     const password = 'right-password-9f3';
     await admin.query(`CREATE USER IF NOT EXISTS 'merchant_api_pw_test'@'%' IDENTIFIED BY '${password}'`);
@@ -231,6 +252,13 @@ describe.skipIf(!available)('merchant-api CLI on MySQL', () => {
       const wrong = await run(['merchant', 'list'], { DATABASE_URL: at(`/${database.name}`, 'merchant_api_pw_test:wrong-password-7c1') });
       expect(wrong).toMatchObject({ code: 2, err: `merchant list failed: access denied for user "merchant_api_pw_test" on ${server.host} (DATABASE_URL): a wrong user or password.` });
       expect(wrong.err).not.toContain('wrong-password-7c1');
+      const serveWrong = await run(['serve'], { DATABASE_URL: at(`/${database.name}`, 'merchant_api_pw_test:wrong-password-7c1') });
+      expect(serveWrong).toMatchObject({ code: 2, err: `serve: access denied for user "merchant_api_pw_test" on ${server.host} (DATABASE_URL): a wrong user or password. Refusing to start.` });
+      expect(serveWrong.err).not.toContain('wrong-password-7c1');
+      // Right password, but no privilege on the database: named as such.
+      const serveNoGrant = await run(['serve'], { DATABASE_URL: at(`/${database.name}`, `merchant_api_pw_test:${password}`) });
+      expect(serveNoGrant).toMatchObject({ code: 2, err: expect.stringMatching(/^serve: (user "merchant_api_pw_test" may not use the database|access denied for user "merchant_api_pw_test")/) });
+      expect(serveNoGrant.err).not.toContain(password);
     } finally {
       await admin.query(`DROP USER IF EXISTS 'merchant_api_pw_test'@'%'`);
       await admin.query(`DROP USER IF EXISTS 'merchant_api_pw_test'@'localhost'`);

@@ -7,7 +7,7 @@
  * that needs it (`help` and `check` need none), and names the one missing
  * instead of failing with a stack trace.
  *
- * Packing uses --ignore-scripts: dist/ is built (run under the shared lock).
+ * Packed as `npm run pack` packs (test/support/pack.ts): dist/ is built (run under the shared lock).
  */
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -18,6 +18,7 @@ import { createMerchantApi } from '../../src/api.js';
 import { silentLogger } from '../../src/observe/logger.js';
 import { createMemoryStorage } from '../../src/storage/memory/index.js';
 import { ROOT, runInDirectory } from '../support/processes.js';
+import { packPackage } from '../support/pack.js';
 
 const RUNTIMES = {
   node: [process.execPath],
@@ -42,13 +43,10 @@ let server: Served | undefined;
 
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), 'merchant-api-client-only-'));
-  const packed = await runInDirectory('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', work], ROOT);
-  if (packed.code !== 0) throw new Error(`npm pack failed:\n${packed.stdout}\n${packed.stderr}`);
-  const [info] = JSON.parse(packed.stdout.slice(packed.stdout.indexOf('['))) as { filename: string }[];
-  const tarball = join(work, info!.filename);
+  const { tarball } = await packPackage(work);
   consumer = join(work, 'merchant-shop');
   mkdirSync(consumer);
-  writeFileSync(join(consumer, 'package.json'), JSON.stringify({ name: 'merchant-shop', private: true, type: 'module', allowScripts: { [`file:${tarball}`]: false } }));
+  writeFileSync(join(consumer, 'package.json'), JSON.stringify({ name: 'merchant-shop', private: true, type: 'module' }));
   writeFileSync(join(consumer, 'client.mjs'), CLIENT_PROGRAM);
   const installed = await runInDirectory('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', tarball], consumer);
   if (installed.code !== 0) throw new Error(`npm install of the tarball failed:\n${installed.stdout}${installed.stderr}`);

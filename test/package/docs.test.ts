@@ -1,7 +1,7 @@
 /**
  * The documentation is tested like code, so that it cannot quietly rot:
- * - every ```ts block of README.md and docs/*.md type-checks against the
- *   built package, as a user's own module would (one tsc run for all);
+ * - every ```ts block of README.md and docs/*.md type-checks and runs from
+ *   the packed, installed package: test/package/docs-from-package.test.ts;
  * - README's table of docs/ lists exactly the pages there, and every
  *   relative link and anchor, in the docs and in source comments, resolves;
  * - the worked signing example, the documented answers of
@@ -14,7 +14,7 @@
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createHmac } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, normalize } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -28,73 +28,6 @@ import { ROOT } from '../support/processes.js';
 
 const PAGES = docPages();
 const seed = JSON.parse(readFileSync(`${ROOT}examples/seed.json`, 'utf8'));
-
-describe('TypeScript in the docs', () => {
-  const blocks = PAGES.flatMap((page) => codeBlocks(page)).filter((block) => block.lang === 'ts' || block.lang === 'typescript');
-  const ignored = blocks.filter((block) => block.flags.includes('ignore'));
-  const checked = blocks.filter((block) => !block.flags.includes('ignore'));
-
-  it('finds the blocks, and marks at most one as not compilable (```ts ignore)', () => {
-    expect(checked.length).toBeGreaterThanOrEqual(8);
-    expect(ignored.map((block) => `${block.page}:${block.line}`).length).toBeLessThanOrEqual(1);
-  });
-
-  it('type-checks every ```ts block against the built package (strict, nodenext, one module per block)', () => {
-    expect(existsSync(`${ROOT}dist/index.d.ts`), 'dist/ is missing: run npm run build').toBe(true);
-    const dir = mkdtempSync(join(tmpdir(), 'merchant-api-docs-'));
-    try {
-      // A project of its own that depends on merchant-api, as a user's would.
-      mkdirSync(join(dir, 'node_modules'));
-      symlinkSync(ROOT, join(dir, 'node_modules', 'merchant-api'), 'dir');
-      // The hosts docs/embedding.md embeds the API in, and prom-client, from this repository's dev dependencies.
-      mkdirSync(join(dir, 'node_modules', '@types'));
-      mkdirSync(join(dir, 'node_modules', '@hono'));
-      for (const name of ['express', '@types/express', 'fastify', 'koa', '@types/koa', 'hono', '@hono/node-server', 'prom-client']) {
-        symlinkSync(join(ROOT, 'node_modules', name), join(dir, 'node_modules', name), 'dir');
-      }
-      // Bun.serve and Deno.serve as far as the recipes use them: what @types/bun and Deno's own types declare.
-      writeFileSync(
-        join(dir, 'runtime-globals.d.ts'),
-        [
-          'declare const Bun: { serve(options: { port?: number; hostname?: string; fetch(request: Request, server: { requestIP(request: Request): { address: string; port: number } | null }): Response | Promise<Response> }): unknown };',
-          'declare const Deno: { serve(options: { port?: number; hostname?: string }, handler: (request: Request, info: { remoteAddr: { hostname: string; port: number } }) => Response | Promise<Response>): unknown };',
-        ].join('\n'),
-      );
-      writeFileSync(join(dir, 'package.json'), JSON.stringify({ type: 'module', private: true }));
-      const files = checked.map((block, n) => {
-        const file = `block-${String(n + 1).padStart(2, '0')}.mts`;
-        writeFileSync(join(dir, file), `${block.text}\n`);
-        return file;
-      });
-      writeFileSync(
-        join(dir, 'tsconfig.json'),
-        JSON.stringify({
-          compilerOptions: {
-            strict: true,
-            module: 'nodenext',
-            moduleResolution: 'nodenext',
-            target: 'es2022',
-            types: ['node'],
-            typeRoots: [join(ROOT, 'node_modules', '@types')],
-            resolveJsonModule: true,
-            skipLibCheck: true,
-            noEmit: true,
-          },
-          files: [...files, 'runtime-globals.d.ts'],
-        }),
-      );
-      const tsc = spawnSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', dir, '--pretty', 'false'], { cwd: dir, encoding: 'utf8' });
-      const report = (tsc.stdout + tsc.stderr).replace(/^\S*?block-(\d+)\.mts\((\d+),(\d+)\)/gm, (_, n: string, line: string, column: string) => {
-        const block = checked[Number(n) - 1]!;
-        return `${block.page}:${block.line + Number(line) - 1}:${column} (block ${n})`;
-      });
-      expect(report.trim(), 'a TypeScript block of the docs does not compile').toBe('');
-      expect(tsc.status).toBe(0);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
-});
 
 describe('links', () => {
   it('README lists exactly the pages in docs/, each once', () => {

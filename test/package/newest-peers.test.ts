@@ -9,7 +9,7 @@
  * start, naming both versions (exit 2). The lockfile's versions are tested by
  * package-install.test.ts and every other suite.
  *
- * Packing uses --ignore-scripts: `pretest` has built dist/.
+ * Packed as `npm run pack` packs (test/support/pack.ts, never rebuilding): `pretest` has built dist/.
  */
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -18,6 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basic } from '../support/basic-auth.js';
 import { createTestDatabase, mysqlAvailable, type TestDatabase } from '../support/mysql.js';
 import { ROOT, runInDirectory, startProcess, type Started } from '../support/processes.js';
+import { packPackage } from '../support/pack.js';
 
 const { versions } = JSON.parse(readFileSync(`${ROOT}test/fixtures/newest-peers/versions.json`, 'utf8')) as { versions: Record<string, string> };
 const { peerDependencies } = JSON.parse(readFileSync(`${ROOT}package.json`, 'utf8')) as { peerDependencies: Record<string, string> };
@@ -31,14 +32,11 @@ let bin = '';
 
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), 'merchant-api-newest-peers-'));
-  const packed = await runInDirectory('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', work], ROOT);
-  if (packed.code !== 0) throw new Error(`npm pack failed:\n${packed.stdout}\n${packed.stderr}`);
-  const [info] = JSON.parse(packed.stdout.slice(packed.stdout.indexOf('['))) as { filename: string }[];
-  const tarball = join(work, info!.filename);
+  const { tarball } = await packPackage(work);
   consumer = join(work, 'consumer');
   mkdirSync(consumer);
   copyFileSync(`${ROOT}test/fixtures/package-consumer/consumer.ts`, join(consumer, 'consumer.ts'));
-  writeFileSync(join(consumer, 'package.json'), JSON.stringify({ name: 'newest-peers', private: true, type: 'module', allowScripts: { [`file:${tarball}`]: false } }));
+  writeFileSync(join(consumer, 'package.json'), JSON.stringify({ name: 'newest-peers', private: true, type: 'module' }));
   const typesNode = (JSON.parse(readFileSync(`${ROOT}node_modules/@types/node/package.json`, 'utf8')) as { version: string }).version;
   const peers = Object.entries(versions).map(([name, version]) => `${name}@${version}`);
   const installed = await runInDirectory('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', tarball, `@types/node@${typesNode}`, ...peers], consumer);

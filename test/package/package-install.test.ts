@@ -6,8 +6,9 @@
  * tarball. One pack and one install per run (beforeAll). The example of the client's issue is
  * type-checked and built in the same project (strict, nodenext) and run against the demo server.
  *
- * Packing uses --ignore-scripts: `pretest` has built dist/, and the `prepare`
- * script would rebuild it while other test files read it.
+ * Packed as `npm run pack` packs (test/support/pack.ts: the files of `npm pack`, package.json
+ * without `prepare`, no script run): `pretest` has built dist/, and `prepare` would rebuild it
+ * while other test files read it. The tarball installs with no install-scripts warning.
  */
 import { spawn } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -17,6 +18,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basic } from '../support/basic-auth.js';
 import { CONSUMER_ENV, ROOT, runInDirectory, startProcess, type Started } from '../support/processes.js';
+import { packPackage } from '../support/pack.js';
 
 const FIXTURE = `${ROOT}test/fixtures/package-consumer/`;
 const TSC = `${ROOT}node_modules/typescript/bin/tsc`;
@@ -94,11 +96,7 @@ beforeAll(async () => {
   }
   work = mkdtempSync(join(tmpdir(), 'merchant-api-package-'));
 
-  const packed = await runInDirectory('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', work], ROOT);
-  if (packed.code !== 0) throw new Error(`npm pack failed:\n${packed.stdout}\n${packed.stderr}`);
-  const [info] = JSON.parse(packed.stdout.slice(packed.stdout.indexOf('['))) as { filename: string; files: { path: string }[] }[];
-  tarball = join(work, info!.filename);
-  packedFiles = info!.files.map((file) => file.path).sort();
+  ({ tarball, files: packedFiles } = await packPackage(work));
 
   consumer = join(work, 'consumer');
   mkdirSync(consumer);
@@ -111,11 +109,10 @@ beforeAll(async () => {
       name: 'package-consumer',
       private: true,
       type: 'module',
-      // npm 11 lists `prepare` of any non-registry dependency as an install script to review, though it
-      // runs `prepare` only for git and directory dependencies: a tarball's dist/ is already built.
+      // Nothing for the tarball itself: npm run pack leaves `prepare` out of its package.json (scripts/pack.mjs).
       // swagger-ui-dist (the /docs page) depends on @scarf/scarf, whose postinstall only reports the download:
       // a consumer declines it, as docs/install.md says.
-      allowScripts: { [`file:${tarball}`]: false, '@scarf/scarf': false },
+      allowScripts: { '@scarf/scarf': false },
     }),
   );
   // @types/node at the version this repository builds against: the adapters' types use node:http.
@@ -159,6 +156,10 @@ describe('the packed tarball', () => {
     expect(installOutput).not.toMatch(/install-scripts|deprecated|ERESOLVE|EBADENGINE/i);
     const installed = JSON.parse(readFileSync(join(consumer, 'node_modules', pkg.name, 'package.json'), 'utf8')) as PackageJson;
     expect(installed.version).toBe(pkg.version);
+    // The repository's manifest but for `prepare`, which npm 11 would list for approval though it never runs for a tarball.
+    const { prepare, ...scripts } = (pkg as PackageJson & { scripts: Record<string, string> }).scripts;
+    expect(prepare).toBeDefined();
+    expect(installed).toEqual({ ...pkg, scripts });
   });
 
   it('passes publint --strict', async () => {

@@ -14,7 +14,7 @@ const EXPECTED: Record<string, string[]> = {
   './node': ['answerClientErrors', 'answerExpectations', 'createRequestListener', 'serve'],
   './bun': ['serve'],
   './deno': ['serve'],
-  './storage/memory': ['MemoryStorage', 'SeedError', 'SeedSyntaxError', 'createMemoryStorage', 'loadMemoryStorage', 'parseSeed'],
+  './storage/memory': ['MemoryStorage', 'SeedError', 'SeedSyntaxError', 'createDemoStorage', 'createMemoryStorage', 'loadMemoryStorage', 'parseSeed'],
   './storage/mysql': [
     'DEFAULT_BATCH_SIZE', 'ImportValidationError', 'MasterKeyError', 'MerchantAdminError', 'MysqlStorage', 'addMerchant', 'createMigrator', 'createMysqlKysely',
     'generateApiKey', 'generateMasterKey', 'importSeed', 'importUserFile', 'listMerchants', 'migrateToLatest', 'openApiKey', 'parseMasterKey',

@@ -58,9 +58,12 @@ export async function runMysqlCommand(io: CliIo, operation: string, body: () => 
 
 /**
  * A driver error that DATABASE_URL causes, named with its database, user and
- * host (never its password); undefined for any other error.
+ * host (never its password); undefined for any other error. With
+ * `dnsAgainIsTransient` (serve, which keeps running and retries), EAI_AGAIN,
+ * a resolver that did not answer, is left to the caller as an outage: only
+ * ENOTFOUND says the name does not exist.
  */
-function configurationProblem(error: unknown, url: string | undefined): string | undefined {
+export function configurationProblem(error: unknown, url: string | undefined, options: { dnsAgainIsTransient?: boolean } = {}): string | undefined {
   if (!url || !URL.canParse(url)) return undefined;
   const { host, hostname, username, pathname } = new URL(url);
   const user = decodeURIComponent(username);
@@ -74,8 +77,10 @@ function configurationProblem(error: unknown, url: string | undefined): string |
       return `access denied for user "${user}" on ${host} (DATABASE_URL): a wrong user or password.`;
     case 'ER_DBACCESS_DENIED_ERROR':
       return `user "${user}" may not use the database "${database}" on ${host} (DATABASE_URL): grant it the privileges (docs/mysql.md).`;
-    case 'ENOTFOUND':
     case 'EAI_AGAIN':
+      if (options.dnsAgainIsTransient) return undefined;
+    // falls through
+    case 'ENOTFOUND':
       return `the host "${hostname}" of DATABASE_URL is not found (DNS ${code}).`;
     default:
       return undefined;

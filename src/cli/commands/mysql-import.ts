@@ -126,6 +126,9 @@ function describe(summary: ImportSummary): string {
     `${summary.usersInserted} user(s) inserted, ${summary.usersUpdated} updated, ${summary.usersUnchanged} unchanged`,
   ];
   if (summary.keysLeftRevoked > 0) parts.push(`${summary.keysLeftRevoked} key(s) in the file were revoked before and stay revoked`);
+  if (summary.usersRepeated) {
+    parts.push(`${summary.usersRepeated} line(s) repeated a user of an earlier line, the last record kept (first: line ${summary.firstRepeatedLine} repeats line ${summary.firstRepeatedLineRepeats})`);
+  }
   return parts.join('; ');
 }
 

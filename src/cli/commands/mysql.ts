@@ -14,7 +14,7 @@ import { merchantCommand } from './mysql-merchant.js';
 import { throttleCommand } from './mysql-throttle.js';
 import { parseCommandArgs } from './parse-args.js';
 import type { MysqlConfig } from '../config.js';
-import { databaseUrl, runMysqlCommand, withDatabase } from './mysql-env.js';
+import { configurationProblem, databaseUrl, runMysqlCommand, withDatabase } from './mysql-env.js';
 import { withReplicaConfig } from '../replica-storage.js';
 
 const MIGRATE_USAGE = `Usage: merchant-api migrate [--status]
@@ -55,10 +55,14 @@ export const mysqlCommands: Record<string, CliCommand> = {
 };
 
 /**
- * The storage `serve` uses when DATABASE_URL is set. Refuses (usage error)
- * without a valid MASTER_KEY, or when the stored keys were sealed under
- * another one. An unreachable database does not stop the start: the server
- * answers 503 (and /readyz 503) until MySQL answers, then recovers by itself.
+ * The storage `serve` uses when DATABASE_URL is set. Refuses (usage error, exit 2)
+ * what only a change of configuration mends: no valid MASTER_KEY, stored keys
+ * sealed under another one, a URL naming no database, and what the start-up
+ * check finds wrong with DATABASE_URL (an unknown database, access denied, a
+ * host name that does not exist), named like the admin commands name it.
+ * An outage does not stop the start (refused, reset, timed out, a resolver
+ * that does not answer): the server answers 503 (and /readyz 503) until MySQL
+ * answers, then recovers by itself.
  */
 export async function openMysqlStorage(config: MysqlConfig, io: CliIo, logger?: Logger): Promise<Storage> {
   const url = databaseUrl(config);
@@ -83,6 +87,11 @@ export async function openMysqlStorage(config: MysqlConfig, io: CliIo, logger?: 
     if (error instanceof MasterKeyError) {
       await db.destroy();
       throw new CliUsageError(`${error.message} Refusing to start: set the MASTER_KEY the keys were sealed with.`);
+    }
+    const problem = configurationProblem(error, url, { dnsAgainIsTransient: true });
+    if (problem) {
+      await db.destroy().catch(() => undefined);
+      throw new CliUsageError(`serve: ${problem} Refusing to start.`);
     }
     io.err(`Warning: ${storageError(error, 'start-up check').message} Serving 503 until MySQL answers.`);
   }

@@ -9,7 +9,7 @@
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import type { SeedMerchant } from '../seed/seed.js';
-import { parseSeedMerchant, parseUserRecord, SeedError } from '../seed/seed.js';
+import { parseSeedMerchant, parseUserRecord, SeedError, unknownMemberProblem } from '../seed/seed.js';
 import { readSeedElements, seedFormatOf, type SeedFormat, type SeedPlace } from '../seed/seed-stream.js';
 import { MemoryUserIndex } from './users.js';
 import { MemoryStorage, type MemoryStorageOptions } from './memory-storage.js';
@@ -76,6 +76,9 @@ export async function readMemoryStorage(
     report(line === undefined ? scratch : scratch.map((problem) => problem.replace(/^(line \d+)\./, '$1: ')));
     scratch.length = 0;
   };
+  // Members other than merchants and users, reported at the end unless the arrays themselves are wrong.
+  const unknownMembers: string[] = [];
+  let notArrays = false;
   // Users whose merchant had not appeared yet (a document may list users first): checked at the end.
   const pending: Array<{ merchantId: string; at: string }> = [];
   // NDJSON places read `line 4: field: ...`, as `merchant-api import` writes them.
@@ -102,7 +105,12 @@ export async function readMemoryStorage(
       flush(place.line);
     },
     notArray(key) {
+      notArrays = true;
       report([`"${key}" must be an array`]);
+    },
+    unknownMember(key) {
+      const problem = unknownMemberProblem(key);
+      if (problem) unknownMembers.push(problem);
     },
     badLine(line) {
       report([`line ${line}: not valid JSON`]);
@@ -112,6 +120,9 @@ export async function readMemoryStorage(
     },
   }, maxRecordBytes);
   if (format === 'json' && !seen.merchants) report(['"merchants" must be an array']);
+  // As parseSeed: a document without its two arrays is not a seed at all (package.json given as
+  // SEED_FILE), and that is the one problem to name, not each of its members.
+  else if (!notArrays) report(unknownMembers);
   for (const { merchantId, at: where } of pending) {
     if (!merchantIds.has(merchantId)) report([format === 'json' ? `${where}.merchant_id: no merchant "${merchantId}" in the seed` : `${where}: merchant_id: no merchant "${merchantId}" in the seed`]);
   }

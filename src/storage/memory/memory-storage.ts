@@ -20,7 +20,7 @@ export interface IndexedSeed {
  * balancer use the MySQL storage, whose salts all instances share.
  *
  * @example
- * const storage = createMemoryStorage({ seed: JSON.parse(await readFile('examples/seed.json', 'utf8')) });
+ * const storage = createMemoryStorage({ seed: JSON.parse(await readFile('my-seed.json', 'utf8')) }); // or createDemoStorage()
  */
 export class MemoryStorage implements Storage {
   readonly #merchants = new Map<string, SeedMerchant>();

@@ -3,7 +3,7 @@
  * never becomes one string (V8 caps a string near 512 MiB) nor one parsed tree next to the
  * records made from it.
  *
- * A seed document (`{"merchants": [...], "users": [...]}`, other members ignored) is split by
+ * A seed document (`{"merchants": [...], "users": [...]}`, another member is a problem) is split by
  * the shared incremental splitter (src/json/array-splitter.ts) over its bytes: every element of
  * the two arrays, as soon as it is complete, is decoded from its bytes and goes to `JSON.parse`
  * on its own. Most records then make one-byte strings (a chunk decoded whole is a two-byte
@@ -43,6 +43,8 @@ export interface SeedElementSink {
   user(value: unknown, place: SeedPlace): void;
   /** `merchants` or `users` is present but not an array. */
   notArray(key: 'merchants' | 'users'): void;
+  /** A member of the document other than `merchants` and `users`. */
+  unknownMember(key: string): void;
   /** An NDJSON line that is not valid JSON. */
   badLine(line: number): void;
   /** An NDJSON line longer than `maxRecordBytes`: not read, the lines after it are. */
@@ -292,8 +294,11 @@ class SeedDocumentReader {
         if (key === 'users') for (let i = 0; i < bounds.length; i += 2) sink.user(this.#parse(data, bounds[i]!, bounds[i + 1]!), { index: this.#index++ });
         else for (let i = 0; i < bounds.length; i += 2) sink.merchant(this.#parse(data, bounds[i]!, bounds[i + 1]!), { index: this.#index++ });
       },
-      // Other members are parsed (so a document that is not JSON is refused) and let go.
-      member: (_key, data, start, end) => void this.#parse(data, start, end),
+      // Other members are parsed (so a document that is not JSON is refused), reported and let go.
+      member: (key, data, start, end) => {
+        this.#parse(data, start, end);
+        this.sink.unknownMember(key);
+      },
     }, maxRecordBytes);
   }
 

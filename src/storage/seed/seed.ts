@@ -45,6 +45,16 @@ const NULLABLE = new Set(['state', 'deactivated_at', 'agreed_to_terms_and_condit
 const TIMESTAMPS = new Set(['date_joined', 'deactivated_at', 'agreed_to_terms_and_conditions', 'agreed_to_marketing']);
 const LOWER_CASE = new Set(['country', 'preferred_language']);
 const SEED_USER_KEYS = new Set<string>(['merchant_id', 'updated_at', ...USER_RECORD_KEYS]);
+const SEED_MERCHANT_KEYS = new Set<string>(['id', 'status', 'keys']);
+const SEED_MEMBERS = new Set<string>(['merchants', 'users']);
+
+/**
+ * A member of the seed document the format does not know: refused like an unknown field of a
+ * merchant or a user, so a typo (`"user": [...]`) is not a seed loaded without its users.
+ */
+export function unknownMemberProblem(key: string): string | undefined {
+  return SEED_MEMBERS.has(key) ? undefined : `${JSON.stringify(key)}: unknown member (a seed has "merchants" and "users")`;
+}
 
 /** Validates a parsed seed document; throws `SeedError` listing every problem. */
 export function parseSeed(document: unknown): Seed {
@@ -55,6 +65,11 @@ export function parseSeed(document: unknown): Seed {
   if (!Array.isArray(merchantsIn)) problems.push('"merchants" must be an array');
   if (!Array.isArray(usersIn)) problems.push('"users" must be an array');
   if (problems.length) throw new SeedError(problems);
+  // Reported with the elements' problems, as the streamed reader does (src/storage/seed/seed-stream.ts).
+  for (const key of Object.keys(document)) {
+    const problem = unknownMemberProblem(key);
+    if (problem) problems.push(problem);
+  }
 
   const merchants: SeedMerchant[] = [];
   const merchantIds = new Set<string>();
@@ -98,6 +113,10 @@ export function parseSeedMerchant(value: unknown, at: string, problems: string[]
   const keys = value.keys;
   if (!Array.isArray(keys) || keys.some((k) => typeof k !== 'string' || k.length === 0)) {
     problems.push(`${at}.keys: must be an array of non-empty strings`);
+  }
+  // As for users: a field the format does not know is a mistake (`"statuss": "disabled"` would serve an active merchant).
+  for (const key of Object.keys(value)) {
+    if (!SEED_MERCHANT_KEYS.has(key)) problems.push(`${at}.${key}: unknown field`);
   }
   if (problems.length > before) return undefined;
   return { id: id!, status: status as SeedMerchant['status'], keys: keys as string[] };

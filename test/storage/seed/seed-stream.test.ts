@@ -68,7 +68,14 @@ const seedUser = fc.record({
   agreed_to_marketing: fc.option(stamp, { nil: null }),
 });
 const document = fc.record({
-  merchants: fc.uniqueArray(fc.record({ id: fc.constantFrom('m1', 'm2', 'm3'), status: fc.constantFrom('active', 'disabled'), keys: fc.array(fc.string({ minLength: 1, maxLength: 4 }), { maxLength: 2 }) }), { selector: (m) => m.id, maxLength: 3 }),
+  // Now and then a field the format does not know (a typo of status): refused, the same way on every path.
+  merchants: fc.uniqueArray(
+    fc.record(
+      { id: fc.constantFrom('m1', 'm2', 'm3'), status: fc.constantFrom('active', 'disabled'), keys: fc.array(fc.string({ minLength: 1, maxLength: 4 }), { maxLength: 2 }), statuss: fc.constant('disabled') },
+      { requiredKeys: ['id', 'status', 'keys'] },
+    ),
+    { selector: (m) => m.id, maxLength: 3 },
+  ),
   users: fc.array(seedUser, { maxLength: 8 }),
 });
 
@@ -85,6 +92,23 @@ describe('the streamed seed document', () => {
       }),
       { numRuns: 300 },
     );
+  });
+
+  it('refuses a member or a merchant field the format does not know, as parseSeed does and as NDJSON does for a merchant line', async () => {
+    const merchants = [{ id: 'm1', keys: ['k'], statuss: 'disabled' }];
+    const json = JSON.stringify({ merchants, user: [user('m1', 'u1')] });
+    const problems = ['"user": unknown member (a seed has "merchants" and "users")', 'merchants[0].statuss: unknown field'];
+    expect(await outcome(() => createMemoryStorage({ seed: JSON.parse(json) }), ['m1'])).toEqual({ problems, count: 2 });
+    expect(await outcome(async () => (await readMemoryStorage(chunked(json, [7, 30]), 'json')).storage, ['m1'])).toEqual({ problems, count: 2 });
+    // A document without the arrays is not a seed (package.json as SEED_FILE): that alone is named, not each member.
+    for (const notSeed of [{ name: 'x', version: '1' }, { merchants: 5, extra: 1 }]) {
+      const text = JSON.stringify(notSeed);
+      const only = { problems: ['"merchants" must be an array'], count: 1 };
+      expect(await outcome(() => createMemoryStorage({ seed: JSON.parse(text) }), ['m1'])).toEqual(only);
+      expect(await outcome(async () => (await readMemoryStorage(chunked(text, [3]), 'json')).storage, ['m1'])).toEqual(only);
+    }
+    const lines = [JSON.stringify(merchants[0]), JSON.stringify({ ...user('m1', 'u1'), nickname: 'x' })].join('\n');
+    expect(await outcome(async () => (await readMemoryStorage(chunked(lines, []), 'ndjson')).storage, ['m1'])).toEqual({ problems: ['line 1: statuss: unknown field', 'line 2: nickname: unknown field'], count: 2 });
   });
 
   it('loads the same as NDJSON, merchants and users one a line, however cut', async () => {

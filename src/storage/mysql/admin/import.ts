@@ -7,7 +7,7 @@
  *   one transaction each, written while the next batch is read. A bad line stops the writing
  *   before its batch; the batches before it stay. Every write is an upsert, so running the
  *   import again (fixed, or after the process died) completes it. A key repeated in the file
- *   keeps its last record.
+ *   keeps its last record, and the summary counts such lines (usersRepeated).
  */
 import type { Kysely } from 'kysely';
 import { createReadStream } from 'node:fs';
@@ -39,6 +39,14 @@ export interface ImportSummary {
   usersUpdated: number;
   /** Users already there with the same record, left as they were (`updated_at` too). */
   usersUnchanged: number;
+  /**
+   * NDJSON only, and only when it happened: lines whose merchant and `shared_user_id` an earlier
+   * line of the file had (the last record is kept), and the first such line with the line it
+   * repeats. Looked for among the first 1,000,000 distinct users of a file.
+   */
+  usersRepeated?: number;
+  firstRepeatedLine?: number;
+  firstRepeatedLineRepeats?: number;
 }
 
 /** Options of the imports. */
@@ -143,6 +151,7 @@ export async function importUserFile(db: Kysely<MerchantApiDatabase>, path: stri
   const problems = new FileProblems();
   const merchants = new MerchantCheck(db, problems);
   const writer = new BatchWriter(db, (await stat(path)).size, problems, merchants, options.onProgress);
+  const repeats = new RepeatedUsers();
   const ready: Batch[] = [];
   let open = emptyBatch();
   const lines = new LineSplitter((line, number) => {
@@ -152,6 +161,7 @@ export async function importUserFile(db: Kysely<MerchantApiDatabase>, path: stri
     // A bad line spoils the batch being read: from its first line on, nothing is written.
     for (const problem of found) problems.report(problem, open.users.size > 0 ? open.first : number);
     if (!user || merchants.isMissing(user.merchant_id)) return;
+    repeats.note(user, number);
     // Merchants are checked for every valid line, also once the writing stopped: all problems are reported.
     merchants.note(user.merchant_id, number);
     if (number >= problems.stopLine) return;
@@ -175,7 +185,39 @@ export async function importUserFile(db: Kysely<MerchantApiDatabase>, path: stri
   await merchants.check();
   if (problems.count > 0) throw new ImportValidationError(problems.sorted(), problems.count, writer.done > 0 ? { summary: writer.summary, throughLine: writer.writtenThroughLine } : undefined);
   options.onProgress?.(writer.done, writer.done);
-  return writer.summary;
+  return { ...writer.summary, ...repeats.summary() };
+}
+
+/**
+ * The users a file names twice. The import keeps the last record of each (an upsert), which is
+ * right for an export written as changes happened, but a file that repeats ids by mistake (two
+ * exports joined) should not pass unnoticed: the summary says how many lines did, and where the
+ * first was. Bounded: the ids of the first 1,000,000 distinct users are kept (about 60 MB at most).
+ */
+class RepeatedUsers {
+  static readonly MAX_KEPT = 1_000_000;
+  /** First line of each user seen, by merchant, then id: the parsed id strings themselves, no joined key (60 MB for a million, measured, against 157 MB joined). */
+  readonly #firstLine = new Map<string, Map<string, number>>();
+  #kept = 0;
+  #count = 0;
+  #first: { line: number; repeats: number } | undefined;
+
+  note(user: SeedUser, line: number): void {
+    let ids = this.#firstLine.get(user.merchant_id);
+    const earlier = ids?.get(user.shared_user_id);
+    if (earlier !== undefined) {
+      this.#count++;
+      this.#first ??= { line, repeats: earlier };
+    } else if (this.#kept < RepeatedUsers.MAX_KEPT) {
+      if (!ids) this.#firstLine.set(user.merchant_id, (ids = new Map()));
+      ids.set(user.shared_user_id, line);
+      this.#kept++;
+    }
+  }
+
+  summary(): Pick<ImportSummary, 'usersRepeated' | 'firstRepeatedLine' | 'firstRepeatedLineRepeats'> {
+    return this.#first ? { usersRepeated: this.#count, firstRepeatedLine: this.#first.line, firstRepeatedLineRepeats: this.#first.repeats } : {};
+  }
 }
 
 /** Users read from consecutive lines, written in one transaction. */
