@@ -11,8 +11,10 @@ import { merchantIdProblem } from '../../contract.js';
 import type { SeedMerchant } from '../../seed/seed.js';
 import { generateApiKey, openApiKey, sealApiKey, type MasterKey } from '../../sql/key-sealing.js';
 import type { MerchantApiDatabase } from '../schema.js';
-import { canonicalColumn } from '../sql-values.js';
+import { canonicalColumn, toSqlDatetime } from '../sql-values.js';
 import { KEY_ID_PATTERN, keyFingerprint, newKeyId } from '../../sql/key-ids.js';
+import type { KeyScope } from '../../key-limits.js';
+import { allowFromColumn, scopesColumn } from '../statements/key-rows.js';
 
 type Db = Kysely<MerchantApiDatabase> | Transaction<MerchantApiDatabase>;
 
@@ -62,26 +64,106 @@ export interface NewKey {
   fingerprint: string;
 }
 
-/** The row of a new key: sealed, with its public id and fingerprint. */
-async function newKeyRow(masterKey: MasterKey, merchantId: string, apiKey: string) {
-  return { merchant_id: merchantId, sealed_key: await sealApiKey(masterKey, merchantId, apiKey), key_id: newKeyId(), fingerprint: keyFingerprint(apiKey), revoked_at: null };
+/**
+ * What an operator may set on a key (docs/cli.md#keys): a name, scopes, networks (canonical
+ * CIDR, checked by `parseAllowFrom`), an end. Absent: unchanged on `updateMerchantKey`, and on a
+ * new key no name, every scope, anywhere, no end. `null` clears (name, end); an empty
+ * `allowFrom` is anywhere again.
+ */
+export interface KeySettings {
+  name?: string | null;
+  scopes?: readonly KeyScope[];
+  allowFrom?: readonly string[];
+  /** The end, canonical UTC; or `expiresInSeconds` from the database's now. */
+  expiresAt?: string | null;
+  expiresInSeconds?: number;
+  /** The key's public id (a seed's own), else a new random one. */
+  keyId?: string;
+}
+
+/** The columns `settings` sets (only those it names). */
+function settingsColumns(settings: KeySettings) {
+  const columns: Record<string, unknown> = {};
+  if (settings.name !== undefined) columns.name = settings.name;
+  if (settings.scopes !== undefined) columns.scopes = scopesColumn(settings.scopes);
+  if (settings.allowFrom !== undefined) columns.allow_from = allowFromColumn(settings.allowFrom);
+  if (settings.expiresAt !== undefined) columns.expires_at = settings.expiresAt === null ? null : toSqlDatetime(settings.expiresAt);
+  if (settings.expiresInSeconds !== undefined) columns.expires_at = sql`UTC_TIMESTAMP(6) + INTERVAL ${Math.floor(settings.expiresInSeconds)} SECOND`;
+  return columns as { name?: string | null; scopes?: string | null; allow_from?: string | null; expires_at?: string | null };
+}
+
+/** The row of a new key: sealed, with its public id, fingerprint and settings. */
+async function newKeyRow(masterKey: MasterKey, merchantId: string, apiKey: string, settings: KeySettings = {}) {
+  return {
+    merchant_id: merchantId,
+    sealed_key: await sealApiKey(masterKey, merchantId, apiKey),
+    key_id: settings.keyId ?? newKeyId(),
+    fingerprint: keyFingerprint(apiKey),
+    revoked_at: null,
+    ...settingsColumns(settings),
+  };
 }
 
 /** Adds a given key to an existing merchant (a key a merchant already holds, or a test's); resolves to its id. */
-export async function addMerchantKey(db: Db, masterKey: MasterKey, merchantId: string, apiKey: string): Promise<NewKey> {
-  const row = await newKeyRow(masterKey, merchantId, apiKey);
+export async function addMerchantKey(db: Db, masterKey: MasterKey, merchantId: string, apiKey: string, settings: KeySettings = {}): Promise<NewKey> {
+  const row = await newKeyRow(masterKey, merchantId, apiKey, settings);
   await db.insertInto('merchant_keys').values(row).execute();
   return { apiKey, keyId: row.key_id, fingerprint: row.fingerprint };
+}
+
+/**
+ * Adds a new random key beside the merchant's others (`merchant add-key`); resolves to it (show it
+ * once) with its end as stored. Throws `merchant_not_found`.
+ */
+export async function addRandomMerchantKey(db: Db, masterKey: MasterKey, merchantId: string, settings: KeySettings = {}): Promise<NewKey & { expiresAt: string | null }> {
+  await assertMerchantExists(db, merchantId);
+  const added = await addMerchantKey(db, masterKey, merchantId, generateApiKey(), settings);
+  return { ...added, expiresAt: await keyEnd(db, added.keyId) };
+}
+
+/** A key's end as stored (canonical), or null. */
+async function keyEnd(db: Db, keyId: string): Promise<string | null> {
+  const row = await db.selectFrom('merchant_keys').select(canonicalColumn('expires_at').as('expires_at')).where('key_id', '=', keyId).executeTakeFirst();
+  return row?.expires_at ?? null;
+}
+
+/** What `updateMerchantKey` changed: the fields whose value differs now (empty: nothing changed). */
+export interface KeyUpdate {
+  changed: string[];
+}
+
+/**
+ * Changes a key's name, scopes, networks or end (`merchant update-key`); a revoked key cannot be
+ * changed. Throws `merchant_not_found`, `key_not_found`, `invalid_key_id`.
+ */
+export async function updateMerchantKey(db: Db, merchantId: string, keyId: string, settings: KeySettings): Promise<KeyUpdate> {
+  if (!KEY_ID_PATTERN.test(keyId)) throw new MerchantAdminError('invalid_key_id', `${JSON.stringify(keyId)} is not a key id: they look like key_0123456789ab (see \`merchant keys ID\`).`);
+  await assertMerchantExists(db, merchantId);
+  const select = () =>
+    db
+      .selectFrom('merchant_keys')
+      .select(['id', 'name', 'scopes', 'allow_from', canonicalColumn('expires_at').as('expires_at')])
+      .where('merchant_id', '=', merchantId)
+      .where('key_id', '=', keyId)
+      .where('revoked_at', 'is', null)
+      .executeTakeFirst();
+  const before = await select();
+  if (!before) throw new MerchantAdminError('key_not_found', `Merchant "${merchantId}" has no working key ${keyId} (see \`merchant keys ${merchantId}\`).`);
+  const columns = settingsColumns({ ...settings, keyId: undefined });
+  if (Object.keys(columns).length > 0) await db.updateTable('merchant_keys').set(columns).where('id', '=', before.id).execute();
+  const after = (await select())!;
+  const changed = (['name', 'scopes', 'allow_from', 'expires_at'] as const).filter((field) => before[field] !== after[field]);
+  return { changed };
 }
 
 /**
  * Adds a merchant with a new random key; resolves to that key, which is
  * stored only sealed, so show it to the operator once.
  */
-export async function addMerchant(db: Kysely<MerchantApiDatabase>, masterKey: MasterKey, id: string, options: { status?: 'active' | 'disabled' } = {}): Promise<NewKey> {
+export async function addMerchant(db: Kysely<MerchantApiDatabase>, masterKey: MasterKey, id: string, options: { status?: 'active' | 'disabled'; key?: KeySettings } = {}): Promise<NewKey> {
   assertMerchantId(id);
   const apiKey = generateApiKey();
-  const row = await newKeyRow(masterKey, id, apiKey);
+  const row = await newKeyRow(masterKey, id, apiKey, options.key);
   await db.transaction().execute(async (trx) => {
     const existing = await trx.selectFrom('merchants').select('id').where('id', '=', id).forUpdate().executeTakeFirst();
     if (existing) throw new MerchantAdminError('merchant_exists', `Merchant "${id}" already exists.`);
@@ -122,10 +204,10 @@ export interface RotateResult extends NewKey {
  * Adds a new random key to a merchant; with `revokeOld`, revokes every key it had; with
  * `expireOldInSeconds`, lets them work until then. Resolves to the new key and what changed.
  */
-export async function rotateMerchantKey(db: Kysely<MerchantApiDatabase>, masterKey: MasterKey, id: string, options: RotateOptions = {}): Promise<RotateResult> {
+export async function rotateMerchantKey(db: Kysely<MerchantApiDatabase>, masterKey: MasterKey, id: string, options: RotateOptions & { key?: KeySettings } = {}): Promise<RotateResult> {
   if (options.revokeOld && options.expireOldInSeconds !== undefined) throw new TypeError('rotateMerchantKey: revokeOld and expireOldInSeconds exclude each other.');
   const apiKey = generateApiKey();
-  const row = await newKeyRow(masterKey, id, apiKey);
+  const row = await newKeyRow(masterKey, id, apiKey, options.key);
   return db.transaction().execute(async (trx) => {
     const merchant = await trx.selectFrom('merchants').select('id').where('id', '=', id).forUpdate().executeTakeFirst();
     if (!merchant) throw new MerchantAdminError('merchant_not_found', `No merchant "${id}".`);
@@ -309,13 +391,22 @@ export async function upsertSeedMerchant(trx: Transaction<MerchantApiDatabase>, 
   const revoked = new Set<string>();
   for (const row of stored) (row.revoked_at === null ? active : revoked).add(await openApiKey(masterKey, merchant.id, row.sealed_key));
   const result: SeedMerchantResult = { created: !existing, statusChanged: differs && Boolean(options.setStatus), statusKept: differs && !options.setStatus, keysAdded: 0, keysLeftRevoked: 0 };
-  for (const key of new Set(merchant.keys)) {
-    if (active.has(key)) continue;
+  const added = new Set<string>();
+  for (const [i, key] of merchant.keys.entries()) {
+    if (active.has(key) || added.has(key)) continue;
     if (revoked.has(key)) {
       result.keysLeftRevoked++;
       continue;
     }
-    await addMerchantKey(trx, masterKey, merchant.id, key);
+    // A seed key given as an object keeps its name, scopes, networks and end (a plain one: every scope).
+    const details = merchant.keyDetails?.[i];
+    await addMerchantKey(trx, masterKey, merchant.id, key, {
+      ...(details?.name !== undefined && { name: details.name }),
+      ...(details?.limits?.scopes !== undefined && { scopes: details.limits.scopes }),
+      ...(details?.limits?.allowFrom !== undefined && { allowFrom: details.limits.allowFrom }),
+      ...(details?.limits?.expiresAt !== undefined && { expiresAt: details.limits.expiresAt }),
+    });
+    added.add(key);
     result.keysAdded++;
   }
   return result;
