@@ -17,3 +17,6 @@ export { redact } from './storage/mysql/admin/redact.js';
 export { storageError } from './storage/mysql/storage-error.js';
 export { isShareableAddress } from './storage/mysql/throttle/shareable-address.js';
 export { DEFAULT_PREFIX } from './storage/redis/keys.js';
+
+// Key limits as the CLI reads them from its options (docs/cli.md#keys).
+export { KEY_SCOPES, keyNameProblem, parseAllowFrom, parseScopes } from './storage/key-limits.js';

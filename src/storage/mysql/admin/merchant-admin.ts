@@ -14,7 +14,11 @@ import type { MerchantApiDatabase } from '../schema.js';
 import { canonicalColumn, toSqlDatetime } from '../sql-values.js';
 import { KEY_ID_PATTERN, keyFingerprint, newKeyId } from '../../sql/key-ids.js';
 import type { KeyScope } from '../../key-limits.js';
-import { allowFromColumn, scopesColumn } from '../statements/key-rows.js';
+import { allowFromColumn, keyInfoOf, scopesColumn } from '../statements/key-rows.js';
+import { writeAuditEvent, type AuditValue } from './audit.js';
+
+/** The actor of a change made without one (a program calling these functions): docs/cli.md#the-audit-trail. */
+export const LIBRARY_ACTOR = 'library';
 
 type Db = Kysely<MerchantApiDatabase> | Transaction<MerchantApiDatabase>;
 
@@ -55,6 +59,14 @@ export interface MerchantKeySummary {
   expires_at: string | null;
   /** Works now: not revoked, not past its end. */
   active: boolean;
+  /** What the operator called it; null if unnamed. */
+  name: string | null;
+  /** Its scopes (every scope unless limited). */
+  scopes: KeyScope[];
+  /** When it was last used, to within about a minute; null if not seen in use. */
+  last_used_at: string | null;
+  /** The networks it may be used from (canonical CIDR); empty: anywhere. */
+  allow_from: string[];
 }
 
 /** A key added: the key itself (show it once) and how to name it later. */
@@ -92,6 +104,16 @@ function settingsColumns(settings: KeySettings) {
   return columns as { name?: string | null; scopes?: string | null; allow_from?: string | null; expires_at?: string | null };
 }
 
+/** What the audit trail records of key settings: which were set, and to what (scopes, networks, end; never the name itself). */
+function settingsSummary(settings: KeySettings | undefined, expiresAt?: string | null): Record<string, AuditValue> {
+  const summary: Record<string, AuditValue> = {};
+  if (settings?.name !== undefined) summary.name_changed = true;
+  if (settings?.scopes !== undefined) summary.scopes = [...settings.scopes];
+  if (settings?.allowFrom !== undefined) summary.allow_from = [...settings.allowFrom];
+  if (expiresAt !== undefined) summary.expires_at = expiresAt;
+  return summary;
+}
+
 /** The row of a new key: sealed, with its public id, fingerprint and settings. */
 async function newKeyRow(masterKey: MasterKey, merchantId: string, apiKey: string, settings: KeySettings = {}) {
   return {
@@ -115,10 +137,15 @@ export async function addMerchantKey(db: Db, masterKey: MasterKey, merchantId: s
  * Adds a new random key beside the merchant's others (`merchant add-key`); resolves to it (show it
  * once) with its end as stored. Throws `merchant_not_found`.
  */
-export async function addRandomMerchantKey(db: Db, masterKey: MasterKey, merchantId: string, settings: KeySettings = {}): Promise<NewKey & { expiresAt: string | null }> {
-  await assertMerchantExists(db, merchantId);
-  const added = await addMerchantKey(db, masterKey, merchantId, generateApiKey(), settings);
-  return { ...added, expiresAt: await keyEnd(db, added.keyId) };
+export async function addRandomMerchantKey(db: Kysely<MerchantApiDatabase>, masterKey: MasterKey, merchantId: string, settings: KeySettings = {}, actor = LIBRARY_ACTOR): Promise<NewKey & { expiresAt: string | null }> {
+  const apiKey = generateApiKey();
+  return db.transaction().execute(async (trx) => {
+    await assertMerchantExists(trx, merchantId, true);
+    const added = await addMerchantKey(trx, masterKey, merchantId, apiKey, settings);
+    const expiresAt = await keyEnd(trx, added.keyId);
+    await writeAuditEvent(trx, actor, { action: 'key_added', merchantId, keyId: added.keyId, summary: settingsSummary(settings, expiresAt) });
+    return { ...added, expiresAt };
+  });
 }
 
 /** A key's end as stored (canonical), or null. */
@@ -136,9 +163,10 @@ export interface KeyUpdate {
  * Changes a key's name, scopes, networks or end (`merchant update-key`); a revoked key cannot be
  * changed. Throws `merchant_not_found`, `key_not_found`, `invalid_key_id`.
  */
-export async function updateMerchantKey(db: Db, merchantId: string, keyId: string, settings: KeySettings): Promise<KeyUpdate> {
+export async function updateMerchantKey(outer: Kysely<MerchantApiDatabase>, merchantId: string, keyId: string, settings: KeySettings, actor = LIBRARY_ACTOR): Promise<KeyUpdate> {
   if (!KEY_ID_PATTERN.test(keyId)) throw new MerchantAdminError('invalid_key_id', `${JSON.stringify(keyId)} is not a key id: they look like key_0123456789ab (see \`merchant keys ID\`).`);
-  await assertMerchantExists(db, merchantId);
+  return outer.transaction().execute(async (db) => {
+  await assertMerchantExists(db, merchantId, true);
   const select = () =>
     db
       .selectFrom('merchant_keys')
@@ -153,14 +181,23 @@ export async function updateMerchantKey(db: Db, merchantId: string, keyId: strin
   if (Object.keys(columns).length > 0) await db.updateTable('merchant_keys').set(columns).where('id', '=', before.id).execute();
   const after = (await select())!;
   const changed = (['name', 'scopes', 'allow_from', 'expires_at'] as const).filter((field) => before[field] !== after[field]);
+  // Nothing changed, nothing recorded: the trail holds changes.
+  if (changed.length > 0) {
+    const summary: Record<string, AuditValue> = { changed };
+    if (changed.includes('scopes')) summary.scopes = after.scopes === null ? ['signature', 'users:read'] : after.scopes.split(',');
+    if (changed.includes('allow_from')) summary.allow_from = after.allow_from === null ? [] : after.allow_from.split(',');
+    if (changed.includes('expires_at')) summary.expires_at = after.expires_at;
+    await writeAuditEvent(db, actor, { action: 'key_updated', merchantId, keyId, summary });
+  }
   return { changed };
+  });
 }
 
 /**
  * Adds a merchant with a new random key; resolves to that key, which is
  * stored only sealed, so show it to the operator once.
  */
-export async function addMerchant(db: Kysely<MerchantApiDatabase>, masterKey: MasterKey, id: string, options: { status?: 'active' | 'disabled'; key?: KeySettings } = {}): Promise<NewKey> {
+export async function addMerchant(db: Kysely<MerchantApiDatabase>, masterKey: MasterKey, id: string, options: { status?: 'active' | 'disabled'; key?: KeySettings; actor?: string } = {}): Promise<NewKey> {
   assertMerchantId(id);
   const apiKey = generateApiKey();
   const row = await newKeyRow(masterKey, id, apiKey, options.key);
@@ -169,18 +206,27 @@ export async function addMerchant(db: Kysely<MerchantApiDatabase>, masterKey: Ma
     if (existing) throw new MerchantAdminError('merchant_exists', `Merchant "${id}" already exists.`);
     await trx.insertInto('merchants').values({ id, status: options.status ?? 'active' }).execute();
     await trx.insertInto('merchant_keys').values(row).execute();
+    await writeAuditEvent(trx, options.actor ?? LIBRARY_ACTOR, { action: 'merchant_added', merchantId: id, keyId: row.key_id, summary: { status: options.status ?? 'active', ...settingsSummary(options.key) } });
   });
   return { apiKey, keyId: row.key_id, fingerprint: row.fingerprint };
 }
 
-/** Enables or disables a merchant; throws `merchant_not_found`. */
-export async function setMerchantStatus(db: Db, id: string, status: 'active' | 'disabled'): Promise<void> {
-  const result = await db.updateTable('merchants').set({ status, updated_at: sql`UTC_TIMESTAMP(6)` }).where('id', '=', id).executeTakeFirst();
-  if (result.numUpdatedRows === 0n) {
-    // With FOUND_ROWS off, an unchanged row counts 0 too: look before calling it unknown.
-    const found = await db.selectFrom('merchants').select('id').where('id', '=', id).executeTakeFirst();
+/**
+ * Enables or disables a merchant; resolves to false when it had that status already (nothing
+ * changed, nothing recorded). Throws `merchant_not_found`. Given a `Kysely`, the change and its
+ * audit event are one transaction; given a transaction (the import), it runs in it and records
+ * nothing of its own (the import's summary does).
+ */
+export async function setMerchantStatus(db: Db, id: string, status: 'active' | 'disabled', actor?: string): Promise<boolean> {
+  const change = async (trx: Db): Promise<boolean> => {
+    const found = await trx.selectFrom('merchants').select(['id', 'status']).where('id', '=', id).forUpdate().executeTakeFirst();
     if (!found) throw new MerchantAdminError('merchant_not_found', `No merchant "${id}".`);
-  }
+    if (found.status === status) return false;
+    await trx.updateTable('merchants').set({ status, updated_at: sql`UTC_TIMESTAMP(6)` }).where('id', '=', id).execute();
+    if (!db.isTransaction) await writeAuditEvent(trx, actor ?? LIBRARY_ACTOR, { action: status === 'active' ? 'merchant_enabled' : 'merchant_disabled', merchantId: id });
+    return true;
+  };
+  return db.isTransaction ? change(db) : db.transaction().execute(change);
 }
 
 /** How `rotateMerchantKey` treats the keys a merchant had. */
@@ -198,13 +244,15 @@ export interface RotateResult extends NewKey {
   oldKeyIds: string[];
   /** With `expireOldInSeconds`: when the older keys stop working (canonical UTC). */
   oldKeysExpireAt: string | undefined;
+  /** When the new key stops working, as stored (canonical UTC); null: never. */
+  expiresAt: string | null;
 }
 
 /**
  * Adds a new random key to a merchant; with `revokeOld`, revokes every key it had; with
  * `expireOldInSeconds`, lets them work until then. Resolves to the new key and what changed.
  */
-export async function rotateMerchantKey(db: Kysely<MerchantApiDatabase>, masterKey: MasterKey, id: string, options: RotateOptions & { key?: KeySettings } = {}): Promise<RotateResult> {
+export async function rotateMerchantKey(db: Kysely<MerchantApiDatabase>, masterKey: MasterKey, id: string, options: RotateOptions & { key?: KeySettings; actor?: string } = {}): Promise<RotateResult> {
   if (options.revokeOld && options.expireOldInSeconds !== undefined) throw new TypeError('rotateMerchantKey: revokeOld and expireOldInSeconds exclude each other.');
   const apiKey = generateApiKey();
   const row = await newKeyRow(masterKey, id, apiKey, options.key);
@@ -228,7 +276,10 @@ export async function rotateMerchantKey(db: Kysely<MerchantApiDatabase>, masterK
       oldKeysExpireAt = (await sql<{ end: string }>`SELECT DATE_FORMAT(${end}, '%Y-%m-%dT%H:%i:%s.%f+00:00') AS end`.execute(trx)).rows[0]!.end;
     }
     await trx.insertInto('merchant_keys').values(row).execute();
-    return { apiKey, keyId: row.key_id, fingerprint: row.fingerprint, revoked: options.revokeOld ? oldKeyIds.length : 0, oldKeyIds, oldKeysExpireAt };
+    const newEnd = await keyEnd(trx, row.key_id);
+    const old: Record<string, AuditValue> = options.revokeOld ? { revoked_key_ids: oldKeyIds } : options.expireOldInSeconds !== undefined ? { expiring_key_ids: oldKeyIds, old_keys_expire_at: oldKeysExpireAt ?? null } : {};
+    await writeAuditEvent(trx, options.actor ?? LIBRARY_ACTOR, { action: 'key_rotated', merchantId: id, keyId: row.key_id, summary: { ...old, ...settingsSummary(options.key, newEnd) } });
+    return { apiKey, keyId: row.key_id, fingerprint: row.fingerprint, revoked: options.revokeOld ? oldKeyIds.length : 0, oldKeyIds, oldKeysExpireAt, expiresAt: newEnd };
   });
 }
 
@@ -258,6 +309,10 @@ export async function listMerchantKeys(db: Db, masterKey: MasterKey, merchantId:
       canonicalColumn<string>('created_at').as('created_at'),
       canonicalColumn('revoked_at').as('revoked_at'),
       canonicalColumn('expires_at').as('expires_at'),
+      canonicalColumn('last_used_at').as('last_used_at'),
+      'name',
+      'scopes',
+      'allow_from',
       sql<number>`revoked_at IS NULL AND (expires_at IS NULL OR expires_at > UTC_TIMESTAMP(6))`.as('active'),
     ])
     .where('merchant_id', '=', merchantId)
@@ -270,20 +325,24 @@ export async function listMerchantKeys(db: Db, masterKey: MasterKey, merchantId:
       fingerprint = keyFingerprint(await openApiKey(masterKey, merchantId, row.sealed_key));
       await db.updateTable('merchant_keys').set({ fingerprint }).where('id', '=', row.id).execute();
     }
-    keys.push({ key_id: row.key_id, fingerprint, created_at: row.created_at, revoked_at: row.revoked_at, expires_at: row.expires_at, active: Number(row.active) === 1 });
+    const info = keyInfoOf({ ...row, created_at: row.created_at });
+    keys.push({ key_id: row.key_id, fingerprint, name: row.name, scopes: info.scopes, created_at: row.created_at, expires_at: row.expires_at, last_used_at: row.last_used_at, revoked_at: row.revoked_at, allow_from: info.allow_from, active: Number(row.active) === 1 });
   }
   return keys;
 }
 
 /** Revokes one key by its public id; resolves to false when it was revoked already. Throws `merchant_not_found`, `key_not_found`. */
-export async function revokeMerchantKey(db: Db, merchantId: string, keyId: string): Promise<boolean> {
+export async function revokeMerchantKey(outer: Kysely<MerchantApiDatabase>, merchantId: string, keyId: string, actor = LIBRARY_ACTOR): Promise<boolean> {
   if (!KEY_ID_PATTERN.test(keyId)) throw new MerchantAdminError('invalid_key_id', `${JSON.stringify(keyId)} is not a key id: they look like key_0123456789ab (see \`merchant keys ID\`).`);
-  await assertMerchantExists(db, merchantId);
-  const key = await db.selectFrom('merchant_keys').select(['id', 'revoked_at']).where('merchant_id', '=', merchantId).where('key_id', '=', keyId).executeTakeFirst();
-  if (!key) throw new MerchantAdminError('key_not_found', `Merchant "${merchantId}" has no key ${keyId} (see \`merchant keys ${merchantId}\`).`);
-  if (key.revoked_at !== null) return false;
-  await db.updateTable('merchant_keys').set({ revoked_at: sql`UTC_TIMESTAMP(6)` }).where('id', '=', key.id).where('revoked_at', 'is', null).execute();
-  return true;
+  return outer.transaction().execute(async (db) => {
+    await assertMerchantExists(db, merchantId, true);
+    const key = await db.selectFrom('merchant_keys').select(['id', 'revoked_at']).where('merchant_id', '=', merchantId).where('key_id', '=', keyId).forUpdate().executeTakeFirst();
+    if (!key) throw new MerchantAdminError('key_not_found', `Merchant "${merchantId}" has no key ${keyId} (see \`merchant keys ${merchantId}\`).`);
+    if (key.revoked_at !== null) return false;
+    await db.updateTable('merchant_keys').set({ revoked_at: sql`UTC_TIMESTAMP(6)` }).where('id', '=', key.id).where('revoked_at', 'is', null).execute();
+    await writeAuditEvent(db, actor, { action: 'key_revoked', merchantId, keyId });
+    return true;
+  });
 }
 
 /** What deleting a merchant removed. */
@@ -302,7 +361,7 @@ const DELETE_BATCH = 5000;
  * its used salts. Shares go in batches of their own transactions, the merchant row last: if it
  * stops half way, running it again finishes it. Throws `merchant_not_found`.
  */
-export async function deleteMerchant(db: Kysely<MerchantApiDatabase>, merchantId: string): Promise<DeletedMerchant> {
+export async function deleteMerchant(db: Kysely<MerchantApiDatabase>, merchantId: string, actor = LIBRARY_ACTOR): Promise<DeletedMerchant> {
   await assertMerchantExists(db, merchantId);
   const deleted: DeletedMerchant = { keys: 0, shares: 0, users: 0 };
   for (;;) {
@@ -328,12 +387,14 @@ export async function deleteMerchant(db: Kysely<MerchantApiDatabase>, merchantId
     deleted.keys = Number(keys.numDeletedRows);
     await trx.deleteFrom('used_salts').where('merchant_id', '=', merchantId).execute();
     await trx.deleteFrom('merchants').where('id', '=', merchantId).execute();
+    await writeAuditEvent(trx, actor, { action: 'merchant_deleted', merchantId, summary: { keys: deleted.keys, shares: deleted.shares, users: deleted.users } });
   });
   return deleted;
 }
 
-async function assertMerchantExists(db: Db, id: string): Promise<void> {
-  const found = await db.selectFrom('merchants').select('id').where('id', '=', id).executeTakeFirst();
+async function assertMerchantExists(db: Db, id: string, lock = false): Promise<void> {
+  const select = db.selectFrom('merchants').select('id').where('id', '=', id);
+  const found = await (lock ? select.forUpdate() : select).executeTakeFirst();
   if (!found) throw new MerchantAdminError('merchant_not_found', `No merchant "${id}".`);
 }
 
