@@ -26,7 +26,7 @@ const USAGE = `Usage: merchant-api import FILE [--format seed|ndjson] [--batch-s
   ndjson: one user record with its "merchant_id" per line (default for .ndjson and .jsonl)
   --erase FILE     NDJSON of {"merchant_id": ..., "shared_user_id": ...} lines: erase each share, and the
                    user record once no share remains (every line is checked first; --dry-run counts only)
-  --batch-size N   users (or erasures) per transaction, ${BATCH_SIZE.default} by default, ${BATCH_SIZE.min} to ${MAX_BATCH_SIZE}
+  --batch-size N   users per transaction, ${BATCH_SIZE.default} by default, ${BATCH_SIZE.min} to ${MAX_BATCH_SIZE} (with --erase: pairs)
   --set-status     seed: give merchants that exist already the file's status (default: they keep theirs)`;
 
 /** How many problems are printed before "and N more". */
