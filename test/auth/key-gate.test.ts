@@ -6,6 +6,7 @@
  */
 import { describe, expect, it, vi } from 'vitest';
 import { createMerchantApi } from '../../src/api.js';
+import { createMerchantClient, MerchantResponseError } from '../../src/client/index.js';
 import { silentLogger } from '../../src/observe/logger.js';
 import type { KeyUse } from '../../src/storage/contract.js';
 import { MemoryStorage } from '../../src/storage/memory/index.js';
@@ -186,5 +187,20 @@ describe('GET /merchant/keys', () => {
     const { status, body } = await basicGet(api, 'every-scope-key', `${ORIGIN}/merchant/keys?x=1`);
     expect(status).toBe(400);
     expect(body.errors[0].code).toBe('unknown_parameter');
+  });
+});
+
+describe('the client', () => {
+  it('keys() reads GET /merchant/keys; a key without the scope gets insufficient_scope, from signatures too', async () => {
+    const { api } = handler();
+    const fetchThrough = (key: string) =>
+      createMerchantClient({ baseUrl: ORIGIN, merchantId: 'shop', apiKey: key, retries: false, now: () => NOW_MS, fetch: ((input: RequestInfo | URL, init?: RequestInit) => api.fetch(new Request(input, init), { clientAddress: '192.0.2.1' })) as typeof fetch });
+    const keys = await fetchThrough('reading-only-key').keys();
+    expect(keys.map((key) => key.name)).toEqual([null, 'checkout', 'reports', null]);
+    const refused = await fetchThrough('signing-only-key').keys().catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(MerchantResponseError);
+    expect((refused as MerchantResponseError).code).toBe('insufficient_scope');
+    const unsigned = await fetchThrough('reading-only-key').validateSignature().catch((error: unknown) => error);
+    expect((unsigned as MerchantResponseError).code).toBe('insufficient_scope');
   });
 });
