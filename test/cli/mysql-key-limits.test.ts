@@ -6,6 +6,7 @@
  * event with its actor, `audit list` with its filters and pages, `user erase` for one merchant
  * and for all, and `import --erase`.
  */
+import { sql } from 'kysely';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -231,6 +232,23 @@ describe.skipIf(!available)('key limits, audit trail and erasure through the CLI
     expect(walked).toEqual(all.events.map((e: { id: string }) => e.id));
     expect((await json(['audit', 'list', '--since', '1h', '--json'])).events.length).toBe(all.events.length);
     expect((await json(['audit', 'list', '--since', '2999-01-01T00:00:00Z', '--json'])).events).toEqual([]);
+  });
+
+  it('the CLI speaks one language: snake_case JSON, and an address that is no IP is a usage error', async () => {
+    const listed = await json(['merchant', 'list', '--json']);
+    expect(Object.keys(listed[0])).toEqual(['id', 'status', 'active_keys', 'revoked_keys', 'created_at']);
+    const refused = await run(['throttle', 'unblock', '--address', 'not-an-ip']);
+    expect(refused.code).toBe(2);
+    expect(refused.err).toMatch(/--address must be an IPv4 or IPv6 address/);
+    expect((await run(['throttle', 'unblock', '--address', '2001:db8:1:2::/64'])).code).toBe(0);
+    expect((await run(['throttle', 'unblock', '--address', '2001:db8:1:2::/129'])).code).toBe(2);
+    // A lifted block is recorded with its actor, in the lift's transaction.
+    await sql`INSERT INTO auth_failures (scope, address, merchant_id, failures, window_start, blocks, blocked_until, updated_at, expires_at)
+      VALUES ('address', '198.51.100.7', '', 10, 0, 1, 4102444800, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 1 DAY)`.execute(database.db);
+    const lifted = await run(['throttle', 'unblock', '--address', '198.51.100.7', '--actor', 'oncall']);
+    expect(lifted.code, lifted.err).toBe(0);
+    const { events } = await json(['audit', 'list', '--action', 'throttle_unblocked', '--json']);
+    expect(events).toEqual([expect.objectContaining({ actor: 'oncall', merchant_id: null, summary: { client_address: '198.51.100.7', rows: 1 } })]);
   });
 
   it('migrate prunes events older than AUDIT_RETENTION', async () => {

@@ -250,7 +250,8 @@ async function list(args: string[], io: CliIo, config: MysqlConfig): Promise<num
     withDatabase(config, async (db) => {
       const merchants = await listMerchants(db);
       if (parsed.values.json) {
-        io.out(JSON.stringify(merchants));
+        // snake_case, as every JSON the CLI prints.
+        io.out(JSON.stringify(merchants.map((m) => ({ id: m.id, status: m.status, active_keys: m.activeKeys, revoked_keys: m.revokedKeys, created_at: m.createdAt }))));
         return 0;
       }
       if (merchants.length === 0) io.out('No merchants yet: add one with `merchant-api merchant add ID`.');
