@@ -7,11 +7,11 @@
  *
  * A merchant whose keys have no limits (`keyLimits` absent: every scope, anywhere, no end) costs
  * one property read here; a limited key's networks are parsed once per loaded key (a `WeakMap`
- * on its limits object, which the storages never change), so a request parses only its own
- * client address, and only for a key with an allowlist.
+ * on its limits object, which the storages never change), so a request at most looks its client
+ * address up (parsed once per address), and only for a key with an allowlist.
  */
 import type { KeyLimits, KeyScope, Merchant } from '../storage/contract.js';
-import { networksContain, parseIpAddress, parseNetwork, type IpNetwork } from '../storage/key-limits.js';
+import { networksContain, parseIpAddress, parseNetwork, type IpAddress, type IpNetwork } from '../storage/key-limits.js';
 import type { KeyUseRecorder } from './key-use.js';
 
 /** Why a matched key may not be used here. */
@@ -26,6 +26,23 @@ interface CompiledLimits {
 }
 
 const compiled = new WeakMap<KeyLimits, CompiledLimits>();
+
+/**
+ * Client addresses as words, memoised: a client sends from the same address request after
+ * request. Bounded: cleared when full, so neither many clients nor made-up addresses pile up.
+ */
+const addresses = new Map<string, IpAddress | null>();
+const MAX_CACHED_ADDRESSES = 4096;
+
+function addressOf(text: string): IpAddress | undefined {
+  let address = addresses.get(text);
+  if (address === undefined) {
+    if (addresses.size >= MAX_CACHED_ADDRESSES) addresses.clear();
+    address = parseIpAddress(text) ?? null;
+    addresses.set(text, address);
+  }
+  return address ?? undefined;
+}
 
 function compile(limits: KeyLimits): CompiledLimits {
   let networks: IpNetwork[] | undefined;
@@ -61,7 +78,7 @@ export class KeyGate {
       const rules = compiled.get(limits) ?? compile(limits);
       if (now >= rules.endsAt) return 'expired';
       if (rules.networks !== undefined) {
-        const address = clientAddress === undefined ? undefined : parseIpAddress(clientAddress);
+        const address = clientAddress === undefined ? undefined : addressOf(clientAddress);
         if (address === undefined || !networksContain(rules.networks, address)) return 'address_not_allowed';
       }
       if (rules.scopes !== undefined && !rules.scopes.includes(scope)) return 'insufficient_scope';
