@@ -116,6 +116,10 @@ describe.skipIf(!available)('key limits, audit trail and erasure through the CLI
     expect(key).toMatchObject({ scopes: ['signature'], expires_at: rotated.expires_at });
     expect(await sign('other', rotated.api_key)).toBe(200);
     expect(await read('other', rotated.api_key)).toBe(403);
+    // --expire-old-in: the end printed is the end stored, to the microsecond.
+    const rolled = await json(['merchant', 'rotate-key', 'other', '--expire-old-in', '1d', '--json']);
+    const ends = (await json(['merchant', 'keys', 'other', '--json'])).filter((k: { key_id: string }) => k.key_id !== rolled.key_id).map((k: { expires_at: string }) => k.expires_at);
+    expect(ends).toContain(rolled.old_keys_expire_at);
   });
 
   it('update-key changes scopes, networks, name and end; the same change again changes nothing', async () => {

@@ -265,7 +265,9 @@ export async function rotateMerchantKey(db: Kysely<MerchantApiDatabase>, masterK
     if (options.revokeOld && oldKeyIds.length > 0) {
       await trx.updateTable('merchant_keys').set({ revoked_at: sql`UTC_TIMESTAMP(6)` }).where('key_id', 'in', oldKeyIds).execute();
     } else if (options.expireOldInSeconds !== undefined) {
-      const end = sql<string>`UTC_TIMESTAMP(6) + INTERVAL ${options.expireOldInSeconds} SECOND`;
+      // The end is read once and written as read: what is printed is what is stored, to the microsecond.
+      oldKeysExpireAt = (await sql<{ end: string }>`SELECT DATE_FORMAT(UTC_TIMESTAMP(6) + INTERVAL ${options.expireOldInSeconds} SECOND, '%Y-%m-%dT%H:%i:%s.%f+00:00') AS end`.execute(trx)).rows[0]!.end;
+      const end = toSqlDatetime(oldKeysExpireAt);
       if (oldKeyIds.length > 0) {
         await trx
           .updateTable('merchant_keys')
@@ -273,7 +275,6 @@ export async function rotateMerchantKey(db: Kysely<MerchantApiDatabase>, masterK
           .where('key_id', 'in', oldKeyIds)
           .execute();
       }
-      oldKeysExpireAt = (await sql<{ end: string }>`SELECT DATE_FORMAT(${end}, '%Y-%m-%dT%H:%i:%s.%f+00:00') AS end`.execute(trx)).rows[0]!.end;
     }
     await trx.insertInto('merchant_keys').values(row).execute();
     const newEnd = await keyEnd(trx, row.key_id);
