@@ -4,6 +4,8 @@
  * hands them to the pipeline (`src/pipeline/pipeline.ts`), which answers every
  * request; docs/architecture.md shows how a request flows through them.
  */
+import { KeyGate } from './auth/key-gate.js';
+import { KeyUseRecorder } from './auth/key-use.js';
 import type { RequestContext, RequestInfo } from './http/context.js';
 import { composeHooks, type MerchantApiHooks } from './http/hooks.js';
 import { createPublicBaseResolver } from './http/public-url.js';
@@ -87,6 +89,12 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
     gate: limits.aroundStorageCall,
   });
 
+  // last_used_at: noted per request in a map, written in batches at most once a minute per key.
+  const keyUses = storage.recordKeyUse && new KeyUseRecorder({
+    write: (uses) => storage.recordKeyUse!(uses),
+    onError: (error) => logger.warn({ event: 'key_use_not_recorded', ...describeError(error) }),
+  });
+
   const deps: HandlerDeps = {
     storage: views,
     cursors: new CursorCodec(options.cursorSecret),
@@ -97,6 +105,7 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
     streamBatchSize: resolved.streamBatchSize,
     openApiBody: JSON.stringify(openApiDocument(resolved.basePath, ROUTES)),
     storageHealth: storage.health?.bind(storage),
+    keys: new KeyGate(resolved.now, keyUses),
     authenticated: authenticatedStep(limits.afterAuthentication, hooks.onAuthenticated),
   };
 

@@ -18,3 +18,6 @@ export { storageError } from './storage/mysql/storage-error.js';
 export { writeConflictCounts } from './storage/mysql/write-conflicts.js';
 export { isShareableAddress } from './storage/mysql/throttle/shareable-address.js';
 export { DEFAULT_PREFIX } from './storage/redis/keys.js';
+
+// Key limits as the CLI reads them from its options (docs/cli.md#keys).
+export { KEY_SCOPES, keyNameProblem, parseAllowFrom, parseScopes } from './storage/key-limits.js';

@@ -13,6 +13,8 @@ export type MerchantApiErrorCode =
   | 'method_not_allowed'
   | 'unauthorized'
   | 'merchant_disabled'
+  | 'insufficient_scope'
+  | 'address_not_allowed'
   | 'unknown_parameter'
   | 'invalid_parameter'
   | 'invalid_cursor'
@@ -30,6 +32,8 @@ const statusByCode: Record<MerchantApiErrorCode, number> = {
   method_not_allowed: 405,
   unauthorized: 401,
   merchant_disabled: 403,
+  insufficient_scope: 403,
+  address_not_allowed: 403,
   unknown_parameter: 400,
   invalid_parameter: 400,
   invalid_cursor: 400,

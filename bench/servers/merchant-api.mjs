@@ -13,8 +13,12 @@ const { createMerchantApi } = await import(new URL('index.js', dist).href);
 const { MemoryStorage } = await import(new URL('storage/memory.js', dist).href);
 const { serve } = await import(new URL(`${runtime}.js`, dist).href);
 
+// BENCH_KEY_ALLOW_FROM=N (this build only, not a baseline): the key carries an allowlist of N
+// networks whose last holds the load generator (127.0.0.0/8), so every request scans them all.
+const allowCount = distDir ? 0 : Number(globalThis.process?.env?.BENCH_KEY_ALLOW_FROM ?? 0);
+const allowFrom = allowCount > 0 ? [...Array.from({ length: allowCount - 1 }, (_, i) => `198.${18 + (i >> 8)}.${i & 255}.0/24`), '127.0.0.0/8'] : undefined;
 const storage = new MemoryStorage({
-  merchants: [{ id: MERCHANT_ID, status: 'active', keys: [MERCHANT_KEY] }],
+  merchants: [{ id: MERCHANT_ID, status: 'active', keys: [MERCHANT_KEY], ...(allowFrom && { keyDetails: [{ limits: { allowFrom } }] }) }],
   users: makeUsers().map((user) => ({ merchant_id: MERCHANT_ID, ...user })),
 });
 // As deployed: the access log on standard output (which the bench reads and

@@ -6,6 +6,7 @@
 import { constantTimeDigestEqual, sha256 } from '../signing/crypto.js';
 import { MerchantApiError } from '../errors.js';
 import type { Merchant } from '../storage/contract.js';
+import type { KeyRefusal } from './key-gate.js';
 import { verifyMerchant, type AuthFailureReason, type AuthState, type CredentialScheme, type MerchantReader, type Unverified } from './merchant-check.js';
 
 const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
@@ -45,11 +46,36 @@ export function parseBasicAuth(header: string | null): { id: string; key: string
  * Two steps rather than one async function: the pipeline already waits on
  * the check once, and one promise fewer per request is measurable.
  */
-export function checkBasicAuth(ctx: AuthState, reader: MerchantReader): Promise<Merchant | Unverified> {
+export function checkBasicAuth(ctx: KeyAuthState, reader: MerchantReader): Promise<Merchant | Unverified> {
   const header = ctx.header('authorization');
   const credentials = parseBasicAuth(header);
   if (!credentials || credentials.key === '') throw fail(ctx, header === null ? 'missing_credentials' : 'malformed_credentials');
-  return verifyMerchant(ctx, reader, credentials.id, BASIC, keyDigest(credentials.key));
+  return verifyMerchant(ctx, reader, credentials.id, BASIC, { digest: keyDigest(credentials.key), state: ctx });
+}
+
+/** What Basic authentication notes besides `AuthState`: which of the merchant's keys matched (its index in `keys`). */
+export interface KeyAuthState extends AuthState {
+  keyIndex: number;
+}
+
+/** What a request presents to the comparison: its key's digest, and where to note the key that matched. */
+interface PresentedKey {
+  digest: Uint8Array;
+  state: KeyAuthState;
+}
+
+const ADDRESS_NOT_ALLOWED = new MerchantApiError('address_not_allowed', 'This API key may not be used from this address.');
+const INSUFFICIENT_SCOPE = new MerchantApiError('insufficient_scope', 'This API key lacks the scope users:read, which this endpoint needs.');
+
+/**
+ * The answer to a matched key that may not be used here (src/auth/key-gate.ts): an expired key is
+ * a wrong key (the 401, as a revoked one); outside the allowlist, the 403 `address_not_allowed`,
+ * a failure for the throttle; without `users:read`, the 403 `insufficient_scope`.
+ */
+export function basicKeyRefused(ctx: AuthState, refusal: KeyRefusal): MerchantApiError {
+  if (refusal === 'expired') return fail(ctx, 'wrong_key');
+  if (refusal === 'address_not_allowed') return fail(ctx, 'address_not_allowed'), ADDRESS_NOT_ALLOWED;
+  return INSUFFICIENT_SCOPE;
 }
 
 /**
@@ -67,12 +93,13 @@ export function basicOutcome(ctx: AuthState, checked: Merchant | Unverified): Me
 const DISABLED = new MerchantApiError('merchant_disabled', 'This account is disabled.');
 
 /** A key compared with every key of the merchant's, as SHA-256 digests in constant time. */
-const BASIC: CredentialScheme<Uint8Array> = { verifies: holdsKey, mismatch: 'wrong_key', disabledFirst: false };
+const BASIC: CredentialScheme<PresentedKey> = { verifies: holdsKey, mismatch: 'wrong_key', disabledFirst: false };
 
-/** Every key is compared, in constant time, so timing does not tell which matched. */
-function holdsKey(merchant: Merchant, given: Uint8Array): boolean {
+/** Every key is compared, in constant time, so timing does not tell which matched; the match is noted for the key's limits. */
+function holdsKey(merchant: Merchant, given: PresentedKey): boolean {
   let matched = false;
-  for (const key of merchant.keys) if (constantTimeDigestEqual(keyDigest(key), given)) matched = true;
+  const keys = merchant.keys;
+  for (let i = 0; i < keys.length; i++) if (constantTimeDigestEqual(keyDigest(keys[i]!), given.digest)) (matched = true), (given.state.keyIndex = i);
   return matched;
 }
 

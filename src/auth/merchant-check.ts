@@ -17,9 +17,10 @@ import type { Merchant, MerchantLookup } from '../storage/contract.js';
  * Why an authentication failed, as logged and counted. `bad_timestamp` and
  * `replayed_salt`: a signature that verifies on a URL whose `ts` is outside
  * the window (or not whole seconds, or from before the replay store began),
- * or whose salt was already used; a captured URL, failed like a wrong key.
+ * or whose salt was already used; a captured URL, failed like a wrong key. `address_not_allowed`:
+ * a key that matched, presented from outside its allowlist (src/auth/key-gate.ts).
  */
-export type AuthFailureReason = 'missing_credentials' | 'malformed_credentials' | 'unknown_merchant' | 'wrong_key' | 'bad_signature' | 'bad_timestamp' | 'replayed_salt';
+export type AuthFailureReason = 'missing_credentials' | 'malformed_credentials' | 'unknown_merchant' | 'wrong_key' | 'bad_signature' | 'bad_timestamp' | 'replayed_salt' | 'address_not_allowed';
 
 /** What authentication reads of a request and notes on it (the pipeline's `RequestContext` is one). */
 export interface AuthState {

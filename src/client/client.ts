@@ -21,6 +21,7 @@ import { Transport } from './transport.js';
 import type {
   ChangedUserRecord,
   ExportOptions,
+  KeyInfo,
   MerchantClientOptions,
   RequestOptions,
   SignatureResult,
@@ -58,6 +59,11 @@ export interface MerchantClient {
   userPages(options?: UserPagesOptions): AsyncIterableIterator<UserPage>;
   /** Every user in one streamed request, parsed as it arrives: memory stays flat however many there are. */
   exportUsers(options?: ExportOptions): AsyncIterableIterator<UserRecord>;
+  /**
+   * `GET /merchant/keys`: this merchant's working keys (not revoked, not expired), oldest first, with
+   * their names, scopes, ends, last use and networks; never a secret. Needs the scope `users:read`.
+   */
+  keys(options?: RequestOptions): Promise<KeyInfo[]>;
 }
 
 /** The largest `limit` the server takes, and the page size of `users()` and `userPages()` by default. */
@@ -128,6 +134,15 @@ class Client implements MerchantClient {
       const user = listBody(body).data[0];
       if (!user) throw new Error('no record in "data"');
       return user;
+    });
+  }
+
+  async keys(options: RequestOptions = {}): Promise<KeyInfo[]> {
+    const url = `${this.baseUrl}/merchant/keys`;
+    return this.transport.call({ method: 'GET', url }, () => url, this.basicAuth(), options.signal, (body) => {
+      const { status, data } = (body ?? {}) as { status?: unknown; data?: unknown };
+      if (status !== 'ok' || !Array.isArray(data)) throw new Error('not {"status":"ok","data":[...]}');
+      return data as KeyInfo[];
     });
   }
 

@@ -12,6 +12,7 @@ export type {
   ErrorDetail,
   ErrorEnvelope,
   ExportOptions,
+  KeyInfo,
   MerchantClientOptions,
   RequestOptions,
   RetryInfo,

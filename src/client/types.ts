@@ -7,9 +7,9 @@
  */
 import type { MerchantApiErrorCode } from '../errors.js';
 import type { SigningParams } from '../signing/index.js';
-import type { ChangedUserRecord, UserRecord } from '../storage/contract.js';
+import type { ChangedUserRecord, KeyInfo, UserRecord } from '../storage/contract.js';
 
-export type { ChangedUserRecord, UserRecord, SigningParams };
+export type { ChangedUserRecord, KeyInfo, UserRecord, SigningParams };
 
 /** The codes the server puts in `errors[].code` of the envelope (docs/protocol.md#errors). */
 export type ServerErrorCode = MerchantApiErrorCode;
@@ -24,6 +24,8 @@ export type SignatureErrorCode =
   | 'invalid_parameter'
   | 'unknown_merchant'
   | 'merchant_disabled'
+  | 'insufficient_scope'
+  | 'address_not_allowed'
   | 'signature_mismatch'
   | 'invalid_timestamp'
   | 'timestamp_out_of_window'

@@ -44,6 +44,8 @@ export interface RequestContext {
   errorCode: string | undefined;
   /** Set when authentication failed, with the reason. */
   authFailure: AuthFailureReason | undefined;
+  /** Which of the merchant's keys matched (its index in `Merchant.keys`), for the key's limits; -1 before one did. */
+  keyIndex: number;
   /** How long a refusal was deliberately held back (late refusals, src/limits/tarpit.ts), ms: not latency. */
   heldMs?: number;
 }
@@ -140,6 +142,7 @@ export function createContext(request: Request, info: RequestInfo | undefined, t
     throttled: undefined,
     errorCode: undefined,
     authFailure: undefined,
+    keyIndex: -1,
   };
 }
 

@@ -75,6 +75,7 @@ export function openApiDocument(basePath: string, routes: readonly DocumentedRou
     tags: [
       { name: 'Signatures', description: 'Checking request signatures (docs/protocol.md#signing).' },
       { name: 'Users', description: "A merchant's users, with HTTP Basic authentication (docs/protocol.md#users)." },
+      { name: 'Keys', description: "The merchant's own keys' metadata, never a secret, with HTTP Basic authentication (docs/protocol.md#keys)." },
       { name: 'Service', description: 'Liveness, readiness and this document.' },
     ],
     paths: Object.fromEntries(routes.map((route) => [route.pattern, pathItem(route)])),

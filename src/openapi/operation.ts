@@ -33,7 +33,7 @@ export interface DocumentedRoute {
 
 /** What the route table does not say about an operation. */
 export interface OperationDoc {
-  tag: 'Signatures' | 'Users' | 'Service';
+  tag: 'Signatures' | 'Users' | 'Keys' | 'Service';
   description: string;
   parameters?: Json[];
   /** The answers of this operation itself (successes and errors of its own). */

@@ -1,5 +1,6 @@
 /** `components.schemas`: the bodies of every answer, success and error. */
 import { MAX_ID_LENGTH, USER_RECORD_KEYS } from '../storage/contract.js';
+import { KEY_SCOPES, MAX_ALLOW_FROM, MAX_KEY_NAME_LENGTH } from '../storage/key-limits.js';
 import { ALL_CODES, ERROR_CODES, statusOf } from './error-codes.js';
 import { schemaRef } from './fragments.js';
 import type { Json } from './operation.js';
@@ -47,6 +48,25 @@ function userSchema(): Json {
   };
 }
 
+/** One key's metadata as `GET /merchant/keys` answers it: never its secret. */
+function keySchema(): Json {
+  return {
+    type: 'object',
+    description: 'One of the merchant\'s keys that still work (not revoked, not expired): these 7 keys, in this order; never the secret.',
+    required: ['key_id', 'name', 'scopes', 'created_at', 'expires_at', 'last_used_at', 'allow_from'],
+    additionalProperties: false,
+    properties: {
+      key_id: { type: 'string', pattern: '^key_[0-9a-hjkmnp-tv-z]{12}$', description: 'the public id of the key' },
+      name: { type: ['string', 'null'], maxLength: MAX_KEY_NAME_LENGTH, description: 'what the operator called the key; null if unnamed' },
+      scopes: { type: 'array', items: { type: 'string', enum: [...KEY_SCOPES] }, minItems: 1, uniqueItems: true, description: '`signature`: `/validatesignature`; `users:read`: the `/merchant/...` endpoints' },
+      created_at: nullable(timestamp, 'when the key was made; null if the storage does not know (a seed key without it)'),
+      expires_at: nullable(timestamp, 'when the key stops working; null: never'),
+      last_used_at: nullable(timestamp, 'when the key was last used, to within about a minute; null if not seen in use'),
+      allow_from: { type: 'array', maxItems: MAX_ALLOW_FROM, items: { type: 'string' }, description: 'the networks (CIDR) the key may be used from; empty: anywhere' },
+    },
+  };
+}
+
 /** A success envelope: `status` ok, `data` as given, `errors` empty, and `extra` properties. */
 function okEnvelope(description: string, data: Json, extra: Json = {}): Json {
   return {
@@ -70,6 +90,8 @@ export function schemas(): Json {
       next_cursor: { type: ['string', 'null'], minLength: 1, description: 'the cursor of the next page; null on the last page' },
     }),
     UserOne: okEnvelope('One user.', { ...users, minItems: 1, maxItems: 1 }),
+    Key: keySchema(),
+    KeyList: okEnvelope("The merchant's keys that still work, oldest first.", { type: 'array', items: schemaRef('Key') }),
     Error: {
       type: 'object',
       description: 'One problem.',

@@ -6,7 +6,7 @@
  * through `deps.authenticated`: the limits after authentication, then the
  * `onAuthenticated` hooks.
  */
-import { basicOutcome, checkBasicAuth } from '../auth/basic-auth.js';
+import { basicKeyRefused, basicOutcome, checkBasicAuth } from '../auth/basic-auth.js';
 import type { RequestContext } from '../http/context.js';
 import { HookAnswer, type MerchantApiHooks } from '../http/hooks.js';
 import type { LimitPoints } from '../limits/limit.js';
@@ -21,6 +21,12 @@ export function routeRunner(deps: HandlerDeps, aroundHandler: LimitPoints['aroun
   return (ctx, route, path, search, origin, params) => {
     if (route.auth !== 'basic') return route.handle(ctx, { path, search, origin, params, merchant: undefined }, deps);
     return checkBasicAuth(ctx, deps.storage(ctx)).then(async (checked): Promise<Answer> => {
+      // The key that matched may not be usable here (expired, outside its networks, without the scope):
+      // decided before the merchant counts as authenticated. Every Basic route reads users or keys.
+      if (typeof checked !== 'string') {
+        const refused = deps.keys.refusal(checked, ctx.keyIndex, 'users:read', ctx.clientAddress);
+        if (refused !== undefined) throw basicKeyRefused(ctx, refused);
+      }
       const merchant = basicOutcome(ctx, checked);
       const release = aroundHandler?.(ctx, merchant.id, route.limit);
       try {

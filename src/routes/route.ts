@@ -9,6 +9,7 @@ import type { PublicBaseResolver } from '../http/public-url.js';
 import type { Reply } from '../http/responses.js';
 import type { Merchant, PartHealth } from '../storage/contract.js';
 import type { DocumentedRoute } from '../openapi/operation.js';
+import type { KeyGate } from '../auth/key-gate.js';
 
 /** What the pipeline hands a handler besides the context. */
 export interface RouteInput {
@@ -39,6 +40,8 @@ export interface HandlerDeps {
   openApiBody: string;
   /** How the storage's parts did at their last use, when the storage reports them. */
   storageHealth: (() => Record<string, PartHealth>) | undefined;
+  /** The check of a matched key's limits, which also notes its use (src/auth/key-gate.ts). */
+  keys: KeyGate;
   /** Marks the merchant authenticated, runs the limits after authentication and the `onAuthenticated` hooks (src/pipeline/authentication.ts). */
   authenticated(ctx: RequestContext, merchantId: string): void | Promise<void>;
 }

@@ -5,6 +5,7 @@
  */
 import { healthz, healthzDoc, readyz, readyzDoc } from './health.js';
 import { openApiDocumentDoc, openApiDocumentRoute } from './openapi-document.js';
+import { listKeys, listKeysDoc } from './keys.js';
 import type { Route } from './route.js';
 import { getUser, getUserDoc } from './user.js';
 import { listUsers, listUsersDoc } from './users.js';
@@ -42,6 +43,16 @@ export const ROUTES: readonly Route[] = [
     summary: 'Read one user',
     handle: getUser,
     openapi: getUserDoc,
+  },
+  {
+    id: 'listKeys',
+    method: 'GET',
+    pattern: '/merchant/keys',
+    auth: 'basic',
+    errorShape: 'envelope',
+    summary: "List the merchant's keys",
+    handle: listKeys,
+    openapi: listKeysDoc,
   },
   { id: 'health', method: 'GET', pattern: '/healthz', auth: 'none', errorShape: 'envelope', summary: 'Liveness: the process answers', handle: healthz, openapi: healthzDoc },
   { id: 'ready', method: 'GET', pattern: '/readyz', auth: 'none', errorShape: 'envelope', summary: 'Readiness: the storage answers', handle: readyz, openapi: readyzDoc },

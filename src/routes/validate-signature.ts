@@ -8,7 +8,8 @@ import { MerchantApiError } from '../errors.js';
 import { decodePathSegment, parseQuery } from '../http/query.js';
 import { signatureError } from '../http/error-reply.js';
 import { reply, type Reply } from '../http/responses.js';
-import { canonicalMessage, verify } from '../signing/index.js';
+import { canonicalMessage } from '../signing/index.js';
+import { constantTimeHexEqual, hmacSha224Hex } from '../signing/crypto.js';
 import type { PublicBaseResolver } from '../http/public-url.js';
 import { MAX_ID_LENGTH } from '../storage/contract.js';
 import { MALFORMED_QUERY, queryParameter, response, schemaRef } from '../openapi/fragments.js';
@@ -24,6 +25,10 @@ const MISMATCH = reply(400, signatureError('Signature does not match.'));
 const NOT_WHOLE_SECONDS = reply(400, signatureError('Invalid timestamp: ts must be a Unix time in whole seconds.'));
 const REPLAYED = reply(400, signatureError('This salt was already used: every request needs a new salt.'));
 const VALID = reply(200, '{"status":"ok","is_valid":true}');
+const ADDRESS_NOT_ALLOWED = reply(403, signatureError('This API key may not be used from this address.'));
+const INSUFFICIENT_SCOPE = reply(403, signatureError('This API key lacks the scope signature, which this endpoint needs.'));
+/** Only a hex digest of SHA-224's length can match (as `verify` of src/signing/index.ts checks). */
+const HEX_SHA224 = /^[0-9a-fA-F]{56}$/;
 
 /**
  * The codes of the 400 refusals for logs and metrics only (the body has none: wire compatibility), named as the
@@ -48,6 +53,8 @@ interface SignedQuery {
   resolveBases: PublicBaseResolver;
   /** The public base URLs the merchant may have called, resolved at the first comparison (after the merchant is known active). */
   bases: string[] | undefined;
+  /** Which of the merchant's keys the signature matched, for its limits (src/auth/key-gate.ts). */
+  keyIndex: number;
 }
 
 /** A signature compared with every key of an active merchant's; a merchant disabled is answered before it. */
@@ -64,6 +71,15 @@ export async function validateSignature(ctx: RequestContext, input: RouteInput, 
   if (typeof verified === 'string') {
     if (verified === 'bad_signature') ctx.errorCode = REFUSAL_CODE.mismatch;
     return verified === 'unknown_merchant' ? UNKNOWN_MERCHANT : verified === 'disabled' ? DISABLED : MISMATCH;
+  }
+
+  // The key that matched may not be usable here: expired (answered as a key that does not match, like a
+  // revoked one), outside its networks (a failure for the throttle), or without the scope.
+  const refused = deps.keys.refusal(verified, signed.keyIndex, 'signature', ctx.clientAddress);
+  if (refused !== undefined) {
+    if (refused === 'expired') return (ctx.authFailure = 'bad_signature'), (ctx.errorCode = REFUSAL_CODE.mismatch), MISMATCH;
+    if (refused === 'address_not_allowed') return (ctx.authFailure = 'address_not_allowed'), (ctx.errorCode = 'address_not_allowed'), ADDRESS_NOT_ALLOWED;
+    return (ctx.errorCode = 'insufficient_scope'), INSUFFICIENT_SCOPE;
   }
 
   // A signature that verifies is not yet a success: a captured URL, expired or already used, verifies too.
@@ -120,7 +136,7 @@ function requiredValues(pairs: [string, string][], ctx: RequestContext, input: R
     else if (key === 'ts') (ts = value), seen++;
     else if (key === 'hmac') (hmac = value), seen++;
   }
-  if (seen === 4 && salt && cp && ts && hmac && cp.length <= MAX_ID_LENGTH && salt.length <= MAX_ID_LENGTH) return { salt, cp, ts, hmac, pairs, ctx, input, resolveBases, bases: undefined };
+  if (seen === 4 && salt && cp && ts && hmac && cp.length <= MAX_ID_LENGTH && salt.length <= MAX_ID_LENGTH) return { salt, cp, ts, hmac, pairs, ctx, input, resolveBases, bases: undefined, keyIndex: -1 };
   return describeProblems(pairs);
 }
 
@@ -150,13 +166,26 @@ function describeProblems(pairs: [string, string][]): never {
  */
 function signatureMatches(signed: SignedQuery, keys: string[]): boolean {
   const { ctx: { method }, input: { path }, pairs, hmac } = signed;
+  // Only a hex digest of the right length can match; anything else is refused before comparing bytes.
+  if (!HEX_SHA224.test(hmac)) return false;
+  const received = hmac.toLowerCase();
   const bases = (signed.bases ??= signed.resolveBases(signed.ctx, signed.input.origin));
   const decoded = path.includes('%') ? decodePathSegment(path) : undefined;
   let matched = false;
   for (const base of bases) {
-    if (verify(hmac, keys, canonicalMessage({ method, url: base + path, params: pairs }))) matched = true;
-    if (decoded !== undefined && verify(hmac, keys, canonicalMessage({ method, url: base + decoded, params: pairs }))) matched = true;
+    if (keyMatching(signed, received, keys, canonicalMessage({ method, url: base + path, params: pairs }))) matched = true;
+    if (decoded !== undefined && keyMatching(signed, received, keys, canonicalMessage({ method, url: base + decoded, params: pairs }))) matched = true;
   }
+  return matched;
+}
+
+/**
+ * `verify` of src/signing/index.ts, noting which key matched: every key is compared, in constant
+ * time, so timing does not tell which.
+ */
+function keyMatching(signed: SignedQuery, received: string, keys: string[], text: string): boolean {
+  let matched = false;
+  for (let i = 0; i < keys.length; i++) if (constantTimeHexEqual(hmacSha224Hex(keys[i]!, text), received)) (matched = true), (signed.keyIndex = i);
   return matched;
 }
 
@@ -183,7 +212,12 @@ export const validateSignatureDoc: OperationDoc = {
     `(salts seen before a restart are not known: docs/protocol.md#a-bounded-replay-store); or ${MALFORMED_QUERY}`,
   responses: {
     '200': response('The signature is valid: `{"status":"ok","is_valid":true}`.', schemaRef('SignatureValid')),
-    '403': response('The merchant is disabled: `{"status":"error","message":"This account is disabled.","is_valid":false}`.', schemaRef('SignatureError')),
+    '403': response(
+      'The merchant is disabled: `{"status":"error","message":"This account is disabled.","is_valid":false}`; or the key that signed lacks the scope `signature` ' +
+        '(message `This API key lacks the scope signature, which this endpoint needs.`) or may not be used from this address (message ' +
+        '`This API key may not be used from this address.`, counted as a failed authentication).',
+      schemaRef('SignatureError'),
+    ),
     '404': response('No merchant has the id `cp`: `{"status":"error","is_valid":false}`, the only body without a message.', schemaRef('SignatureUnknownMerchant')),
   },
 };

@@ -4,7 +4,10 @@
  * `merchant-api/storage/mysql`. The contract every implementation must meet
  * is `test/suites/storage-contract.ts`.
  */
+import type { KeyLimits, KeyScope } from './key-limits.js';
 import type { ThrottleStore } from './throttle-store.js';
+
+export type { KeyLimits, KeyScope } from './key-limits.js';
 
 /** A merchant with the API keys that currently work, in the clear. */
 export interface Merchant {
@@ -12,6 +15,38 @@ export interface Merchant {
   status: 'active' | 'disabled';
   /** Active (not revoked) keys; any of them signs and authenticates. */
   keys: string[];
+  /**
+   * The public id of each key, in the order of `keys`, when the storage names its keys: the handler
+   * notes which key was used (`recordKeyUse`). Never changed once answered, so copies may share it.
+   */
+  keyIds?: readonly string[];
+  /**
+   * The limits of each key, in the order of `keys` (undefined for a key without any); absent when
+   * no key of the merchant has one, so a merchant with plain keys costs the check nothing. Never
+   * changed once answered, so copies may share it (src/auth/key-gate.ts compiles each once).
+   */
+  keyLimits?: readonly (KeyLimits | undefined)[];
+}
+
+/**
+ * What `GET /merchant/keys` and `merchant keys --json` tell of one key, never its secret
+ * (docs/protocol.md#keys). Timestamps are canonical; `scopes` lists every scope the key has.
+ */
+export interface KeyInfo {
+  key_id: string;
+  name: string | null;
+  scopes: KeyScope[];
+  created_at: string | null;
+  expires_at: string | null;
+  last_used_at: string | null;
+  allow_from: string[];
+}
+
+/** One key seen in use, for `Storage.recordKeyUse`; `at` is canonical. */
+export interface KeyUse {
+  merchantId: string;
+  keyId: string;
+  at: string;
 }
 
 /** How `Storage.getMerchant` looks a merchant up. */
@@ -164,6 +199,11 @@ export interface Storage {
   listUsers(query: UserPageQuery): Promise<UserRecordPage>;
   /** One user as shared with this merchant, or undefined. */
   getUser(merchantId: string, sharedUserId: string): Promise<UserRecord | undefined>;
+  /**
+   * The merchant's keys that still work (not revoked, not expired), oldest first, as `KeyInfo`:
+   * never a secret. Empty for an unknown merchant.
+   */
+  listKeys(merchantId: string): Promise<KeyInfo[]>;
   /** Resolves when the backend answers; throws when it does not. */
   ping(): Promise<void>;
   /** Releases what the storage holds (pools, timers). */
@@ -193,6 +233,12 @@ export interface Storage {
    * each instance counts alone. Asked once per handler.
    */
   throttleStore?(): ThrottleStore | undefined;
+  /**
+   * Optional: stores when keys were last used (`last_used_at`), a later time never replaced by an
+   * earlier one. Called off the request path, in batches, at most once a minute per key
+   * (src/auth/key-use.ts); without it `last_used_at` stays null.
+   */
+  recordKeyUse?(uses: readonly KeyUse[]): Promise<void>;
 }
 
 /** How one part of a storage did at its last use. */
@@ -208,7 +254,7 @@ export interface PartHealth {
  * a request, `ForwardingStorage` under the Redis and replica wrappers) is built from it, and a new
  * operation is written here, in `Storage`, and in each storage.
  */
-export const STORAGE_OPERATIONS = ['getMerchant', 'recordSalt', 'listUsers', 'getUser', 'ping'] as const;
+export const STORAGE_OPERATIONS = ['getMerchant', 'recordSalt', 'listUsers', 'getUser', 'ping', 'listKeys'] as const;
 
 /** A storage method the handler calls per request (`STORAGE_OPERATIONS`). */
 export type StorageOperation = (typeof STORAGE_OPERATIONS)[number];

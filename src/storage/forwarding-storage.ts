@@ -13,7 +13,7 @@ import { STORAGE_OPERATIONS, type Storage, type StorageOperation } from './contr
 export interface ForwardingStorage extends Storage {}
 
 /** What the constructor copies from the inner storage. */
-type Parts = { -readonly [K in 'concurrency' | 'pooledOperations' | 'health' | 'throttleStore']?: Storage[K] };
+type Parts = { -readonly [K in 'concurrency' | 'pooledOperations' | 'health' | 'throttleStore' | 'recordKeyUse']?: Storage[K] };
 
 export abstract class ForwardingStorage {
   /** The storage this one wraps. */
@@ -30,6 +30,7 @@ export abstract class ForwardingStorage {
     if (inner.pooledOperations !== undefined) parts.pooledOperations = inner.pooledOperations;
     if (this.health === undefined && inner.health !== undefined) parts.health = () => inner.health!();
     if (this.throttleStore === undefined && inner.throttleStore !== undefined) parts.throttleStore = () => inner.throttleStore!();
+    if (this.recordKeyUse === undefined && inner.recordKeyUse !== undefined) parts.recordKeyUse = (uses) => inner.recordKeyUse!(uses);
   }
 
   /** Releases the inner storage; a wrapper that holds more releases that too. */

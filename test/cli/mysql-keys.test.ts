@@ -186,7 +186,7 @@ describe.skipIf(!available)('keys, merchants and throttle blocks through the CLI
     expect(await directUsers('shop', third.api_key)).toBe(200);
     const afterRoll = JSON.parse((await cli(['merchant', 'keys', 'shop', '--json'])).out) as typeof keys;
     expect(afterRoll[1]).toMatchObject({ active: false, revoked_at: null, expires_at: expect.stringMatching(/\+00:00$/) });
-    expect((await cli(['merchant', 'keys', 'shop'])).out).toMatch(/^KEY ID\s+FINGERPRINT\s+STATE.*\n.*revoked.*\n.*expired.*\n.*active/);
+    expect((await cli(['merchant', 'keys', 'shop'])).out).toMatch(/^KEY ID\s+NAME\s+FINGERPRINT\s+STATE.*\n.*revoked.*\n.*expired.*\n.*active/);
 
     const revoked = await cli(['merchant', 'revoke-key', 'shop', third.key_id]);
     expect(revoked).toMatchObject({ code: 0, out: expect.stringMatching(new RegExp(`Key ${third.key_id} of "shop" revoked`)) });
@@ -279,6 +279,19 @@ describe.skipIf(!available)('keys, merchants and throttle blocks through the CLI
   });
 
   // Runs last: it reads what the tests above wrote.
+  it('add-key, update-key and user erase write their events too (issue 31; the suite of their own: mysql-key-limits.test.ts)', async () => {
+    const added = await cli(['merchant', 'add-key', 'shop', '--name', 'ci', '--json']);
+    expect(added.code, added.err).toBe(0);
+    const { key_id: keyId } = JSON.parse(added.out) as { key_id: string };
+    expect(events(added.err)).toEqual([expect.objectContaining({ event: 'merchant_key_added', merchant_id: 'shop', key_id: keyId })]);
+    const updated = await cli(['merchant', 'update-key', 'shop', keyId, '--scopes', 'signature']);
+    expect(events(updated.err)).toEqual([expect.objectContaining({ event: 'merchant_key_updated', merchant_id: 'shop', key_id: keyId, changed: ['scopes'] })]);
+    await cli(['merchant', 'revoke-key', 'shop', keyId]);
+    const erased = await cli(['user', 'erase', 'u-1', '--merchant', 'seeded']);
+    expect(erased.code, erased.err).toBe(0);
+    expect(events(erased.err)).toEqual([expect.objectContaining({ event: 'user_erased', merchant_id: 'seeded', shares: 1 })]);
+  }, 60_000);
+
   it('every kind of admin event was written above, and none of their lines holds a key (nor the master key)', () => {
     expect(new Set(adminLines.map((line) => (JSON.parse(line) as { event: string }).event))).toEqual(new Set(ADMIN_EVENTS));
     // The master key, a wrong key, two seed keys, and the four keys the commands printed (JSON and text).

@@ -27,6 +27,7 @@ function pooledStorage(concurrency: number) {
     recordSalt: (record) => memory.recordSalt(record),
     listUsers: (query) => memory.listUsers(query),
     ping: () => memory.ping(),
+    listKeys: (merchantId) => memory.listKeys(merchantId),
     close: () => memory.close(),
     async getUser(merchantId, sharedUserId): Promise<UserRecord | undefined> {
       if (merchantId !== 'm1') return memory.getUser(merchantId, sharedUserId);

@@ -169,6 +169,7 @@ const downStorage: Storage = {
   listUsers: () => Promise.reject(new Error('ECONNREFUSED')),
   getUser: () => Promise.reject(new Error('ECONNREFUSED')),
   ping: () => Promise.reject(new Error('ECONNREFUSED')),
+  listKeys: () => Promise.reject(new Error('ECONNREFUSED')),
   close: () => Promise.resolve(),
 };
 

@@ -67,6 +67,7 @@ describe('links', () => {
       'Validating a signature',
       'Replay and timestamps',
       'Users',
+      'Keys',
       'Pagination and cursors',
       'Changed since',
       'Filters',

@@ -22,6 +22,7 @@ const EXPECTED: Record<string, string[]> = {
     'DEFAULT_MAX_LAG_SECONDS', 'withReplicaReads',
     'MERCHANT_ID_RULE', 'addMerchantKey', 'deleteMerchant', 'keyFingerprint', 'liftThrottleBlocks', 'listMerchantKeys', 'listThrottleBlocks',
     'revokeMerchantKey', 'galeraProblems', 'writeConflictCounts',
+    'addRandomMerchantKey', 'eraseShares', 'eraseUser', 'listAuditEvents', 'pruneAuditEvents', 'updateMerchantKey', 'writeAuditEvent',
   ],
   './storage/redis': ['RedisSetupError', 'ScriptNotLoadedError', 'createRedisConnection', 'parseRedisUrl', 'redisConnectionFromClient', 'withRedisState'],
   './client': ['MerchantClientError', 'MerchantNetworkError', 'MerchantResponseError', 'MerchantTimeoutError', 'createMerchantClient'],

@@ -70,7 +70,7 @@ describe('health and the OpenAPI document', () => {
     expect(status).toBe(200);
     expect(body.openapi).toBe('3.1.0');
     expect(body.servers).toEqual([{ url: '/mapi' }]);
-    expect(Object.keys(body.paths).sort()).toEqual(['/healthz', '/merchant/users', '/merchant/users/{shared_user_id}', '/openapi.json', '/readyz', '/validatesignature']);
+    expect(Object.keys(body.paths).sort()).toEqual(['/healthz', '/merchant/keys', '/merchant/users', '/merchant/users/{shared_user_id}', '/openapi.json', '/readyz', '/validatesignature']);
     expect(body.components.schemas.User.required).toHaveLength(14);
     for (const path of Object.values(body.paths) as Record<string, { responses: Record<string, unknown> }>[]) {
       expect(Object.keys(path.get!.responses)).toContain('200');
@@ -96,6 +96,7 @@ function flakyStorage() {
     listUsers: wrap((q) => inner.listUsers(q)),
     getUser: wrap((m, u) => inner.getUser(m, u)),
     ping: wrap(() => inner.ping()),
+    listKeys: wrap((m: string) => inner.listKeys(m)),
     close: () => inner.close(),
   };
   return { storage, state };

@@ -23,6 +23,7 @@ function recordingStorage() {
     },
     getUser: (merchantId, sharedUserId) => inner.getUser(merchantId, sharedUserId),
     ping: () => inner.ping(),
+    listKeys: (merchantId: string) => inner.listKeys(merchantId),
     close: () => inner.close(),
   };
   return { storage, queries };

@@ -55,7 +55,7 @@ describe('merchant ids', () => {
         const put = () => storage.putMerchant({ id, status: 'active', keys: ['k'] });
         if (problem === undefined) {
           put();
-          expect(await storage.getMerchant(id)).toEqual({ id, status: 'active', keys: ['k'] });
+          expect(await storage.getMerchant(id)).toMatchObject({ id, status: 'active', keys: ['k'] });
         } else {
           expect(put).toThrow(`merchant id ${JSON.stringify(id)}: ${problem}.`);
           expect(await storage.getMerchant(id)).toBeUndefined();

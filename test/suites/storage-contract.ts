@@ -9,7 +9,7 @@ import type { ChangedUserRecord, Storage, UserFilter, UserOrder, UserRecord, Use
 import { formatEpochSeconds } from '../../src/storage/timestamps.js';
 import type { Seed, SeedUser } from '../../src/storage/seed/seed.js';
 import type { PagePlan } from '../../src/storage/user-pages.js';
-import { contractSeed, M1_ORDER, user } from '../support/seeds.js';
+import { contractSeed, KEYED_FUTURE, M1_ORDER, user } from '../support/seeds.js';
 
 export interface StorageUnderTest {
   storage: Storage;
@@ -50,9 +50,68 @@ export function storageContract(name: string, create: (seed: Seed, plan?: PagePl
     });
 
     it('returns a merchant with its status and active keys', async () => {
-      expect(await storage.getMerchant('m1')).toEqual({ id: 'm1', status: 'active', keys: expect.arrayContaining(['key-one', 'key-one-rotated']) });
+      expect(await storage.getMerchant('m1')).toMatchObject({ id: 'm1', status: 'active', keys: expect.arrayContaining(['key-one', 'key-one-rotated']) });
       expect((await storage.getMerchant('m1'))!.keys).toHaveLength(2);
       expect(await storage.getMerchant('off')).toMatchObject({ id: 'off', status: 'disabled' });
+    });
+
+    describe('keys: ids, limits, metadata and last use', () => {
+      const KEY_ID = /^key_[0-9a-hjkmnp-tv-z]{12}$/;
+      const future = KEYED_FUTURE;
+      // The merchants `keyed` and `gone-key` of the contract seed (test/support/seeds.ts).
+
+      it('names each key, in the order of its keys, with an id of its own', async () => {
+        const m1 = (await storage.getMerchant('m1'))!;
+        expect(m1.keyIds).toHaveLength(2);
+        for (const id of m1.keyIds!) expect(id).toMatch(KEY_ID);
+        expect(new Set(m1.keyIds).size).toBe(2);
+        // The same answer names the same key alike.
+        expect((await storage.getMerchant('m1'))!.keyIds).toEqual(m1.keyIds);
+      });
+
+      it('a merchant whose keys limit nothing has no keyLimits (the handler then checks nothing)', async () => {
+        expect((await storage.getMerchant('m1'))!.keyLimits).toBeUndefined();
+        expect((await storage.getMerchant('off'))!.keyLimits).toBeUndefined();
+      });
+
+      it('answers the limits of each key in the order of its keys', async () => {
+        const keyed = (await storage.getMerchant('keyed'))!;
+        expect(keyed.keys).toEqual(['plain-key-1', 'limited-key-2', 'ending-key-3']);
+        expect(keyed.keyLimits).toEqual([undefined, { scopes: ['users:read'], allowFrom: ['203.0.113.0/24', '2001:db8::/48'] }, { expiresAt: future }]);
+      });
+
+      it('lists the keys that still work with their metadata, oldest first, never a secret', async () => {
+        const keyed = (await storage.getMerchant('keyed'))!;
+        const keys = await storage.listKeys('keyed');
+        expect(keys.map((key) => key.key_id)).toEqual(keyed.keyIds);
+        expect(keys.map(({ created_at: _, ...key }) => key)).toEqual([
+          { key_id: keyed.keyIds![0], name: null, scopes: ['signature', 'users:read'], expires_at: null, last_used_at: null, allow_from: [] },
+          { key_id: keyed.keyIds![1], name: 'reporting job', scopes: ['users:read'], expires_at: null, last_used_at: null, allow_from: ['203.0.113.0/24', '2001:db8::/48'] },
+          { key_id: keyed.keyIds![2], name: null, scopes: ['signature', 'users:read'], expires_at: future, last_used_at: null, allow_from: [] },
+        ]);
+        expect(JSON.stringify(keys)).not.toMatch(/plain-key|limited-key|ending-key/);
+        expect(await storage.listKeys('gone-key')).toEqual([]);
+        expect(await storage.listKeys('no-such-merchant')).toEqual([]);
+      });
+
+      it('records when a key was used, keeping the latest time, and only for that merchant\'s key', async () => {
+        expect(storage.recordKeyUse).toBeTypeOf('function');
+        const [plain, limited] = (await storage.getMerchant('keyed'))!.keyIds!;
+        const m1Key = (await storage.getMerchant('m1'))!.keyIds![0]!;
+        await storage.recordKeyUse!([
+          { merchantId: 'keyed', keyId: plain!, at: '2026-11-28T04:00:00.250000+00:00' },
+          { merchantId: 'keyed', keyId: limited!, at: '2026-11-28T04:01:00.000000+00:00' },
+        ]);
+        // An earlier time, arriving late from another instance, does not move it back; a key of another merchant is not this one's.
+        await storage.recordKeyUse!([
+          { merchantId: 'keyed', keyId: plain!, at: '2026-11-28T03:59:00.000000+00:00' },
+          { merchantId: 'keyed', keyId: limited!, at: '2026-11-28T04:02:00.000001+00:00' },
+        ]);
+        const used = Object.fromEntries((await storage.listKeys('keyed')).map((key) => [key.key_id, key.last_used_at]));
+        expect(used[plain!]).toBe('2026-11-28T04:00:00.250000+00:00');
+        expect(used[limited!]).toBe('2026-11-28T04:02:00.000001+00:00');
+        expect((await storage.listKeys('m1')).find((key) => key.key_id === m1Key)!.last_used_at).toBeNull();
+      });
     });
 
     it('treats merchant ids as case-sensitive and unknown ids as absent', async () => {

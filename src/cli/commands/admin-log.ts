@@ -8,7 +8,7 @@ import { createJsonLogger } from '../../index.js';
 import type { CliIo } from '../io.js';
 
 /** Every event an administrative change writes: docs/cli.md lists them, test/cli/mysql-keys.test.ts sees each one hold no key. */
-export const ADMIN_EVENTS = ['merchant_added', 'merchant_status_set', 'merchant_key_rotated', 'merchant_key_revoked', 'merchant_deleted', 'import_completed', 'import_stopped', 'throttle_unblocked'] as const;
+export const ADMIN_EVENTS = ['merchant_added', 'merchant_status_set', 'merchant_key_rotated', 'merchant_key_revoked', 'merchant_deleted', 'import_completed', 'import_stopped', 'throttle_unblocked', 'merchant_key_added', 'merchant_key_updated', 'user_erased'] as const;
 export type AdminEvent = (typeof ADMIN_EVENTS)[number];
 
 /** Writes one `info` event: `{"event":"merchant_key_revoked","merchant_id":...,"msg":...}`. */

@@ -14,8 +14,10 @@ const load = () => import('./mysql.js');
 
 /** The subcommands of each MySQL command that has them. */
 export const MYSQL_SUBCOMMANDS: Readonly<Record<string, readonly string[]>> = {
-  merchant: ['add', 'disable', 'enable', 'rotate-key', 'keys', 'revoke-key', 'delete', 'list'],
+  merchant: ['add', 'add-key', 'update-key', 'disable', 'enable', 'rotate-key', 'keys', 'revoke-key', 'delete', 'list'],
   throttle: ['list', 'unblock'],
+  audit: ['list'],
+  user: ['erase'],
 };
 
 function lazy(name: string): CliCommand {
@@ -29,6 +31,8 @@ export const mysqlCommands: Record<string, CliCommand> = {
   import: lazy('import'),
   merchant: lazy('merchant'),
   throttle: lazy('throttle'),
+  audit: lazy('audit'),
+  user: lazy('user'),
 };
 
 /** The storage `serve` opens when DATABASE_URL is set (mysql.ts). */

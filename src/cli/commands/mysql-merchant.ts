@@ -9,14 +9,18 @@
 import { createInterface } from 'node:readline/promises';
 import {
   addMerchant,
+  addRandomMerchantKey,
   deleteMerchant,
   listMerchantKeys,
   listMerchants,
   revokeMerchantKey,
   rotateMerchantKey,
   setMerchantStatus,
+  updateMerchantKey,
   type MerchantKeySummary,
 } from '../../storage/mysql/index.js';
+import { ACTOR_OPTION, actorOf } from './actor.js';
+import { KEY_OPTIONS, KEY_OPTIONS_USAGE, keySettingsOf } from './key-options.js';
 import type { CliIo } from '../io.js';
 import { CliUsageError } from '../usage-error.js';
 import type { MysqlConfig } from '../config.js';
@@ -26,19 +30,28 @@ import { commandGroup, parseCommandArgs } from './parse-args.js';
 import { parseDuration } from './duration.js';
 
 const USAGE = `Usage: merchant-api merchant <subcommand>
-  add ID [--disabled] [--json]        add a merchant with a new random API key (printed once)
+  add ID [--disabled] [KEY OPTIONS] [--json]
+                                      add a merchant with a new random API key (printed once)
+  add-key ID [KEY OPTIONS] [--json]   add a new random key beside the others (printed once)
   disable ID | enable ID              stop or restore access for a merchant
-  rotate-key ID [--revoke-old | --expire-old-in DURATION] [--json]
+  rotate-key ID [--revoke-old | --expire-old-in DURATION] [KEY OPTIONS] [--json]
                                       add a new key; --revoke-old revokes every older one now,
                                       --expire-old-in (e.g. 24h, 7d) lets them work until then
-  keys ID [--json]                    the merchant's keys: id, fingerprint, created, revoked, expires
+  update-key ID KEY_ID [KEY OPTIONS] [--no-expiry]
+                                      change a key's name, scopes, networks or end
+                                      (an empty --name or --allow-from clears it)
+  keys ID [--json]                    the merchant's keys: id, name, scopes, created, last used, expires, networks
   revoke-key ID KEY_ID                revoke one key, named by its id (see keys)
   delete ID [--yes]                   delete a merchant with its keys and user shares (asks first)
-  list [--json]                       every merchant with its status and key counts`;
+  list [--json]                       every merchant with its status and key counts
+${KEY_OPTIONS_USAGE}
+Every change takes --actor NAME (else MERCHANT_API_ACTOR, else the OS user) for the audit trail.`;
 
 /** The `merchant` command. */
 export const merchantCommand = commandGroup('merchant', USAGE, {
   add,
+  'add-key': addKey,
+  'update-key': updateKey,
   disable: (args, io, config) => setStatus('disable', args, io, config),
   enable: (args, io, config) => setStatus('enable', args, io, config),
   'rotate-key': rotate,
@@ -49,14 +62,15 @@ export const merchantCommand = commandGroup('merchant', USAGE, {
 });
 
 async function add(args: string[], io: CliIo, config: MysqlConfig): Promise<number> {
-  const parsed = parse(args, { disabled: { type: 'boolean' }, json: { type: 'boolean' } }, 1);
+  const parsed = parse(args, { disabled: { type: 'boolean' }, json: { type: 'boolean' }, ...KEY_OPTIONS, ...ACTOR_OPTION }, 1);
   if (parsed === 'help') return help(io);
   const [id] = parsed.positionals as [string];
+  const settings = keySettingsOf(parsed.values);
   const key = config.masterKey();
   return runMysqlCommand(io, 'merchant add', () =>
     withDatabase(config, async (db) => {
       const status = parsed.values.disabled ? 'disabled' : 'active';
-      const { apiKey, keyId, fingerprint } = await addMerchant(db, key, id, { status });
+      const { apiKey, keyId, fingerprint } = await addMerchant(db, key, id, { status, key: settings, actor: actorOf(parsed.values, io) });
       logAdminChange(io, 'merchant_added', { merchant_id: id, status, key_id: keyId }, 'merchant added with a new key');
       if (parsed.values.json) io.out(JSON.stringify({ merchant_id: id, status, api_key: apiKey, key_id: keyId, fingerprint }));
       else {
@@ -69,14 +83,17 @@ async function add(args: string[], io: CliIo, config: MysqlConfig): Promise<numb
 }
 
 async function setStatus(action: 'disable' | 'enable', args: string[], io: CliIo, config: MysqlConfig): Promise<number> {
-  const parsed = parse(args, {}, 1);
+  const parsed = parse(args, { ...ACTOR_OPTION }, 1);
   if (parsed === 'help') return help(io);
   const [id] = parsed.positionals as [string];
   const ttl = config.keyCacheTtlMs / 1000;
   return runMysqlCommand(io, `merchant ${action}`, () =>
     withDatabase(config, async (db) => {
       const status = action === 'disable' ? 'disabled' : 'active';
-      await setMerchantStatus(db, id, status);
+      if (!(await setMerchantStatus(db, id, status, actorOf(parsed.values, io)))) {
+        io.out(`Merchant "${id}" was ${status} already; nothing changed.`);
+        return 0;
+      }
       logAdminChange(io, 'merchant_status_set', { merchant_id: id, status }, `merchant ${action}d`);
       io.out(`Merchant "${id}" ${action}d. Running servers notice within ${ttl} s (KEY_CACHE_TTL).`);
       return 0;
@@ -85,22 +102,23 @@ async function setStatus(action: 'disable' | 'enable', args: string[], io: CliIo
 }
 
 async function rotate(args: string[], io: CliIo, config: MysqlConfig): Promise<number> {
-  const parsed = parse(args, { 'revoke-old': { type: 'boolean' }, 'expire-old-in': { type: 'string' }, json: { type: 'boolean' } }, 1);
+  const parsed = parse(args, { 'revoke-old': { type: 'boolean' }, 'expire-old-in': { type: 'string' }, json: { type: 'boolean' }, ...KEY_OPTIONS, ...ACTOR_OPTION }, 1);
   if (parsed === 'help') return help(io);
   const [id] = parsed.positionals as [string];
   const revokeOld = Boolean(parsed.values['revoke-old']);
   const expireText = parsed.values['expire-old-in'] as string | undefined;
   if (revokeOld && expireText !== undefined) throw new CliUsageError(`Give --revoke-old or --expire-old-in, not both.\n${USAGE}`);
   const expireOldInSeconds = expireText === undefined ? undefined : parseDuration(expireText, '--expire-old-in');
+  const settings = keySettingsOf(parsed.values);
   const key = config.masterKey();
   const ttl = config.keyCacheTtlMs / 1000;
   return runMysqlCommand(io, 'merchant rotate-key', () =>
     withDatabase(config, async (db) => {
-      const result = await rotateMerchantKey(db, key, id, { revokeOld, expireOldInSeconds });
+      const result = await rotateMerchantKey(db, key, id, { revokeOld, expireOldInSeconds, key: settings, actor: actorOf(parsed.values, io) });
       const old = revokeOld ? { revoked_key_ids: result.oldKeyIds } : expireOldInSeconds !== undefined ? { expiring_key_ids: result.oldKeyIds, expire_at: result.oldKeysExpireAt } : {};
       logAdminChange(io, 'merchant_key_rotated', { merchant_id: id, key_id: result.keyId, ...old }, 'new key added');
       if (parsed.values.json) {
-        io.out(JSON.stringify({ merchant_id: id, api_key: result.apiKey, key_id: result.keyId, fingerprint: result.fingerprint, revoked: result.revoked, old_keys_expire_at: result.oldKeysExpireAt ?? null }));
+        io.out(JSON.stringify({ merchant_id: id, api_key: result.apiKey, key_id: result.keyId, fingerprint: result.fingerprint, expires_at: result.expiresAt, revoked: result.revoked, old_keys_expire_at: result.oldKeysExpireAt ?? null }));
         return 0;
       }
       io.out(`New API key ${result.keyId} (fingerprint ${result.fingerprint}) for "${id}", shown only now (stored encrypted): ${result.apiKey}`);
@@ -125,7 +143,11 @@ async function keys(args: string[], io: CliIo, config: MysqlConfig): Promise<num
         io.out(JSON.stringify(found));
         return 0;
       }
-      table(io, ['KEY ID', 'FINGERPRINT', 'STATE', 'CREATED (UTC)', 'REVOKED (UTC)', 'EXPIRES (UTC)'], found.map((k) => [k.key_id, k.fingerprint, state(k), k.created_at.slice(0, 19), k.revoked_at?.slice(0, 19) ?? '-', k.expires_at?.slice(0, 19) ?? '-']));
+      table(
+        io,
+        ['KEY ID', 'NAME', 'FINGERPRINT', 'STATE', 'SCOPES', 'CREATED (UTC)', 'LAST USED (UTC)', 'REVOKED (UTC)', 'EXPIRES (UTC)', 'ALLOW FROM'],
+        found.map((k) => [k.key_id, k.name ?? '-', k.fingerprint, state(k), k.scopes.join(','), k.created_at.slice(0, 19), k.last_used_at?.slice(0, 19) ?? '-', k.revoked_at?.slice(0, 19) ?? '-', k.expires_at?.slice(0, 19) ?? '-', k.allow_from.join(',') || 'anywhere']),
+      );
       return 0;
     }),
   );
@@ -136,14 +158,56 @@ function state(key: MerchantKeySummary): string {
   return key.revoked_at !== null ? 'revoked' : 'expired';
 }
 
+async function addKey(args: string[], io: CliIo, config: MysqlConfig): Promise<number> {
+  const parsed = parse(args, { json: { type: 'boolean' }, ...KEY_OPTIONS, ...ACTOR_OPTION }, 1);
+  if (parsed === 'help') return help(io);
+  const [id] = parsed.positionals as [string];
+  const settings = keySettingsOf(parsed.values);
+  const key = config.masterKey();
+  return runMysqlCommand(io, 'merchant add-key', () =>
+    withDatabase(config, async (db) => {
+      const added = await addRandomMerchantKey(db, key, id, settings, actorOf(parsed.values, io));
+      logAdminChange(io, 'merchant_key_added', { merchant_id: id, key_id: added.keyId }, 'key added');
+      if (parsed.values.json) {
+        io.out(JSON.stringify({ merchant_id: id, api_key: added.apiKey, key_id: added.keyId, fingerprint: added.fingerprint, expires_at: added.expiresAt }));
+        return 0;
+      }
+      io.out(`New API key ${added.keyId} (fingerprint ${added.fingerprint}) for "${id}", shown only now (stored encrypted): ${added.apiKey}`);
+      io.out(`It works at once on every running server, beside the merchant's other keys${added.expiresAt === null ? '' : `, until ${added.expiresAt}`}.`);
+      return 0;
+    }),
+  );
+}
+
+async function updateKey(args: string[], io: CliIo, config: MysqlConfig): Promise<number> {
+  const parsed = parse(args, { ...KEY_OPTIONS, 'no-expiry': { type: 'boolean' }, ...ACTOR_OPTION }, 2);
+  if (parsed === 'help') return help(io);
+  const [id, keyId] = parsed.positionals as [string, string];
+  const settings = keySettingsOf(parsed.values, true);
+  if (Object.keys(settings).length === 0) throw new CliUsageError(`Give what to change: --name, --scopes, --allow-from, --expires-in or --no-expiry.\n${USAGE}`);
+  const ttl = config.keyCacheTtlMs / 1000;
+  return runMysqlCommand(io, 'merchant update-key', () =>
+    withDatabase(config, async (db) => {
+      const { changed } = await updateMerchantKey(db, id, keyId, settings, actorOf(parsed.values, io));
+      if (changed.length === 0) {
+        io.out(`Key ${keyId} of "${id}" had these settings already; nothing changed.`);
+        return 0;
+      }
+      logAdminChange(io, 'merchant_key_updated', { merchant_id: id, key_id: keyId, changed }, 'key updated');
+      io.out(`Key ${keyId} of "${id}" updated (${changed.join(', ')}); running servers apply it within ${ttl} s (KEY_CACHE_TTL).`);
+      return 0;
+    }),
+  );
+}
+
 async function revokeKey(args: string[], io: CliIo, config: MysqlConfig): Promise<number> {
-  const parsed = parse(args, {}, 2);
+  const parsed = parse(args, { ...ACTOR_OPTION }, 2);
   if (parsed === 'help') return help(io);
   const [id, keyId] = parsed.positionals as [string, string];
   const ttl = config.keyCacheTtlMs / 1000;
   return runMysqlCommand(io, 'merchant revoke-key', () =>
     withDatabase(config, async (db) => {
-      const revoked = await revokeMerchantKey(db, id, keyId);
+      const revoked = await revokeMerchantKey(db, id, keyId, actorOf(parsed.values, io));
       if (!revoked) {
         io.out(`Key ${keyId} of "${id}" was revoked already; nothing changed.`);
         return 0;
@@ -156,7 +220,7 @@ async function revokeKey(args: string[], io: CliIo, config: MysqlConfig): Promis
 }
 
 async function remove(args: string[], io: CliIo, config: MysqlConfig): Promise<number> {
-  const parsed = parse(args, { yes: { type: 'boolean', short: 'y' } }, 1);
+  const parsed = parse(args, { yes: { type: 'boolean', short: 'y' }, ...ACTOR_OPTION }, 1);
   if (parsed === 'help') return help(io);
   const [id] = parsed.positionals as [string];
   if (!parsed.values.yes) {
@@ -171,7 +235,7 @@ async function remove(args: string[], io: CliIo, config: MysqlConfig): Promise<n
   const ttl = config.keyCacheTtlMs / 1000;
   return runMysqlCommand(io, 'merchant delete', () =>
     withDatabase(config, async (db) => {
-      const deleted = await deleteMerchant(db, id);
+      const deleted = await deleteMerchant(db, id, actorOf(parsed.values, io));
       logAdminChange(io, 'merchant_deleted', { merchant_id: id, keys: deleted.keys, shares: deleted.shares, users: deleted.users }, 'merchant deleted');
       io.out(`Merchant "${id}" deleted: ${deleted.keys} key(s), ${deleted.shares} user share(s), ${deleted.users} user(s) no other merchant shared. Running servers notice within ${ttl} s (KEY_CACHE_TTL).`);
       return 0;
@@ -186,7 +250,8 @@ async function list(args: string[], io: CliIo, config: MysqlConfig): Promise<num
     withDatabase(config, async (db) => {
       const merchants = await listMerchants(db);
       if (parsed.values.json) {
-        io.out(JSON.stringify(merchants));
+        // snake_case, as every JSON the CLI prints.
+        io.out(JSON.stringify(merchants.map((m) => ({ id: m.id, status: m.status, active_keys: m.activeKeys, revoked_keys: m.revokedKeys, created_at: m.createdAt }))));
         return 0;
       }
       if (merchants.length === 0) io.out('No merchants yet: add one with `merchant-api merchant add ID`.');

@@ -7,7 +7,9 @@
  * Redis it publishes the lift, and every server drops the block at once, whichever made it.
  */
 import { StorageUnavailableError } from '../../index.js';
-import { liftThrottleBlocks, listThrottleBlocks, type ThrottleBlock } from '../../storage/mysql/index.js';
+import { isIP } from 'node:net';
+import { ACTOR_OPTION, actorOf } from './actor.js';
+import { liftThrottleBlocks, writeAuditEvent, listThrottleBlocks, type ThrottleBlock } from '../../storage/mysql/index.js';
 import { createRedisConnection } from '../../storage/redis/index.js';
 import { addressKey, isShareableAddress, merchantIdProblem } from '../../cli-internal.js';
 import { liftRedisThrottleBlocks, listRedisThrottleBlocks } from '../../cli-internal-redis.js';
@@ -23,6 +25,15 @@ const USAGE = `Usage: merchant-api throttle <subcommand>   (the shared throttle:
   unblock --address A [--merchant ID]   lift the blocks of address A (its own and every merchant's from it),
                                         or with --merchant only that merchant's from A; every server within a second`;
 
+/** An IP address, or an address with a prefix length (the IPv6 networks `throttle list` shows). */
+function isAddressOrNetwork(text: string): boolean {
+  const slash = text.indexOf('/');
+  if (slash === -1) return isIP(text) !== 0;
+  const family = isIP(text.slice(0, slash));
+  const prefix = text.slice(slash + 1);
+  return family !== 0 && /^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128);
+}
+
 /** One place the servers keep blocks: what `list` and `unblock` do there. */
 interface BlockStore {
   /** How the output names it. */
@@ -34,7 +45,7 @@ interface BlockStore {
 }
 
 /** The stores configured: Redis with REDIS_URL, MySQL with DATABASE_URL; `work` runs on each in turn, each closed after. */
-async function withStores<T>(config: MysqlConfig, work: (store: BlockStore) => Promise<T>): Promise<T[]> {
+async function withStores<T>(config: MysqlConfig, work: (store: BlockStore) => Promise<T>, actor = 'unknown'): Promise<T[]> {
   const results: T[] = [];
   const redis = config.redis;
   if (redis !== undefined) {
@@ -62,7 +73,13 @@ async function withStores<T>(config: MysqlConfig, work: (store: BlockStore) => P
           name: 'MySQL (DATABASE_URL)',
           spreads: 'within about a second',
           list: (now) => listThrottleBlocks(db, now, LIST_LIMIT),
-          lift: (address, merchantId) => liftThrottleBlocks(db, address, merchantId),
+          // The lift and its audit record in one transaction (a Redis lift has no database to record in: its log event stays).
+          lift: (address, merchantId) =>
+            db.transaction().execute(async (trx) => {
+              const changed = await liftThrottleBlocks(trx, address, merchantId);
+              if (changed > 0) await writeAuditEvent(trx, actor, { action: 'throttle_unblocked', merchantId: merchantId ?? null, summary: { client_address: address, rows: changed } });
+              return changed;
+            }),
         }),
       ),
     );
@@ -115,18 +132,19 @@ async function list(args: string[], io: CliIo, config: MysqlConfig): Promise<num
 }
 
 async function unblock(args: string[], io: CliIo, config: MysqlConfig): Promise<number> {
-  const parsed = parseCommandArgs(args, { address: { type: 'string' }, merchant: { type: 'string' } }, USAGE);
+  const parsed = parseCommandArgs(args, { address: { type: 'string' }, merchant: { type: 'string' }, ...ACTOR_OPTION }, USAGE);
   if (parsed === 'help') return help(io);
   const address = parsed.values.address as string | undefined;
   const merchantId = parsed.values.merchant as string | undefined;
   if (address === undefined || parsed.positionals.length > 0) throw new CliUsageError(`Give the client address: throttle unblock --address A [--merchant ID].\n${USAGE}`);
+  if (!isAddressOrNetwork(address.trim())) throw new CliUsageError(`--address must be an IPv4 or IPv6 address as the access log shows it, or a network as \`throttle list\` shows it (2001:db8:1:2::/64).\n${USAGE}`);
   const key = throttleKeyOfAddress(address.trim(), config.ipv6Prefix);
   if (!isShareableAddress(key)) throw new CliUsageError(`--address must be a client address as the access log shows it (printable ASCII, at most 64 characters).`);
   if (merchantId !== undefined && merchantIdProblem(merchantId) !== undefined) throw new CliUsageError(`--merchant: ${merchantIdProblem(merchantId)}.`);
   const who = merchantId === undefined ? `address ${key} (and every merchant from it)` : `merchant "${merchantId}" from address ${key}`;
   const named = config.redis !== undefined;
   return runMysqlCommand(io, 'throttle unblock', async () => {
-    const lifted = await withStores(config, async (store) => ({ store, changed: await store.lift(key, merchantId) }));
+    const lifted = await withStores(config, async (store) => ({ store, changed: await store.lift(key, merchantId) }), actorOf(parsed.values, io));
     for (const { store, changed } of lifted) {
       const where = named ? ` in ${store.name}` : '';
       if (changed === 0) {

@@ -12,6 +12,8 @@ import { CliUsageError } from '../usage-error.js';
 import { importCommand } from './mysql-import.js';
 import { merchantCommand } from './mysql-merchant.js';
 import { throttleCommand } from './mysql-throttle.js';
+import { auditCommand, auditRetentionSeconds, pruneAuditTrail } from './mysql-audit.js';
+import { userCommand } from './mysql-user.js';
 import { parseCommandArgs } from './parse-args.js';
 import type { MysqlConfig } from '../config.js';
 import { configurationProblem, databaseUrl, runMysqlCommand, withDatabase } from './mysql-env.js';
@@ -41,6 +43,9 @@ const migrateCommand: CliCommand = async (args, io, config) => {
       const { results = [] } = await migrateToLatest(db);
       for (const result of results) io.out(`Applied migration ${result.migrationName}.`);
       io.out(results.length === 0 ? 'The schema is up to date; nothing to apply.' : `The schema is up to date (${results.length} migration(s) applied).`);
+      // The audit trail keeps AUDIT_RETENTION (default 400 days); every deploy's migrate prunes it.
+      const pruned = await pruneAuditTrail(db, io.env);
+      if (pruned > 0) io.out(`Pruned ${pruned} audit event(s) older than AUDIT_RETENTION.`);
       return 0;
     }),
   );
@@ -52,6 +57,8 @@ export const mysqlCommands: Record<string, CliCommand> = {
   import: importCommand,
   merchant: merchantCommand,
   throttle: throttleCommand,
+  audit: auditCommand,
+  user: userCommand,
 };
 
 /**
@@ -99,6 +106,7 @@ export async function openMysqlStorage(config: MysqlConfig, io: CliIo, logger?: 
     await db.destroy();
     throw new CliUsageError(`This Galera node lacks what the storage needs: ${problems.join('; ')}. Refusing to start.`);
   }
+  scheduleAuditPrune(db, io);
   const primary = new MysqlStorage({
     db,
     masterKey: key,
@@ -107,4 +115,21 @@ export async function openMysqlStorage(config: MysqlConfig, io: CliIo, logger?: 
     onBackgroundError: (error) => io.err(`Warning: ${error.message}`),
   });
   return withReplicaConfig(primary, config, key, io, logger);
+}
+
+/** How often a serving instance prunes the audit trail (as `migrate` does on every deploy). */
+const AUDIT_PRUNE_INTERVAL_MS = 86_400_000;
+
+/** Once a day, the events older than AUDIT_RETENTION go; the timer never keeps the process alive. */
+function scheduleAuditPrune(db: Parameters<typeof pruneAuditTrail>[0], io: CliIo): void {
+  auditRetentionCheck(io);
+  const timer = setInterval(() => {
+    pruneAuditTrail(db, io.env).catch((error: unknown) => io.err(`Warning: ${storageError(error, 'audit pruning').message}`));
+  }, AUDIT_PRUNE_INTERVAL_MS);
+  (timer as { unref?: () => void }).unref?.();
+}
+
+/** A bad AUDIT_RETENTION refuses the start (usage error), as any bad setting does. */
+function auditRetentionCheck(io: CliIo): void {
+  auditRetentionSeconds(io.env);
 }

@@ -2,8 +2,10 @@
  * The in-memory storage, the embedded default (docs/protocol.md#storage-and-secrets). Loadable from
  * the seed format; salts expire so memory stays bounded however long it runs.
  */
-import type { Merchant, SaltRecord, Storage, UserPageQuery, UserRecord, UserRecordPage } from '../contract.js';
+import { createHash } from 'node:crypto';
+import type { KeyInfo, KeyLimits, KeyUse, Merchant, SaltRecord, Storage, UserPageQuery, UserRecord, UserRecordPage } from '../contract.js';
 import { merchantIdProblem, USER_RECORD_KEYS } from '../contract.js';
+import { KEY_SCOPES } from '../key-limits.js';
 import { StorageUnavailableError } from '../../errors.js';
 import { parseSeed, type Seed, type SeedMerchant } from '../seed/seed.js';
 import { MemoryUserIndex } from './users.js';
@@ -22,8 +24,21 @@ export interface IndexedSeed {
  * @example
  * const storage = createMemoryStorage({ seed: JSON.parse(await readFile('my-seed.json', 'utf8')) }); // or createDemoStorage()
  */
+/** A merchant as held: its keys with their ids and limits, computed once when it is put. */
+interface HeldMerchant {
+  id: string;
+  status: 'active' | 'disabled';
+  keys: readonly string[];
+  keyIds: readonly string[];
+  keyLimits: readonly (KeyLimits | undefined)[] | undefined;
+  /** What `listKeys` tells of each key, but `last_used_at`. */
+  infos: readonly Omit<KeyInfo, 'last_used_at'>[];
+}
+
 export class MemoryStorage implements Storage {
-  readonly #merchants = new Map<string, SeedMerchant>();
+  readonly #merchants = new Map<string, HeldMerchant>();
+  /** When each key was last used (`recordKeyUse`), by key id; bounded by the keys held. */
+  readonly #lastUsed = new Map<string, string>();
   // Users with the sorted lists every listing reads (src/storage/memory/users.ts).
   readonly #users: MemoryUserIndex;
   // Salts as keyed fingerprints in typed arrays, with a hard cap (src/storage/memory/salts.ts).
@@ -44,7 +59,28 @@ export class MemoryStorage implements Storage {
   putMerchant(merchant: SeedMerchant): void {
     const problem = merchantIdProblem(merchant.id);
     if (problem !== undefined) throw new TypeError(`MemoryStorage.putMerchant: merchant id ${JSON.stringify(merchant.id)}: ${problem}.`);
-    this.#merchants.set(merchant.id, { id: merchant.id, status: merchant.status, keys: [...merchant.keys] });
+    const keyIds = merchant.keys.map((key, i) => merchant.keyDetails?.[i]?.keyId ?? memoryKeyId(merchant.id, key));
+    const limits = merchant.keys.map((_, i) => merchant.keyDetails?.[i]?.limits);
+    const infos = merchant.keys.map((_, i) => {
+      const details = merchant.keyDetails?.[i];
+      return Object.freeze({
+        key_id: keyIds[i]!,
+        name: details?.name ?? null,
+        scopes: [...(details?.limits?.scopes ?? KEY_SCOPES)],
+        created_at: details?.createdAt ?? null,
+        expires_at: details?.limits?.expiresAt ?? null,
+        allow_from: [...(details?.limits?.allowFrom ?? [])],
+      });
+    });
+    this.#merchants.set(merchant.id, {
+      id: merchant.id,
+      status: merchant.status,
+      keys: Object.freeze([...merchant.keys]),
+      keyIds: Object.freeze(keyIds),
+      // Absent when no key has a limit: the handler then checks nothing (src/auth/key-gate.ts).
+      keyLimits: limits.some((limit) => limit !== undefined) ? Object.freeze(limits) : undefined,
+      infos,
+    });
   }
 
   /**
@@ -58,7 +94,29 @@ export class MemoryStorage implements Storage {
   async getMerchant(id: string): Promise<Merchant | undefined> {
     this.#assertOpen();
     const merchant = this.#merchants.get(id);
-    return merchant && { id: merchant.id, status: merchant.status, keys: [...merchant.keys] };
+    if (merchant === undefined) return undefined;
+    if (merchant.keyLimits === undefined) return { id: merchant.id, status: merchant.status, keys: [...merchant.keys], keyIds: merchant.keyIds };
+    return { id: merchant.id, status: merchant.status, keys: [...merchant.keys], keyIds: merchant.keyIds, keyLimits: merchant.keyLimits };
+  }
+
+  async listKeys(merchantId: string): Promise<KeyInfo[]> {
+    this.#assertOpen();
+    const merchant = this.#merchants.get(merchantId);
+    if (merchant === undefined) return [];
+    const now = Date.now();
+    return merchant.infos
+      .filter((info) => info.expires_at === null || Date.parse(info.expires_at) > now)
+      .map((info) => ({ ...info, scopes: [...info.scopes], allow_from: [...info.allow_from], last_used_at: this.#lastUsed.get(info.key_id) ?? null }));
+  }
+
+  /** Keeps the latest time of each key held (canonical timestamps order as text). */
+  async recordKeyUse(uses: readonly KeyUse[]): Promise<void> {
+    this.#assertOpen();
+    for (const { merchantId, keyId, at } of uses) {
+      if (!this.#merchants.get(merchantId)?.keyIds.includes(keyId)) continue;
+      const last = this.#lastUsed.get(keyId);
+      if (last === undefined || last < at) this.#lastUsed.set(keyId, at);
+    }
   }
 
   /**
@@ -114,6 +172,18 @@ export type MemoryStorageOptions = SaltStoreOptions;
 export function createMemoryStorage(options: { seed?: unknown } & MemoryStorageOptions = {}): MemoryStorage {
   const { seed, ...salts } = options;
   return new MemoryStorage(seed === undefined ? undefined : parseSeed(seed), salts);
+}
+
+/**
+ * The id of a key a seed names without one: `key_` and 12 base32 characters of the SHA-256 of the
+ * merchant and the key, so that every process loading the same seed names a key alike and the
+ * same key of two merchants has two ids. It tells no more of the key than its fingerprint does.
+ */
+function memoryKeyId(merchantId: string, key: string): string {
+  const digest = createHash('sha256').update(`${merchantId}\u0000${key}`, 'utf8').digest();
+  let id = 'key_';
+  for (let i = 0; i < 12; i++) id += '0123456789abcdefghjkmnpqrstvwxyz'[digest[i]! & 31];
+  return id;
 }
 
 function pickRecord(record: UserRecord): UserRecord {

@@ -5,13 +5,14 @@
 import { poolSizeOf } from './create-mysql-kysely.js';
 import { sql, type Kysely } from 'kysely';
 import { StorageUnavailableError } from '../../errors.js';
-import type { Merchant, MerchantLookup, SaltRecord, Storage, UserPageQuery, UserRecord, UserRecordPage } from '../contract.js';
+import type { KeyInfo, KeyUse, Merchant, MerchantLookup, SaltRecord, Storage, UserPageQuery, UserRecord, UserRecordPage } from '../contract.js';
+import { keyInfoOf, keyLimitsOf, recordKeyUses } from './statements/key-rows.js';
 import { MasterKeyError, openApiKey, parseMasterKey, type MasterKey } from '../sql/key-sealing.js';
 import { MerchantCache } from '../sql/merchant-cache.js';
 import { MerchantDirectory } from '../sql/merchant-directory.js';
 import { pruneExpiredSalts, SaltWriter, type PruneOptions } from './statements/salts.js';
 import type { MerchantApiDatabase } from './schema.js';
-import { isStorableId, storageError } from './sql-values.js';
+import { canonicalColumn, isStorableId, storageError } from './sql-values.js';
 import { MysqlThrottleStore, type MysqlThrottleOptions } from './throttle/throttle-store.js';
 import { selectUserPage, UserReader } from './statements/user-queries.js';
 import type { PagePlan } from '../user-pages.js';
@@ -150,6 +151,34 @@ export class MysqlStorage implements Storage {
     }
   }
 
+  async listKeys(merchantId: string): Promise<KeyInfo[]> {
+    this.#assertOpen();
+    if (!isStorableId(merchantId)) return [];
+    try {
+      const rows = await this.#db
+        .selectFrom('merchant_keys as k')
+        .select(['k.key_id', 'k.name', 'k.scopes', 'k.allow_from', canonicalColumn<string>('k.created_at').as('created_at'), canonicalColumn('k.expires_at').as('expires_at'), canonicalColumn('k.last_used_at').as('last_used_at')])
+        .where('k.merchant_id', '=', merchantId)
+        .where('k.revoked_at', 'is', null)
+        .where((eb) => eb.or([eb('k.expires_at', 'is', null), eb('k.expires_at', '>', sql<string>`UTC_TIMESTAMP(6)`)]))
+        .orderBy('k.id')
+        .execute();
+      return rows.map(keyInfoOf);
+    } catch (error) {
+      throw storageError(error, 'key list');
+    }
+  }
+
+  /** One statement per batch of uses (src/auth/key-use.ts sends at most one per key a minute). */
+  async recordKeyUse(uses: readonly KeyUse[]): Promise<void> {
+    this.#assertOpen();
+    try {
+      await recordKeyUses(this.#db, uses);
+    } catch (error) {
+      throw storageError(error, 'key use');
+    }
+  }
+
   async ping(): Promise<void> {
     this.#assertOpen();
     try {
@@ -203,7 +232,7 @@ export class MysqlStorage implements Storage {
               // A rolled key works until its end (the cache may hold it up to keyCacheTtlMs longer).
               .on((eb) => eb.or([eb('k.expires_at', 'is', null), eb('k.expires_at', '>', sql<string>`UTC_TIMESTAMP(6)`)])),
           )
-          .select(['m.id', 'm.status', 'k.sealed_key'])
+          .select(['m.id', 'm.status', 'k.sealed_key', 'k.key_id', 'k.scopes', 'k.allow_from', canonicalColumn('k.expires_at').as('expires_at')])
           .where('m.id', '=', id)
           .orderBy('k.id'),
       );
@@ -212,10 +241,14 @@ export class MysqlStorage implements Storage {
     }
     const first = rows[0];
     if (!first) return undefined;
-    const sealed = rows.flatMap((row) => (row.sealed_key === null ? [] : [row.sealed_key]));
+    const keyRows = rows.filter((row) => row.sealed_key !== null);
     try {
-      const keys = await Promise.all(sealed.map((jwe) => openApiKey(this.#masterKey, first.id, jwe)));
-      return { id: first.id, status: first.status, keys };
+      const keys = await Promise.all(keyRows.map((row) => openApiKey(this.#masterKey, first.id, row.sealed_key!)));
+      const keyIds = Object.freeze(keyRows.map((row) => row.key_id!));
+      // Only a key an operator limited has limits; a merchant without one has no `keyLimits` at all.
+      const limits = keyRows.map((row) => keyLimitsOf(row.scopes, row.allow_from, row.expires_at));
+      if (!limits.some((limit) => limit !== undefined)) return { id: first.id, status: first.status, keys, keyIds };
+      return { id: first.id, status: first.status, keys, keyIds, keyLimits: Object.freeze(limits) };
     } catch (error) {
       // A master key that does not open the keys makes the storage unusable, not the request wrong.
       throw new StorageUnavailableError(error instanceof MasterKeyError ? error.message : 'An API key could not be opened.', { cause: error });

@@ -30,6 +30,26 @@ export interface MerchantKeysTable {
   fingerprint: ColumnType<string | null, string | null | undefined, string | null>;
   /** When the key stops working (a rolled key); NULL: never. */
   expires_at: ColumnType<string | null, string | null | undefined, string | null>;
+  /** What the operator calls the key (migration 0007); NULL: unnamed. */
+  name: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Scopes, comma-separated (migration 0007); NULL: every scope. */
+  scopes: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Networks in canonical CIDR, comma-separated (migration 0007); NULL: anywhere. */
+  allow_from: ColumnType<string | null, string | null | undefined, string | null>;
+  /** When the key was last seen in use, to within a minute (migration 0007). */
+  last_used_at: ColumnType<string | null, string | null | undefined, string | null>;
+}
+
+/** One administrative change (migration 0007): never a secret or a user's field. */
+export interface AuditEventsTable {
+  id: Generated<string | number>;
+  at: string;
+  actor: string;
+  action: string;
+  merchant_id: string | null;
+  key_id: string | null;
+  /** JSON of counts and ids. */
+  summary: string;
 }
 
 /**
@@ -72,6 +92,7 @@ export interface MerchantApiDatabase {
   users: UsersTable;
   user_shares: UserSharesTable;
   used_salts: UsedSaltsTable;
+  audit_events: AuditEventsTable;
 }
 
 /** The user columns other than ids, in the API's order: the record's keys but its shared id. */

@@ -6,11 +6,70 @@
  */
 import { MAX_ID_LENGTH, merchantIdProblem, USER_RECORD_KEYS, type UserRecord } from '../contract.js';
 import { canonicalTimestamp } from '../timestamps.js';
+import { keyNameProblem, limitsNothing, parseAllowFrom, parseScopes, type KeyLimits } from '../key-limits.js';
 
 export interface SeedMerchant {
   id: string;
   status: 'active' | 'disabled';
   keys: string[];
+  /**
+   * What the seed says of each key besides its secret, in the order of `keys`, when it gives a key
+   * as an object (`{"key": ..., "name": ..., "scopes": [...], "allow_from": [...], "expires_at": ...}`);
+   * absent when every key is a plain string (a key with every scope, as before).
+   */
+  keyDetails?: (SeedKeyDetails | undefined)[];
+}
+
+/** A seed key's details (docs/protocol.md#the-seed-document); `limits` is absent when it limits nothing. */
+export interface SeedKeyDetails {
+  keyId?: string;
+  name?: string;
+  createdAt?: string;
+  limits?: KeyLimits;
+}
+
+const SEED_KEY_FIELDS = new Set(['key', 'key_id', 'name', 'scopes', 'allow_from', 'expires_at', 'created_at']);
+const SEED_KEY_ID = /^key_[0-9a-hjkmnp-tv-z]{12}$/;
+
+/** One key of a seed merchant: a string, or an object with `key` and its details. */
+function parseSeedKey(value: unknown, at: string, problems: string[]): { key: string; details?: SeedKeyDetails } | undefined {
+  if (typeof value === 'string') return value.length > 0 ? { key: value } : (problems.push(`${at}: must be a non-empty string or a key object`), undefined);
+  if (!isObject(value)) return problems.push(`${at}: must be a non-empty string or a key object`), undefined;
+  const before = problems.length;
+  for (const field of Object.keys(value)) if (!SEED_KEY_FIELDS.has(field)) problems.push(`${at}: unknown field ${JSON.stringify(field.slice(0, 40))} (a key has ${[...SEED_KEY_FIELDS].join(', ')})`);
+  const { key, key_id: keyId, name, scopes, allow_from: allowFrom, expires_at: expiresAt, created_at: createdAt } = value;
+  if (typeof key !== 'string' || key.length === 0) problems.push(`${at}.key: must be a non-empty string`);
+  if (keyId !== undefined && (typeof keyId !== 'string' || !SEED_KEY_ID.test(keyId))) problems.push(`${at}.key_id: must be "key_" and 12 characters of 0-9 a-z without i, l, o, u`);
+  if (name !== undefined && name !== null && (typeof name !== 'string' || keyNameProblem(name) !== undefined)) problems.push(`${at}.name: ${typeof name === 'string' ? keyNameProblem(name) : 'must be a string'}`);
+  let parsedScopes: KeyLimits['scopes'];
+  if (scopes !== undefined) {
+    const parsed = Array.isArray(scopes) && scopes.every((scope) => typeof scope === 'string') ? parseScopes(scopes as string[]) : 'must be an array of scopes';
+    if (typeof parsed === 'string') problems.push(`${at}.scopes: ${parsed}`);
+    else parsedScopes = parsed;
+  }
+  let networks: string[] | undefined;
+  if (allowFrom !== undefined && allowFrom !== null) {
+    const parsed = Array.isArray(allowFrom) && allowFrom.every((entry) => typeof entry === 'string') ? parseAllowFrom(allowFrom as string[]) : { problems: ['must be an array of networks (CIDR)'] };
+    if ('problems' in parsed) problems.push(...parsed.problems.map((problem) => `${at}.allow_from: ${problem}`));
+    else networks = parsed.networks;
+  }
+  const timestamp = (text: unknown, field: string): string | undefined => {
+    if (text === undefined || text === null) return undefined;
+    const canonical = typeof text === 'string' ? canonicalTimestamp(text) : undefined;
+    if (canonical === undefined) problems.push(`${at}.${field}: must be an RFC 3339 timestamp with a time zone`);
+    return canonical;
+  };
+  const end = timestamp(expiresAt, 'expires_at');
+  const created = timestamp(createdAt, 'created_at');
+  if (problems.length > before) return undefined;
+  const limits: KeyLimits = { ...(parsedScopes && { scopes: parsedScopes }), ...(networks && networks.length > 0 && { allowFrom: networks }), ...(end && { expiresAt: end }) };
+  const details: SeedKeyDetails = {
+    ...(keyId !== undefined && { keyId: keyId as string }),
+    ...(typeof name === 'string' && { name }),
+    ...(created && { createdAt: created }),
+    ...(!limitsNothing(limits) && { limits }),
+  };
+  return { key: key as string, details };
 }
 
 /**
@@ -110,16 +169,24 @@ export function parseSeedMerchant(value: unknown, at: string, problems: string[]
   if (idProblem !== undefined) problems.push(`${at}.id: ${idProblem}`);
   const status = value.status ?? 'active';
   if (status !== 'active' && status !== 'disabled') problems.push(`${at}.status: must be "active" or "disabled"`);
-  const keys = value.keys;
-  if (!Array.isArray(keys) || keys.some((k) => typeof k !== 'string' || k.length === 0)) {
-    problems.push(`${at}.keys: must be an array of non-empty strings`);
+  const keysIn = value.keys;
+  const keys: string[] = [];
+  let keyDetails: (SeedKeyDetails | undefined)[] | undefined;
+  if (!Array.isArray(keysIn)) problems.push(`${at}.keys: must be an array of non-empty strings or key objects`);
+  else if (keysIn.every((k) => typeof k === 'string' && k.length > 0)) keys.push(...(keysIn as string[]));
+  else {
+    keyDetails = [];
+    keysIn.forEach((k, i) => {
+      const parsed = parseSeedKey(k, `${at}.keys[${i}]`, problems);
+      if (parsed) keys.push(parsed.key), keyDetails!.push(parsed.details);
+    });
   }
   // As for users: a field the format does not know is a mistake (`"statuss": "disabled"` would serve an active merchant).
   for (const key of Object.keys(value)) {
     if (!SEED_MERCHANT_KEYS.has(key)) problems.push(`${at}.${key}: unknown field`);
   }
   if (problems.length > before) return undefined;
-  return { id: id!, status: status as SeedMerchant['status'], keys: keys as string[] };
+  return { id: id!, status: status as SeedMerchant['status'], keys, ...(keyDetails && { keyDetails }) };
 }
 
 /**

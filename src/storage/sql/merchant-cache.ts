@@ -120,6 +120,10 @@ function remember<V>(map: Map<string, V>, id: string, value: V): void {
   if (map.size > MAX_ENTRIES) map.delete(map.keys().next().value!);
 }
 
+/** A copy whose keys the caller may change; `keyIds` and `keyLimits` are never changed, so shared. */
 function copy(merchant: Merchant): Merchant {
-  return { id: merchant.id, status: merchant.status, keys: [...merchant.keys] };
+  const copied: Merchant = { id: merchant.id, status: merchant.status, keys: [...merchant.keys] };
+  if (merchant.keyIds !== undefined) copied.keyIds = merchant.keyIds;
+  if (merchant.keyLimits !== undefined) copied.keyLimits = merchant.keyLimits;
+  return copied;
 }

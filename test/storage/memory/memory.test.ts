@@ -35,7 +35,7 @@ describe('memory storage specifics', () => {
       problems = (error as SeedError).problems;
     }
     expect(problems).toEqual([
-      'merchants[0].keys: must be an array of non-empty strings',
+      'merchants[0].keys: must be an array of non-empty strings or key objects',
       'users[0].date_joined: not an ISO 8601 timestamp',
       'users[0].extra: unknown field',
     ]);

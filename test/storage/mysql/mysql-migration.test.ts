@@ -200,6 +200,8 @@ describe.skipIf(!available)('migration 0004_key_ids', () => {
     for (const row of after.rows) expect(row).toMatchObject({ key_id: expect.stringMatching(/^key_[0-9a-hjkmnp-tv-z]{12}$/), fingerprint: null, expires_at: null });
     expect(new Set(after.rows.map((row) => row.key_id)).size).toBe(620);
 
+    // `merchant keys` runs on the current schema (it reads the columns of 0007 too).
+    expect((await migrateToLatest(database.db)).error).toBeUndefined();
     const keys = await listMerchantKeys(database.db, database.masterKey, 'm2');
     expect(keys).toHaveLength(310);
     expect(keys[0]).toMatchObject({ fingerprint: createHash('sha256').update('old-key-1').digest('hex').slice(0, 16) });
@@ -270,5 +272,40 @@ describe.skipIf(!available)('migration 0005_user_share_updated_at', () => {
     expect((await sql<{ n: string | number }>`SELECT COUNT(*) AS n FROM user_shares`.execute(database.db)).rows[0]!.n).toBe('40');
     expect((await createMigrator(database.db).migrateTo('0005_user_share_updated_at')).error).toBeUndefined();
     expect(await columnsOf()).toContain('updated_at');
+  });
+});
+
+describe.skipIf(!available)('migration 0007_key_limits_audit', () => {
+  let database: TestDatabase;
+
+  beforeAll(async () => {
+    database = await createTestDatabase({ migrate: false });
+    expect((await createMigrator(database.db).migrateTo('0006_replica_heartbeat')).error).toBeUndefined();
+    await sql`INSERT INTO merchants (id) VALUES ('m1')`.execute(database.db);
+    for (const [i, key] of ['old-key-a', 'old-key-b'].entries()) {
+      await sql`INSERT INTO merchant_keys (merchant_id, sealed_key, key_id) VALUES ('m1', ${await sealApiKey(database.masterKey, 'm1', key)}, ${`key_00000000000${i}`})`.execute(database.db);
+    }
+  });
+  afterAll(async () => {
+    await database?.drop();
+  });
+
+  it('keeps every key a key with every scope, from anywhere: a merchant with only such keys has no limits', async () => {
+    const { results, error } = await createMigrator(database.db).migrateTo('0007_key_limits_audit');
+    expect(error).toBeUndefined();
+    expect(results).toEqual([{ migrationName: '0007_key_limits_audit', direction: 'Up', status: 'Success' }]);
+    const storage = new MysqlStorage({ db: database.db, masterKey: database.masterKey, keyCacheTtlMs: 0, throttleSharing: false });
+    expect(await storage.getMerchant('m1')).toEqual({ id: 'm1', status: 'active', keys: ['old-key-a', 'old-key-b'], keyIds: ['key_000000000000', 'key_000000000001'] });
+    expect((await storage.listKeys('m1')).map((key) => [key.scopes, key.allow_from, key.name, key.last_used_at])).toEqual([
+      [['signature', 'users:read'], [], null, null],
+      [['signature', 'users:read'], [], null, null],
+    ]);
+    expect(Number((await sql<{ n: number }>`SELECT COUNT(*) AS n FROM audit_events`.execute(database.db)).rows[0]!.n)).toBe(0);
+  });
+
+  it('goes down and up again', async () => {
+    expect((await createMigrator(database.db).migrateDown()).error).toBeUndefined();
+    expect((await sql<{ Field: string }>`SHOW COLUMNS FROM merchant_keys`.execute(database.db)).rows.map((c) => c.Field)).not.toContain('scopes');
+    expect((await migrateToLatest(database.db)).results).toHaveLength(1);
   });
 });

@@ -14,7 +14,8 @@ import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { parseSeedUser, type Seed, type SeedUser } from '../../seed/seed.js';
 import { DEFAULT_MAX_LINE_BYTES, LineSplitter } from '../../seed/seed-stream.js';
-import { upsertSeedMerchant } from './merchant-admin.js';
+import { LIBRARY_ACTOR, upsertSeedMerchant } from './merchant-admin.js';
+import { writeAuditEvent } from './audit.js';
 import type { MasterKey } from '../../sql/key-sealing.js';
 import { API_KEY_MAX_LENGTH, type MerchantApiDatabase } from '../schema.js';
 import { readIdAllocation, UserBatch, type IdAllocation } from './new-users.js';
@@ -65,6 +66,23 @@ export interface ImportOptions {
   setStatus?: boolean;
   /** The longest line of an NDJSON file, in bytes (default 1 MiB): a longer line is a problem named by its number, never held. */
   maxLineBytes?: number;
+  /** Who imports, for the audit trail (docs/cli.md#the-audit-trail); default `library`. */
+  actor?: string;
+}
+
+/** The import's summary as the audit trail keeps it: counts only. */
+function auditSummary(kind: 'seed' | 'users', summary: ImportSummary, extra: Record<string, number> = {}) {
+  return {
+    kind,
+    merchants_created: summary.merchantsCreated,
+    merchants_updated: summary.merchantsUpdated,
+    merchant_statuses_changed: summary.merchantStatusesChanged,
+    keys_added: summary.keysAdded,
+    users_inserted: summary.usersInserted,
+    users_updated: summary.usersUpdated,
+    users_unchanged: summary.usersUnchanged,
+    ...extra,
+  };
 }
 
 /** Users per batch unless told otherwise: a LOAD DATA of this size takes well under a second. */
@@ -131,6 +149,8 @@ export async function importSeed(db: Kysely<MerchantApiDatabase>, masterKey: Mas
       summary.usersUnchanged += result.unchanged;
       options.onProgress?.(Math.min(start + batchSize, seed.users.length), seed.users.length);
     }
+    // One transaction: the import and its record commit together.
+    await writeAuditEvent(trx, options.actor ?? LIBRARY_ACTOR, { action: 'import_completed', summary: auditSummary('seed', summary) });
     return summary;
   });
   // A transaction that lost a write conflict (a deadlock, or a Galera certification failure) wrote nothing: run it again.
@@ -183,8 +203,14 @@ export async function importUserFile(db: Kysely<MerchantApiDatabase>, path: stri
   for (const batch of [...ready, open]) await writer.write(batch);
   await writer.finished();
   await merchants.check();
-  if (problems.count > 0) throw new ImportValidationError(problems.sorted(), problems.count, writer.done > 0 ? { summary: writer.summary, throughLine: writer.writtenThroughLine } : undefined);
+  // Each batch is a transaction of its own (a file of any size): the record of what they did follows the last.
+  const actor = options.actor ?? LIBRARY_ACTOR;
+  if (problems.count > 0) {
+    if (writer.done > 0) await writeAuditEvent(db, actor, { action: 'import_stopped', summary: auditSummary('users', writer.summary, { through_line: writer.writtenThroughLine, problems: problems.count }) });
+    throw new ImportValidationError(problems.sorted(), problems.count, writer.done > 0 ? { summary: writer.summary, throughLine: writer.writtenThroughLine } : undefined);
+  }
   options.onProgress?.(writer.done, writer.done);
+  await writeAuditEvent(db, actor, { action: 'import_completed', summary: auditSummary('users', writer.summary) });
   return { ...writer.summary, ...repeats.summary() };
 }
 

@@ -11,9 +11,15 @@ import { merchantIdProblem } from '../../contract.js';
 import type { SeedMerchant } from '../../seed/seed.js';
 import { generateApiKey, openApiKey, sealApiKey, type MasterKey } from '../../sql/key-sealing.js';
 import type { MerchantApiDatabase } from '../schema.js';
-import { canonicalColumn } from '../sql-values.js';
+import { canonicalColumn, toSqlDatetime } from '../sql-values.js';
 import { KEY_ID_PATTERN, keyFingerprint, newKeyId } from '../../sql/key-ids.js';
 import { retryOnConflict, retryUnlessInTransaction } from '../write-conflicts.js';
+import type { KeyScope } from '../../key-limits.js';
+import { allowFromColumn, keyInfoOf, scopesColumn } from '../statements/key-rows.js';
+import { writeAuditEvent, type AuditValue } from './audit.js';
+
+/** The actor of a change made without one (a program calling these functions): docs/cli.md#the-audit-trail. */
+export const LIBRARY_ACTOR = 'library';
 
 type Db = Kysely<MerchantApiDatabase> | Transaction<MerchantApiDatabase>;
 
@@ -54,6 +60,14 @@ export interface MerchantKeySummary {
   expires_at: string | null;
   /** Works now: not revoked, not past its end. */
   active: boolean;
+  /** What the operator called it; null if unnamed. */
+  name: string | null;
+  /** Its scopes (every scope unless limited). */
+  scopes: KeyScope[];
+  /** When it was last used, to within about a minute; null if not seen in use. */
+  last_used_at: string | null;
+  /** The networks it may be used from (canonical CIDR); empty: anywhere. */
+  allow_from: string[];
 }
 
 /** A key added: the key itself (show it once) and how to name it later. */
@@ -63,43 +77,157 @@ export interface NewKey {
   fingerprint: string;
 }
 
-/** The row of a new key: sealed, with its public id and fingerprint. */
-async function newKeyRow(masterKey: MasterKey, merchantId: string, apiKey: string) {
-  return { merchant_id: merchantId, sealed_key: await sealApiKey(masterKey, merchantId, apiKey), key_id: newKeyId(), fingerprint: keyFingerprint(apiKey), revoked_at: null };
+/**
+ * What an operator may set on a key (docs/cli.md#keys): a name, scopes, networks (canonical
+ * CIDR, checked by `parseAllowFrom`), an end. Absent: unchanged on `updateMerchantKey`, and on a
+ * new key no name, every scope, anywhere, no end. `null` clears (name, end); an empty
+ * `allowFrom` is anywhere again.
+ */
+export interface KeySettings {
+  name?: string | null;
+  scopes?: readonly KeyScope[];
+  allowFrom?: readonly string[];
+  /** The end, canonical UTC; or `expiresInSeconds` from the database's now. */
+  expiresAt?: string | null;
+  expiresInSeconds?: number;
+  /** The key's public id (a seed's own), else a new random one. */
+  keyId?: string;
+}
+
+/** The columns `settings` sets (only those it names). */
+function settingsColumns(settings: KeySettings) {
+  const columns: Record<string, unknown> = {};
+  if (settings.name !== undefined) columns.name = settings.name;
+  if (settings.scopes !== undefined) columns.scopes = scopesColumn(settings.scopes);
+  if (settings.allowFrom !== undefined) columns.allow_from = allowFromColumn(settings.allowFrom);
+  if (settings.expiresAt !== undefined) columns.expires_at = settings.expiresAt === null ? null : toSqlDatetime(settings.expiresAt);
+  if (settings.expiresInSeconds !== undefined) columns.expires_at = sql`UTC_TIMESTAMP(6) + INTERVAL ${Math.floor(settings.expiresInSeconds)} SECOND`;
+  return columns as { name?: string | null; scopes?: string | null; allow_from?: string | null; expires_at?: string | null };
+}
+
+/** What the audit trail records of key settings: which were set, and to what (scopes, networks, end; never the name itself). */
+function settingsSummary(settings: KeySettings | undefined, expiresAt?: string | null): Record<string, AuditValue> {
+  const summary: Record<string, AuditValue> = {};
+  if (settings?.name !== undefined) summary.name_changed = true;
+  if (settings?.scopes !== undefined) summary.scopes = [...settings.scopes];
+  if (settings?.allowFrom !== undefined) summary.allow_from = [...settings.allowFrom];
+  if (expiresAt !== undefined) summary.expires_at = expiresAt;
+  return summary;
+}
+
+/** The row of a new key: sealed, with its public id, fingerprint and settings. */
+async function newKeyRow(masterKey: MasterKey, merchantId: string, apiKey: string, settings: KeySettings = {}) {
+  return {
+    merchant_id: merchantId,
+    sealed_key: await sealApiKey(masterKey, merchantId, apiKey),
+    key_id: settings.keyId ?? newKeyId(),
+    fingerprint: keyFingerprint(apiKey),
+    revoked_at: null,
+    ...settingsColumns(settings),
+  };
 }
 
 /** Adds a given key to an existing merchant (a key a merchant already holds, or a test's); resolves to its id. */
-export async function addMerchantKey(db: Db, masterKey: MasterKey, merchantId: string, apiKey: string): Promise<NewKey> {
-  const row = await newKeyRow(masterKey, merchantId, apiKey);
+export async function addMerchantKey(db: Db, masterKey: MasterKey, merchantId: string, apiKey: string, settings: KeySettings = {}): Promise<NewKey> {
+  const row = await newKeyRow(masterKey, merchantId, apiKey, settings);
   await retryUnlessInTransaction(db, () => db.insertInto('merchant_keys').values(row).execute());
   return { apiKey, keyId: row.key_id, fingerprint: row.fingerprint };
+}
+
+/**
+ * Adds a new random key beside the merchant's others (`merchant add-key`); resolves to it (show it
+ * once) with its end as stored. Throws `merchant_not_found`.
+ */
+export async function addRandomMerchantKey(db: Kysely<MerchantApiDatabase>, masterKey: MasterKey, merchantId: string, settings: KeySettings = {}, actor = LIBRARY_ACTOR): Promise<NewKey & { expiresAt: string | null }> {
+  const apiKey = generateApiKey();
+  return retryOnConflict(() => db.transaction().execute(async (trx) => {
+    await assertMerchantExists(trx, merchantId, true);
+    const added = await addMerchantKey(trx, masterKey, merchantId, apiKey, settings);
+    const expiresAt = await keyEnd(trx, added.keyId);
+    await writeAuditEvent(trx, actor, { action: 'key_added', merchantId, keyId: added.keyId, summary: settingsSummary(settings, expiresAt) });
+    return { ...added, expiresAt };
+  }));
+}
+
+/** A key's end as stored (canonical), or null. */
+async function keyEnd(db: Db, keyId: string): Promise<string | null> {
+  const row = await db.selectFrom('merchant_keys').select(canonicalColumn('expires_at').as('expires_at')).where('key_id', '=', keyId).executeTakeFirst();
+  return row?.expires_at ?? null;
+}
+
+/** What `updateMerchantKey` changed: the fields whose value differs now (empty: nothing changed). */
+export interface KeyUpdate {
+  changed: string[];
+}
+
+/**
+ * Changes a key's name, scopes, networks or end (`merchant update-key`); a revoked key cannot be
+ * changed. Throws `merchant_not_found`, `key_not_found`, `invalid_key_id`.
+ */
+export async function updateMerchantKey(outer: Kysely<MerchantApiDatabase>, merchantId: string, keyId: string, settings: KeySettings, actor = LIBRARY_ACTOR): Promise<KeyUpdate> {
+  if (!KEY_ID_PATTERN.test(keyId)) throw new MerchantAdminError('invalid_key_id', `${JSON.stringify(keyId)} is not a key id: they look like key_0123456789ab (see \`merchant keys ID\`).`);
+  return retryOnConflict(() => outer.transaction().execute(async (db) => {
+    await assertMerchantExists(db, merchantId, true);
+    const select = () =>
+      db
+        .selectFrom('merchant_keys')
+        .select(['id', 'name', 'scopes', 'allow_from', canonicalColumn('expires_at').as('expires_at')])
+        .where('merchant_id', '=', merchantId)
+        .where('key_id', '=', keyId)
+        .where('revoked_at', 'is', null)
+        .executeTakeFirst();
+    const before = await select();
+    if (!before) throw new MerchantAdminError('key_not_found', `Merchant "${merchantId}" has no working key ${keyId} (see \`merchant keys ${merchantId}\`).`);
+    const columns = settingsColumns({ ...settings, keyId: undefined });
+    if (Object.keys(columns).length > 0) await db.updateTable('merchant_keys').set(columns).where('id', '=', before.id).execute();
+    const after = (await select())!;
+    const changed = (['name', 'scopes', 'allow_from', 'expires_at'] as const).filter((field) => before[field] !== after[field]);
+    // Nothing changed, nothing recorded: the trail holds changes.
+    if (changed.length > 0) {
+      const summary: Record<string, AuditValue> = { changed };
+      if (changed.includes('scopes')) summary.scopes = after.scopes === null ? ['signature', 'users:read'] : after.scopes.split(',');
+      if (changed.includes('allow_from')) summary.allow_from = after.allow_from === null ? [] : after.allow_from.split(',');
+      if (changed.includes('expires_at')) summary.expires_at = after.expires_at;
+      await writeAuditEvent(db, actor, { action: 'key_updated', merchantId, keyId, summary });
+    }
+    return { changed };
+  }));
 }
 
 /**
  * Adds a merchant with a new random key; resolves to that key, which is
  * stored only sealed, so show it to the operator once.
  */
-export async function addMerchant(db: Kysely<MerchantApiDatabase>, masterKey: MasterKey, id: string, options: { status?: 'active' | 'disabled' } = {}): Promise<NewKey> {
+export async function addMerchant(db: Kysely<MerchantApiDatabase>, masterKey: MasterKey, id: string, options: { status?: 'active' | 'disabled'; key?: KeySettings; actor?: string } = {}): Promise<NewKey> {
   assertMerchantId(id);
   const apiKey = generateApiKey();
-  const row = await newKeyRow(masterKey, id, apiKey);
+  const row = await newKeyRow(masterKey, id, apiKey, options.key);
   await retryOnConflict(() => db.transaction().execute(async (trx) => {
     const existing = await trx.selectFrom('merchants').select('id').where('id', '=', id).forUpdate().executeTakeFirst();
     if (existing) throw new MerchantAdminError('merchant_exists', `Merchant "${id}" already exists.`);
     await trx.insertInto('merchants').values({ id, status: options.status ?? 'active' }).execute();
     await trx.insertInto('merchant_keys').values(row).execute();
+    await writeAuditEvent(trx, options.actor ?? LIBRARY_ACTOR, { action: 'merchant_added', merchantId: id, keyId: row.key_id, summary: { status: options.status ?? 'active', ...settingsSummary(options.key) } });
   }));
   return { apiKey, keyId: row.key_id, fingerprint: row.fingerprint };
 }
 
-/** Enables or disables a merchant; throws `merchant_not_found`. */
-export async function setMerchantStatus(db: Db, id: string, status: 'active' | 'disabled'): Promise<void> {
-  const result = await retryUnlessInTransaction(db, () => db.updateTable('merchants').set({ status, updated_at: sql`UTC_TIMESTAMP(6)` }).where('id', '=', id).executeTakeFirst());
-  if (result.numUpdatedRows === 0n) {
-    // With FOUND_ROWS off, an unchanged row counts 0 too: look before calling it unknown.
-    const found = await db.selectFrom('merchants').select('id').where('id', '=', id).executeTakeFirst();
+/**
+ * Enables or disables a merchant; resolves to false when it had that status already (nothing
+ * changed, nothing recorded). Throws `merchant_not_found`. Given a `Kysely`, the change and its
+ * audit event are one transaction; given a transaction (the import), it runs in it and records
+ * nothing of its own (the import's summary does).
+ */
+export async function setMerchantStatus(db: Db, id: string, status: 'active' | 'disabled', actor?: string): Promise<boolean> {
+  const change = async (trx: Db): Promise<boolean> => {
+    const found = await trx.selectFrom('merchants').select(['id', 'status']).where('id', '=', id).forUpdate().executeTakeFirst();
     if (!found) throw new MerchantAdminError('merchant_not_found', `No merchant "${id}".`);
-  }
+    if (found.status === status) return false;
+    await trx.updateTable('merchants').set({ status, updated_at: sql`UTC_TIMESTAMP(6)` }).where('id', '=', id).execute();
+    if (!db.isTransaction) await writeAuditEvent(trx, actor ?? LIBRARY_ACTOR, { action: status === 'active' ? 'merchant_enabled' : 'merchant_disabled', merchantId: id });
+    return true;
+  };
+  return db.isTransaction ? change(db) : retryOnConflict(() => db.transaction().execute(change));
 }
 
 /** How `rotateMerchantKey` treats the keys a merchant had. */
@@ -117,16 +245,18 @@ export interface RotateResult extends NewKey {
   oldKeyIds: string[];
   /** With `expireOldInSeconds`: when the older keys stop working (canonical UTC). */
   oldKeysExpireAt: string | undefined;
+  /** When the new key stops working, as stored (canonical UTC); null: never. */
+  expiresAt: string | null;
 }
 
 /**
  * Adds a new random key to a merchant; with `revokeOld`, revokes every key it had; with
  * `expireOldInSeconds`, lets them work until then. Resolves to the new key and what changed.
  */
-export async function rotateMerchantKey(db: Kysely<MerchantApiDatabase>, masterKey: MasterKey, id: string, options: RotateOptions = {}): Promise<RotateResult> {
+export async function rotateMerchantKey(db: Kysely<MerchantApiDatabase>, masterKey: MasterKey, id: string, options: RotateOptions & { key?: KeySettings; actor?: string } = {}): Promise<RotateResult> {
   if (options.revokeOld && options.expireOldInSeconds !== undefined) throw new TypeError('rotateMerchantKey: revokeOld and expireOldInSeconds exclude each other.');
   const apiKey = generateApiKey();
-  const row = await newKeyRow(masterKey, id, apiKey);
+  const row = await newKeyRow(masterKey, id, apiKey, options.key);
   return retryOnConflict(() => db.transaction().execute(async (trx) => {
     const merchant = await trx.selectFrom('merchants').select('id').where('id', '=', id).forUpdate().executeTakeFirst();
     if (!merchant) throw new MerchantAdminError('merchant_not_found', `No merchant "${id}".`);
@@ -136,7 +266,9 @@ export async function rotateMerchantKey(db: Kysely<MerchantApiDatabase>, masterK
     if (options.revokeOld && oldKeyIds.length > 0) {
       await trx.updateTable('merchant_keys').set({ revoked_at: sql`UTC_TIMESTAMP(6)` }).where('key_id', 'in', oldKeyIds).execute();
     } else if (options.expireOldInSeconds !== undefined) {
-      const end = sql<string>`UTC_TIMESTAMP(6) + INTERVAL ${options.expireOldInSeconds} SECOND`;
+      // The end is read once and written as read: what is printed is what is stored, to the microsecond.
+      oldKeysExpireAt = (await sql<{ end: string }>`SELECT DATE_FORMAT(UTC_TIMESTAMP(6) + INTERVAL ${options.expireOldInSeconds} SECOND, '%Y-%m-%dT%H:%i:%s.%f+00:00') AS end`.execute(trx)).rows[0]!.end;
+      const end = toSqlDatetime(oldKeysExpireAt);
       if (oldKeyIds.length > 0) {
         await trx
           .updateTable('merchant_keys')
@@ -144,10 +276,12 @@ export async function rotateMerchantKey(db: Kysely<MerchantApiDatabase>, masterK
           .where('key_id', 'in', oldKeyIds)
           .execute();
       }
-      oldKeysExpireAt = (await sql<{ end: string }>`SELECT DATE_FORMAT(${end}, '%Y-%m-%dT%H:%i:%s.%f+00:00') AS end`.execute(trx)).rows[0]!.end;
     }
     await trx.insertInto('merchant_keys').values(row).execute();
-    return { apiKey, keyId: row.key_id, fingerprint: row.fingerprint, revoked: options.revokeOld ? oldKeyIds.length : 0, oldKeyIds, oldKeysExpireAt };
+    const newEnd = await keyEnd(trx, row.key_id);
+    const old: Record<string, AuditValue> = options.revokeOld ? { revoked_key_ids: oldKeyIds } : options.expireOldInSeconds !== undefined ? { expiring_key_ids: oldKeyIds, old_keys_expire_at: oldKeysExpireAt ?? null } : {};
+    await writeAuditEvent(trx, options.actor ?? LIBRARY_ACTOR, { action: 'key_rotated', merchantId: id, keyId: row.key_id, summary: { ...old, ...settingsSummary(options.key, newEnd) } });
+    return { apiKey, keyId: row.key_id, fingerprint: row.fingerprint, revoked: options.revokeOld ? oldKeyIds.length : 0, oldKeyIds, oldKeysExpireAt, expiresAt: newEnd };
   }));
 }
 
@@ -177,6 +311,10 @@ export async function listMerchantKeys(db: Db, masterKey: MasterKey, merchantId:
       canonicalColumn<string>('created_at').as('created_at'),
       canonicalColumn('revoked_at').as('revoked_at'),
       canonicalColumn('expires_at').as('expires_at'),
+      canonicalColumn('last_used_at').as('last_used_at'),
+      'name',
+      'scopes',
+      'allow_from',
       sql<number>`revoked_at IS NULL AND (expires_at IS NULL OR expires_at > UTC_TIMESTAMP(6))`.as('active'),
     ])
     .where('merchant_id', '=', merchantId)
@@ -189,20 +327,24 @@ export async function listMerchantKeys(db: Db, masterKey: MasterKey, merchantId:
       fingerprint = keyFingerprint(await openApiKey(masterKey, merchantId, row.sealed_key));
       await db.updateTable('merchant_keys').set({ fingerprint }).where('id', '=', row.id).execute();
     }
-    keys.push({ key_id: row.key_id, fingerprint, created_at: row.created_at, revoked_at: row.revoked_at, expires_at: row.expires_at, active: Number(row.active) === 1 });
+    const info = keyInfoOf({ ...row, created_at: row.created_at });
+    keys.push({ key_id: row.key_id, fingerprint, name: row.name, scopes: info.scopes, created_at: row.created_at, expires_at: row.expires_at, last_used_at: row.last_used_at, revoked_at: row.revoked_at, allow_from: info.allow_from, active: Number(row.active) === 1 });
   }
   return keys;
 }
 
 /** Revokes one key by its public id; resolves to false when it was revoked already. Throws `merchant_not_found`, `key_not_found`. */
-export async function revokeMerchantKey(db: Db, merchantId: string, keyId: string): Promise<boolean> {
+export async function revokeMerchantKey(outer: Kysely<MerchantApiDatabase>, merchantId: string, keyId: string, actor = LIBRARY_ACTOR): Promise<boolean> {
   if (!KEY_ID_PATTERN.test(keyId)) throw new MerchantAdminError('invalid_key_id', `${JSON.stringify(keyId)} is not a key id: they look like key_0123456789ab (see \`merchant keys ID\`).`);
-  await assertMerchantExists(db, merchantId);
-  const key = await db.selectFrom('merchant_keys').select(['id', 'revoked_at']).where('merchant_id', '=', merchantId).where('key_id', '=', keyId).executeTakeFirst();
-  if (!key) throw new MerchantAdminError('key_not_found', `Merchant "${merchantId}" has no key ${keyId} (see \`merchant keys ${merchantId}\`).`);
-  if (key.revoked_at !== null) return false;
-  await retryUnlessInTransaction(db, () => db.updateTable('merchant_keys').set({ revoked_at: sql`UTC_TIMESTAMP(6)` }).where('id', '=', key.id).where('revoked_at', 'is', null).execute());
-  return true;
+  return retryOnConflict(() => outer.transaction().execute(async (db) => {
+    await assertMerchantExists(db, merchantId, true);
+    const key = await db.selectFrom('merchant_keys').select(['id', 'revoked_at']).where('merchant_id', '=', merchantId).where('key_id', '=', keyId).forUpdate().executeTakeFirst();
+    if (!key) throw new MerchantAdminError('key_not_found', `Merchant "${merchantId}" has no key ${keyId} (see \`merchant keys ${merchantId}\`).`);
+    if (key.revoked_at !== null) return false;
+    await db.updateTable('merchant_keys').set({ revoked_at: sql`UTC_TIMESTAMP(6)` }).where('id', '=', key.id).where('revoked_at', 'is', null).execute();
+    await writeAuditEvent(db, actor, { action: 'key_revoked', merchantId, keyId });
+    return true;
+  }));
 }
 
 /** What deleting a merchant removed. */
@@ -221,7 +363,7 @@ const DELETE_BATCH = 5000;
  * its used salts. Shares go in batches of their own transactions, the merchant row last: if it
  * stops half way, running it again finishes it. Throws `merchant_not_found`.
  */
-export async function deleteMerchant(db: Kysely<MerchantApiDatabase>, merchantId: string): Promise<DeletedMerchant> {
+export async function deleteMerchant(db: Kysely<MerchantApiDatabase>, merchantId: string, actor = LIBRARY_ACTOR): Promise<DeletedMerchant> {
   await assertMerchantExists(db, merchantId);
   const deleted: DeletedMerchant = { keys: 0, shares: 0, users: 0 };
   for (;;) {
@@ -247,12 +389,14 @@ export async function deleteMerchant(db: Kysely<MerchantApiDatabase>, merchantId
     deleted.keys = Number(keys.numDeletedRows);
     await trx.deleteFrom('used_salts').where('merchant_id', '=', merchantId).execute();
     await trx.deleteFrom('merchants').where('id', '=', merchantId).execute();
+    await writeAuditEvent(trx, actor, { action: 'merchant_deleted', merchantId, summary: { keys: deleted.keys, shares: deleted.shares, users: deleted.users } });
   }));
   return deleted;
 }
 
-async function assertMerchantExists(db: Db, id: string): Promise<void> {
-  const found = await db.selectFrom('merchants').select('id').where('id', '=', id).executeTakeFirst();
+async function assertMerchantExists(db: Db, id: string, lock = false): Promise<void> {
+  const select = db.selectFrom('merchants').select('id').where('id', '=', id);
+  const found = await (lock ? select.forUpdate() : select).executeTakeFirst();
   if (!found) throw new MerchantAdminError('merchant_not_found', `No merchant "${id}".`);
 }
 
@@ -310,13 +454,22 @@ export async function upsertSeedMerchant(trx: Transaction<MerchantApiDatabase>, 
   const revoked = new Set<string>();
   for (const row of stored) (row.revoked_at === null ? active : revoked).add(await openApiKey(masterKey, merchant.id, row.sealed_key));
   const result: SeedMerchantResult = { created: !existing, statusChanged: differs && Boolean(options.setStatus), statusKept: differs && !options.setStatus, keysAdded: 0, keysLeftRevoked: 0 };
-  for (const key of new Set(merchant.keys)) {
-    if (active.has(key)) continue;
+  const added = new Set<string>();
+  for (const [i, key] of merchant.keys.entries()) {
+    if (active.has(key) || added.has(key)) continue;
     if (revoked.has(key)) {
       result.keysLeftRevoked++;
       continue;
     }
-    await addMerchantKey(trx, masterKey, merchant.id, key);
+    // A seed key given as an object keeps its name, scopes, networks and end (a plain one: every scope).
+    const details = merchant.keyDetails?.[i];
+    await addMerchantKey(trx, masterKey, merchant.id, key, {
+      ...(details?.name !== undefined && { name: details.name }),
+      ...(details?.limits?.scopes !== undefined && { scopes: details.limits.scopes }),
+      ...(details?.limits?.allowFrom !== undefined && { allowFrom: details.limits.allowFrom }),
+      ...(details?.limits?.expiresAt !== undefined && { expiresAt: details.limits.expiresAt }),
+    });
+    added.add(key);
     result.keysAdded++;
   }
   return result;
