@@ -29,7 +29,8 @@ const runtimeMissing = (bin: string, dist: string) => () =>
 export const SERVERS: ServerDef[] = [
   { id: 'node-constant', label: '(0) node:http, constant JSON', command: ['node', 'bench/servers/constant-node.mjs'], cases: 'constant' },
   { id: 'fetch-constant', label: '(0b) fetch handler on @hono/node-server, constant JSON', command: ['node', 'bench/servers/fetch-constant-node.mjs'], cases: 'constant' },
-  { id: 'node-plain', label: '(1) node:http, straightforward', command: ['node', 'bench/servers/plain-node.mjs'], cases: 'all' },
+  { id: 'node-plain', label: '(1) node:http, the plain peer (access line by process.stdout.write)', command: ['node', 'bench/servers/plain-node.mjs'], cases: 'all' },
+  { id: 'node-plain-stream', label: '(1b) node:http, access line through an fs.WriteStream', command: ['node', 'bench/servers/plain-node-stream.mjs'], cases: 'all' },
   { id: 'merchant-api-node', label: '(2) merchant-api, Node', command: ['node', 'bench/servers/merchant-api.mjs'], cases: 'all' },
   {
     id: 'merchant-api-node-quiet',
