@@ -121,16 +121,34 @@ const MAX_CLIENT_ADDRESS_LENGTH = 64;
  * not an IP address is not an address a proxy wrote: the socket's is used.
  */
 export function createContext(request: Request, info: RequestInfo | undefined, trustProxy: boolean): RequestContext {
-  const header = info?.header ?? ((name: string) => request.headers.get(name));
+  const ctx = contextOf(request.method, info?.header ?? ((name: string) => request.headers.get(name)), info, trustProxy) as Omit<RequestContext, 'request'> & { request?: Request };
+  ctx.request = request;
+  return ctx as RequestContext;
+}
+
+/**
+ * The context of a request a host hands over without a Fetch `Request`
+ * (the Node adapter's direct path, adapters/node-direct.ts): `ctx.request`
+ * is made by `request()` the first time something reads it (a hook), never
+ * on the common request.
+ */
+export function createLazyContext(method: string, header: (name: string) => string | null, request: () => Request, info: RequestInfo | undefined, trustProxy: boolean): RequestContext {
+  const ctx = contextOf(method, header, info, trustProxy);
+  let made: Request | undefined;
+  Object.defineProperty(ctx, 'request', { get: () => (made ??= request()), enumerable: true });
+  return ctx as RequestContext;
+}
+
+/** Everything of the context but `request`, which its maker adds. */
+function contextOf(method: string, header: (name: string) => string | null, info: RequestInfo | undefined, trustProxy: boolean): Omit<RequestContext, 'request'> {
   const given = header('x-request-id');
   let clientAddress = info?.clientAddress;
   if (trustProxy) clientAddress = forwardedAddress(header('x-forwarded-for')) ?? clientAddress;
   if (clientAddress !== undefined && clientAddress.length > MAX_CLIENT_ADDRESS_LENGTH) clientAddress = clientAddress.slice(0, MAX_CLIENT_ADDRESS_LENGTH);
   return {
-    request,
     header,
     requestId: given !== null && VALID_REQUEST_ID.test(given) ? given : crypto.randomUUID(),
-    method: request.method,
+    method,
     route: undefined,
     clientAddress,
     clientPort: info?.clientPort,
