@@ -33,6 +33,13 @@ export const SERVERS: ServerDef[] = [
   { id: 'node-plain-stream', label: '(1b) node:http, access line through an fs.WriteStream', command: ['node', 'bench/servers/plain-node-stream.mjs'], cases: 'all' },
   { id: 'merchant-api-node', label: '(2) merchant-api, Node', command: ['node', 'bench/servers/merchant-api.mjs'], cases: 'all' },
   {
+    id: 'merchant-api-node-fetch',
+    label: '(2f) merchant-api, Node, through Request and Response (MERCHANT_API_FETCH_OBJECTS=1)',
+    command: ['node', 'bench/servers/merchant-api.mjs'],
+    cases: 'all',
+    env: { MERCHANT_API_FETCH_OBJECTS: '1' },
+  },
+  {
     id: 'merchant-api-node-quiet',
     label: "(2q) merchant-api, Node, no access log and no tracing hooks",
     command: ['node', 'bench/servers/merchant-api.mjs'],

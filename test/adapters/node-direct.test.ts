@@ -110,7 +110,7 @@ describe('a hook on the direct path', () => {
     const hooks = {
       onRequest(ctx: RequestContext) {
         // The direct path's context makes its Request only when read.
-        const lazy = typeof Object.getOwnPropertyDescriptor(ctx, 'request')?.get === 'function';
+        const lazy = !Object.hasOwn(ctx, 'request');
         seen.push({ lazy, url: ctx.request.url, header: ctx.request.headers.get('x-custom'), aborted: ctx.request.signal.aborted });
       },
     };
