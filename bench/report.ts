@@ -147,6 +147,15 @@ export function targets(rows: Row[], ms: Measurement[], streams: StreamResult[])
     const vsPlain = pairedRatio(ms, c, 'merchant-api-node', 'node-plain');
     out.push({ name: `${c} on the Node adapter, every default on, vs the plain peer (node:http, the same access line by process.stdout.write)`, goal: '>= 1.0x', measured: vsPlain === undefined ? 'not run' : `${fmt(vsPlain, 2)}x`, met: vsPlain === undefined ? undefined : vsPlain >= 1 });
   }
+  for (const c of ['validatesignature', 'user']) {
+    const onOff = pairedSpread(ms, c, 'merchant-api-node', 'merchant-api-node-nolog');
+    out.push({
+      name: `${c}: access log on vs off (every other default on), same round`,
+      goal: '>= 0.95',
+      measured: onOff === undefined ? 'not run' : `${fmt(onOff.median, 2)} (${fmt(onOff.min, 2)}-${fmt(onOff.max, 2)})`,
+      met: onOff === undefined ? undefined : onOff.median >= 0.95,
+    });
+  }
   const vsHono = pairedRatio(ms, 'validatesignature', 'merchant-api-node', 'hono-node');
   out.push({ name: 'validatesignature on the Node adapter vs the Hono app', goal: '>= 1.5x', measured: vsHono === undefined ? 'not run' : `${fmt(vsHono, 2)}x`, met: vsHono === undefined ? undefined : vsHono >= 1.5 });
   for (const c of ['validatesignature', 'user', 'page']) {

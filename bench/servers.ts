@@ -40,6 +40,14 @@ export const SERVERS: ServerDef[] = [
     env: { MERCHANT_API_FETCH_OBJECTS: '1' },
   },
   {
+    id: 'merchant-api-node-nolog',
+    label: '(2n) merchant-api, Node, every default but the access log',
+    command: ['node', 'bench/servers/merchant-api.mjs'],
+    cases: 'all',
+    // Tracing hooks and fair sharing on, the access log off (bench/servers/merchant-api.mjs).
+    env: { BENCH_OBSERVABILITY: 'trace' },
+  },
+  {
     id: 'merchant-api-node-quiet',
     label: "(2q) merchant-api, Node, no access log and no tracing hooks",
     command: ['node', 'bench/servers/merchant-api.mjs'],
