@@ -3,7 +3,7 @@
  * `IncomingMessage` (its method, its target and Host, a header reader, the
  * socket's address) and its answer written with `writeHead` and `end`,
  * without the Fetch `Request` and `Response` that @hono/node-server builds
- * and reads back (docs/benchmarks.md#the-node-direct-path). A `Request` is
+ * and reads back (docs/benchmarks.md#the-node-direct-path-28-november-2026). A `Request` is
  * made only if a hook reads `ctx.request`; a `Response` only for an answer
  * that is one (a stream, a hook's own, an `onResponse` hook's), and then
  * written by @hono/node-server as on the other path.

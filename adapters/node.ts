@@ -47,7 +47,7 @@ export interface RequestListenerOptions {
   /**
    * Build the Fetch `Request` and `Response` of every request, through
    * @hono/node-server and `api.fetch`, rather than run the pipeline directly
-   * on Node's request (docs/embedding.md#node-direct-path). The answers are
+   * on Node's request (docs/runtimes.md#node). The answers are
    * the same; it is slower. Defaults to the environment variable
    * `MERCHANT_API_FETCH_OBJECTS=1`.
    */
