@@ -79,15 +79,15 @@ describe('the two Node paths, on raw sockets', () => {
     ['a valid signature', get(`${signed.pathname}${signed.search}`)],
     ['the same salt again', get(`${signed.pathname}${signed.search}`)],
     ['a missing parameter', get('/validatesignature?cp=m1')],
-    ['one user', get('/merchant/users/u1', `Authorization: ${auth}\r\n`)],
-    ['one user, HEAD', get('/merchant/users/u1', `Authorization: ${auth}\r\n`).replace('GET', 'HEAD')],
+    ['one user', get('/merchant/users/b-003', `Authorization: ${auth}\r\n`)],
+    ['one user, HEAD', get('/merchant/users/b-003', `Authorization: ${auth}\r\n`).replace('GET', 'HEAD')],
     ['an unknown user', get('/merchant/users/nobody', `Authorization: ${auth}\r\n`)],
     ['the streamed list', get('/merchant/users', `Authorization: ${auth}\r\n`)],
     ['the streamed list, HEAD', get('/merchant/users', `Authorization: ${auth}\r\n`).replace('GET', 'HEAD')],
     ['wrong credentials', get('/merchant/users/u1', `Authorization: ${basic('m1', 'nope').authorization}\r\n`)],
     ['bad parameters', get('/merchant/users?limit=0&x=1', `Authorization: ${auth}\r\n`)],
     ['an unknown path', get('/nope')],
-    ['a dot segment', get('/merchant/users/./u1', `Authorization: ${auth}\r\n`)],
+    ['a dot segment', get('/merchant/users/./a-001', `Authorization: ${auth}\r\n`)],
     ['a POST', `POST /merchant/users HTTP/1.1\r\nHost: HOST\r\nX-Request-Id: rid-1\r\nContent-Length: 1\r\nConnection: close\r\n\r\nx`],
     ['health', get('/healthz')],
     ['openapi', get('/openapi.json')],
@@ -122,5 +122,38 @@ describe('a hook on the direct path', () => {
     const response = await fetch(`${served.url}/healthz?x=1`, { headers: { 'x-custom': 'a value' } });
     expect(response.status).toBe(200);
     expect(seen).toEqual([{ lazy: true, url: `${served.url}/healthz?x=1`, header: 'a value', aborted: false }]);
+  });
+});
+
+describe('the direct path', () => {
+  it('makes no Request and no Response for a whole answer, where the fetch path makes both', async () => {
+    const made = { requests: 0, responses: 0 };
+    const counts = async (fetchObjects: boolean) => {
+      const api = createMerchantApi({ storage: new MemoryStorage(contractSeed()), logger: silentLogger });
+      const server = createServer(createRequestListener(api, { fetchObjects }));
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      const { port } = server.address() as { port: number };
+      // Counted after the listener exists: @hono/node-server puts its own classes in place as it is made.
+      const [RequestClass, ResponseClass] = [globalThis.Request, globalThis.Response];
+      const counting = <T extends object>(target: T, key: keyof typeof made) => new Proxy(target, { construct: (t, args, newTarget) => (made[key]++, Reflect.construct(t as never, args, newTarget)) });
+      Object.defineProperty(globalThis, 'Request', { value: counting(RequestClass, 'requests'), configurable: true, writable: true });
+      Object.defineProperty(globalThis, 'Response', { value: counting(ResponseClass, 'responses'), configurable: true, writable: true });
+      made.requests = made.responses = 0;
+      try {
+        const statuses: string[] = [];
+        for (const target of ['/merchant/users/a-001', '/validatesignature?cp=m1', '/nope']) {
+          statuses.push((await raw(`http://127.0.0.1:${port}`, `GET ${target} HTTP/1.1\r\nHost: HOST\r\nAuthorization: ${basic('m1', 'key-one').authorization}\r\nConnection: close\r\n\r\n`)).slice(9, 12));
+        }
+        expect(statuses).toEqual(['200', '400', '404']);
+        return { ...made };
+      } finally {
+        Object.defineProperty(globalThis, 'Request', { value: RequestClass, configurable: true, writable: true });
+        Object.defineProperty(globalThis, 'Response', { value: ResponseClass, configurable: true, writable: true });
+        await new Promise((resolve) => server.close(resolve));
+      }
+    };
+    expect(await counts(false)).toEqual({ requests: 0, responses: 0 });
+    const viaFetch = await counts(true);
+    expect(viaFetch.requests + viaFetch.responses).toBeGreaterThan(0);
   });
 });
