@@ -100,6 +100,10 @@ export function writeDirect(res: ServerResponse, answer: DirectReply): void {
 
 /** What @hono/node-server answers when the handler rejects (it never does): a bare 500. */
 export function writeFailed(res: ServerResponse): void {
-  if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain; charset=UTF-8' });
-  res.end();
+  try {
+    if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain; charset=UTF-8' });
+    res.end();
+  } catch {
+    res.destroy();
+  }
 }

@@ -97,14 +97,14 @@ export function createRequestListener(api: MerchantApi, options: RequestListener
         let made: Request | undefined;
         const request = () => (made ??= requestOf(req, res, url));
         const info = { clientAddress: req.socket.remoteAddress, clientPort: req.socket.remotePort, pathAsSent: true };
-        direct({ method: req.method!, url, header: nodeHeader(req, request), request }, info).then(
-          (answer) => {
+        direct({ method: req.method!, url, header: nodeHeader(req, request), request }, info)
+          .then((answer) => {
             if (!(answer instanceof Response)) return writeDirect(res, answer);
             responses.set(req, answer);
             return writeResponse(req, res);
-          },
-          () => writeFailed(res),
-        );
+          })
+          // The pipeline never rejects; a header Node refuses to write would throw here: a bare 500, as on the other path, never an unhandled rejection.
+          .catch(() => writeFailed(res));
         return;
       }
     }
