@@ -1,7 +1,8 @@
 /**
  * Bench settings: flags override environment variables override defaults.
- * The defaults keep a full run (3 rounds, 6 servers, 3 cases) under about
- * 10 minutes on two cores; `--quick` is a one-round smoke run of about a minute.
+ * The defaults keep a full run (3 rounds, 11 servers, 3 cases) at about
+ * 11-14 minutes on two cores (estimated from the 8-10 of the 8 servers before
+ * 28 November 2026); `--quick` is a one-round smoke run of a minute or two.
  */
 
 export type CaseId = 'validatesignature' | 'user' | 'page';
