@@ -13,6 +13,7 @@ import { EXPECTATION_FAILED } from './expectation.js';
 import { errorResponse, MerchantApiError, type MerchantApi } from '../src/index.js';
 import { capConnections } from './node-connections.js';
 import { endWithAnswer, refuseWithoutRequest } from './node-raw-answer.js';
+import { directEntry, directMethod, plainUrl, requestOf, writeDirect, writeFailed } from './node-direct.js';
 import { keepRequestHeads, refusedHead } from './node-request-heads.js';
 import { closeWithin, listenUrl, resolveServeOptions, type Served, type ServeOptions } from './serve-options.js';
 
@@ -42,9 +43,25 @@ export interface MerchantApiRequestListener extends RequestListener {
   (req: Http2ServerRequest, res: Http2ServerResponse): void;
 }
 
-export function createRequestListener(api: MerchantApi): MerchantApiRequestListener {
+export interface RequestListenerOptions {
+  /**
+   * Build the Fetch `Request` and `Response` of every request, through
+   * @hono/node-server and `api.fetch`, rather than run the pipeline directly
+   * on Node's request (docs/runtimes.md#node). The answers are
+   * the same; it is slower. Defaults to the environment variable
+   * `MERCHANT_API_FETCH_OBJECTS=1`.
+   */
+  fetchObjects?: boolean;
+}
+
+export function createRequestListener(api: MerchantApi, options: RequestListenerOptions = {}): MerchantApiRequestListener {
   // The request being handed to Hono's listener: it builds the Request at once, so its error handler runs before the next one.
   let handing: IncomingMessage | undefined;
+  // Answers a Hono listener writes from a Response the direct path got (a stream, a hook's Response): by request.
+  const responses = new WeakMap<IncomingMessage, Response>();
+  const writeResponse = getRequestListener((_request, env) => responses.get((env as { incoming: IncomingMessage }).incoming)!) as (req: IncomingMessage, res: ServerResponse) => Promise<void>;
+  const fetchObjects = options.fetchObjects ?? process.env.MERCHANT_API_FETCH_OBJECTS === '1';
+  const direct = fetchObjects ? undefined : directEntry(api);
   const listener = getRequestListener(
     (request, env) => {
       const incoming = (env as { incoming: IncomingMessage }).incoming;
@@ -52,7 +69,7 @@ export function createRequestListener(api: MerchantApi): MerchantApiRequestListe
         refusal: refusals.get(incoming),
         clientAddress: incoming.socket.remoteAddress,
         clientPort: incoming.socket.remotePort,
-        header: nodeHeader(incoming, request),
+        header: nodeHeader(incoming, () => request),
         pathAsSent: true,
         // req.url is the target as sent; the Request's URL has its dot segments resolved away.
         dotSegments: hasDotSegment(incoming.url ?? ''),
@@ -73,6 +90,24 @@ export function createRequestListener(api: MerchantApi): MerchantApiRequestListe
       res.shouldKeepAlive = false;
     }
     if (lines === TWO_AUTHORIZATION_LINES) twoAuthorizations.add(req);
+    // The adapter's own refusals (two Host lines, an unmet Expect) take the other path, as does every request the direct path does not take (./node-direct.ts).
+    if (direct !== undefined && lines !== TWO_HOST_LINES && !refusals.has(req) && directMethod(req)) {
+      const url = plainUrl(req.url ?? '', req.headers.host, (req.socket as { encrypted?: boolean }).encrypted === true);
+      if (url !== undefined) {
+        let made: Request | undefined;
+        const request = () => (made ??= requestOf(req, res, url));
+        const info = { clientAddress: req.socket.remoteAddress, clientPort: req.socket.remotePort, pathAsSent: true };
+        direct({ method: req.method!, url, header: nodeHeader(req, request), request }, info)
+          .then((answer) => {
+            if (!(answer instanceof Response)) return writeDirect(res, answer);
+            responses.set(req, answer);
+            return writeResponse(req, res);
+          })
+          // The pipeline never rejects; a header Node refuses to write would throw here: a bare 500, as on the other path, never an unhandled rejection.
+          .catch(() => writeFailed(res));
+        return;
+      }
+    }
     handing = req;
     try {
       listener(req, res);
@@ -122,10 +157,10 @@ const NOT_JOINED = new Set(['age', 'authorization', 'content-length', 'content-t
  * `req.headers` where that gives the same value: the Fetch `Headers` is
  * then never built for the fields the handler reads.
  */
-function nodeHeader(incoming: IncomingMessage, request: Request): (name: string) => string | null {
+function nodeHeader(incoming: IncomingMessage, request: () => Request): (name: string) => string | null {
   return (name) => {
     const key = name.toLowerCase();
-    if (NOT_JOINED.has(key) && (key !== 'authorization' || twoAuthorizations.has(incoming))) return request.headers.get(key);
+    if (NOT_JOINED.has(key) && (key !== 'authorization' || twoAuthorizations.has(incoming))) return request().headers.get(key);
     const value = incoming.headers[key];
     return value === undefined ? null : typeof value === 'string' ? value : value.join(', ');
   };

@@ -92,11 +92,19 @@ closeSync(fd);
 rmSync(dir, { recursive: true, force: true });
 
 const median = (list: number[]) => [...list].sort((a, b) => a - b)[Math.floor(list.length / 2)]!;
-const base = median(samples.get('everything off')!);
+/** The q-quantile of a list (nearest rank). */
+const quantile = (list: number[], q: number) => [...list].sort((a, b) => a - b)[Math.min(list.length - 1, Math.floor(q * list.length))]!;
+const offs = samples.get('everything off')!;
+const base = median(offs);
+const fmt = (n: number) => `${n >= 0 ? '+' : ''}${n.toFixed(2)}`;
 console.log(`\n${caseId} through api.fetch, ${rounds} rounds of ${requests} requests, CPU µs per request (median), Node ${process.version}\n`);
-console.log('| configuration | µs/request | vs everything off |');
-console.log('|---|--:|--:|');
+// The spread: the difference to "everything off" of the same round, its 25th to 75th percentile over the rounds.
+console.log('| configuration | µs/request | vs everything off | same-round difference, 25th-75th percentile |');
+console.log('|---|--:|--:|--:|');
 for (const [name] of apis) {
-  const value = median(samples.get(name)!);
-  console.log(`| ${name} | ${value.toFixed(2)} | ${name === 'everything off' ? '-' : `${value - base >= 0 ? '+' : ''}${(value - base).toFixed(2)}`} |`);
+  const list = samples.get(name)!;
+  const value = median(list);
+  const differences = list.map((v, i) => v - offs[i]!);
+  const spread = name === 'everything off' ? '-' : `${fmt(quantile(differences, 0.25))} to ${fmt(quantile(differences, 0.75))}`;
+  console.log(`| ${name} | ${value.toFixed(2)} | ${name === 'everything off' ? '-' : fmt(value - base)} | ${spread} |`);
 }

@@ -1,7 +1,8 @@
 /**
  * Bench settings: flags override environment variables override defaults.
- * The defaults keep a full run (3 rounds, 6 servers, 3 cases) under about
- * 10 minutes on two cores; `--quick` is a one-round smoke run of about a minute.
+ * The defaults keep a full run (3 rounds, 11 servers, 3 cases) at about
+ * 11-14 minutes on two cores (estimated from the 8-10 of the 8 servers before
+ * 28 November 2026); `--quick` is a one-round smoke run of a minute or two.
  */
 
 export type CaseId = 'validatesignature' | 'user' | 'page';
@@ -35,7 +36,7 @@ const HELP = `npm run bench [-- options]
   --warmup=S            seconds of warm-up before each measurement (BENCH_WARMUP, default 2)
   --rounds=N            alternating rounds, medians reported (BENCH_ROUNDS, default 3)
   --connections=N       concurrent connections (BENCH_CONNECTIONS, default 50)
-  --servers=a,b         only these servers: ${'node-constant,fetch-constant,node-plain,merchant-api-node,merchant-api-node-quiet,hono-node,merchant-api-bun,merchant-api-deno'}
+  --servers=a,b         only these servers: ${'node-constant,fetch-constant,node-plain,node-plain-stream,merchant-api-node,merchant-api-node-fetch,merchant-api-node-nolog,merchant-api-node-quiet,hono-node,merchant-api-bun,merchant-api-deno'}
   --cases=a,b           only these cases: ${CASES.join(',')}
   --loader=wrk|autocannon   default: wrk when installed, else autocannon (BENCH_LOADER)
   --no-stream           skip the 100,000-user streaming measurement

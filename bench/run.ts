@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { hasWrk, runAutocannon, runWrk, type LoadSpec } from './load.js';
 import { CASES, parseOptions, type BenchOptions, type CaseId } from './options.js';
 import { summarizeProfile } from './profile.js';
-import { aggregate, streamTable, table, targets, targetTable, type Measurement } from './report.js';
+import { aggregate, plainPeerTable, streamTable, table, targets, targetTable, type Measurement } from './report.js';
 import { baselineServer, caseRequest, cpuSeconds, SERVERS, startServer, type Running, type ServerDef } from './servers.js';
 import { MERCHANT_ID, MERCHANT_KEY, SINGLE_USER_ID, userCount } from './servers/data.mjs';
 import { waitForQuietCore } from './quiet.js';
@@ -236,7 +236,11 @@ async function main(options: BenchOptions): Promise<void> {
     `${info.nproc} cores (${info.cpu}), Node ${info.node}, Bun ${info.bun ?? '-'}, ${info.deno ?? ''}; ` +
     `${loader}, ${options.connections} connections, ${options.duration} s per run after ${options.warmup} s warm-up, median of ${options.rounds} round(s)` +
     `${pin ? '; server on core 0, load on core 1' : ''}`;
-  console.log(`\n${header}\n\n${table(rows)}`);
+  // First what the goal is measured against: the server a team would write (bench/servers/plain-node.mjs).
+  const vsPlain = plainPeerTable(measurements, servers);
+  console.log(`\n${header}\n`);
+  if (vsPlain) console.log(`Against the plain peer (req/s, same round):\n\n${vsPlain}\n`);
+  console.log(table(rows));
   if (streamResults.length) console.log(`\nStreaming list of ${userCount().toLocaleString('en-US')} users:\n\n${streamTable(streamResults)}`);
   console.log(`\nTargets:\n\n${targetTable(goals)}`);
 

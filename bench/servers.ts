@@ -29,8 +29,24 @@ const runtimeMissing = (bin: string, dist: string) => () =>
 export const SERVERS: ServerDef[] = [
   { id: 'node-constant', label: '(0) node:http, constant JSON', command: ['node', 'bench/servers/constant-node.mjs'], cases: 'constant' },
   { id: 'fetch-constant', label: '(0b) fetch handler on @hono/node-server, constant JSON', command: ['node', 'bench/servers/fetch-constant-node.mjs'], cases: 'constant' },
-  { id: 'node-plain', label: '(1) node:http, straightforward', command: ['node', 'bench/servers/plain-node.mjs'], cases: 'all' },
+  { id: 'node-plain', label: '(1) node:http, the plain peer (access line by process.stdout.write)', command: ['node', 'bench/servers/plain-node.mjs'], cases: 'all' },
+  { id: 'node-plain-stream', label: '(1b) node:http, access line through an fs.WriteStream', command: ['node', 'bench/servers/plain-node-stream.mjs'], cases: 'all' },
   { id: 'merchant-api-node', label: '(2) merchant-api, Node', command: ['node', 'bench/servers/merchant-api.mjs'], cases: 'all' },
+  {
+    id: 'merchant-api-node-fetch',
+    label: '(2f) merchant-api, Node, through Request and Response (MERCHANT_API_FETCH_OBJECTS=1)',
+    command: ['node', 'bench/servers/merchant-api.mjs'],
+    cases: 'all',
+    env: { MERCHANT_API_FETCH_OBJECTS: '1' },
+  },
+  {
+    id: 'merchant-api-node-nolog',
+    label: '(2n) merchant-api, Node, every default but the access log',
+    command: ['node', 'bench/servers/merchant-api.mjs'],
+    cases: 'all',
+    // Tracing hooks and fair sharing on, the access log off (bench/servers/merchant-api.mjs).
+    env: { BENCH_OBSERVABILITY: 'trace' },
+  },
   {
     id: 'merchant-api-node-quiet',
     label: "(2q) merchant-api, Node, no access log and no tracing hooks",

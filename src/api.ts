@@ -24,7 +24,7 @@ import { tracingHooks } from './observe/tracing.js';
 import { openApiDocument } from './openapi/document.js';
 import { resolveOptions, type MerchantApiOptions } from './options.js';
 import { authenticatedStep } from './pipeline/authentication.js';
-import { createPipeline } from './pipeline/pipeline.js';
+import { createPipeline, DIRECT_ENTRY } from './pipeline/pipeline.js';
 import type { HandlerDeps } from './routes/route.js';
 import { docsRoutes } from './routes/docs/page.js';
 import { swaggerUiDist } from './routes/docs/swagger-ui-dist.js';
@@ -110,7 +110,7 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
   };
 
   const inFlight = new Set<() => void>();
-  const fetch = createPipeline({
+  const { fetch, direct } = createPipeline({
     // The reference page is not part of the API: beside the table, not in its document.
     routes: options.docsPage === false ? ROUTES : [...ROUTES, ...docsRoutes(options.docsAssets ?? swaggerUiDist)],
     deps,
@@ -127,5 +127,7 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
     abortStreams() {
       for (const cut of [...inFlight]) cut();
     },
-  };
+    // The Node adapter's direct path (adapters/node-direct.ts), kept off the public type.
+    [DIRECT_ENTRY]: direct,
+  } as MerchantApi;
 }

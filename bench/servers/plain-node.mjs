@@ -1,45 +1,68 @@
 /**
- * (1) What a straightforward `node:http` server doing the same work as
- * merchant-api looks like: `URL` + `URLSearchParams`, HMAC-SHA224 with
- * `node:crypto`, salts in a `Map`, records through `JSON.stringify`, page
- * cursors sealed with jose like ours, and one JSON access line per request,
- * with the fields of merchant-api's, appended to a file through an
- * `fs.WriteStream` (asynchronous, its writes queued while one is under way):
- * what a team writing its own server would log. Same answers
- * for the bench cases; far fewer checks than the real handler (no strict
- * decoding, no storage timeout, no limits). BENCH_ACCESS_LOG=off leaves the
- * line out.
+ * (1) The plain peer: the server a team writes in a few dozen lines of
+ * `node:http` doing what merchant-api does for the bench cases. `new URL` +
+ * `URLSearchParams`, HMAC-SHA224 over the signing message with
+ * `node:crypto`, a `ts` window, salts in a `Map` pruned once a second, Basic
+ * authentication for the users twin, page cursors sealed with jose like ours,
+ * JSON answers with `content-type` and `content-length`, and one JSON access
+ * line per request (the fields of merchant-api's) written with
+ * `process.stdout.write`: standard output is a file here (bench/servers.ts),
+ * so each line is one synchronous write, as a deployed server's would be.
+ * Far fewer checks than the real handler (no strict decoding, no storage
+ * timeout, no limits). `npm run bench` prints merchant-api's ratio to this
+ * server first. BENCH_ACCESS_LOG=off leaves the line out.
  */
 import { createHash, createHmac, randomUUID, timingSafeEqual } from 'node:crypto';
-import { createWriteStream, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { CompactEncrypt } from 'jose';
 import { announce, CURSOR_SECRET, exitOnSignal, makeUsers, MERCHANT_ID, MERCHANT_KEY, portFromEnv, PUBLIC_URL, TIMESTAMP_TOLERANCE } from './data.mjs';
 
 const merchants = new Map([[MERCHANT_ID, { id: MERCHANT_ID, status: 'active', keys: [MERCHANT_KEY] }]]);
 const users = makeUsers();
 const usersById = new Map(users.map((u) => [u.shared_user_id, u]));
-const salts = new Map();
 const cursorKey = new Uint8Array(createHash('sha256').update(CURSOR_SECRET).digest());
+
+/** Used salts, each with the second after which its `ts` is outside the window and it can go. */
+const salts = new Map();
+setInterval(() => {
+  const now = Date.now() / 1000;
+  for (const [key, expires] of salts) if (expires < now) salts.delete(key);
+}, 1000).unref();
+
+const accessLog = globalThis.process?.env?.BENCH_ACCESS_LOG !== 'off';
 
 const pct = (s) => encodeURIComponent(s).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
 
-function send(res, status, body, extra) {
+/** The answer, then its access line. */
+function send(req, res, status, body, extra) {
   const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store', 'content-length': Buffer.byteLength(text), ...extra });
+  const length = Buffer.byteLength(text);
+  res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store', 'content-length': length, 'x-request-id': res.requestId, ...extra });
   res.end(text);
+  if (!accessLog) return;
+  const line = {
+    time: new Date().toISOString(),
+    level: 'info',
+    event: 'request',
+    request_id: res.requestId,
+    method: req.method,
+    route: res.route,
+    status,
+    duration_ms: Math.round((performance.now() - res.started) * 1000) / 1000,
+    bytes: length,
+    client_address: req.socket.remoteAddress,
+  };
+  if (res.merchantId !== undefined) line.merchant_id = res.merchantId;
+  process.stdout.write(`${JSON.stringify(line)}\n`);
 }
 
-function validateSignature(url, res) {
-  const params = [...url.searchParams];
+function validateSignature(url, req, res) {
   const get = (name) => url.searchParams.get(name);
   const missing = ['salt', 'cp', 'ts', 'hmac'].filter((name) => !get(name));
-  if (missing.length) return send(res, 400, { status: 'error', message: `Missing required parameter: ${missing.join(', ')}.`, is_valid: false });
+  if (missing.length) return send(req, res, 400, { status: 'error', message: `Missing required parameter: ${missing.join(', ')}.`, is_valid: false });
   const merchant = merchants.get(get('cp'));
-  if (!merchant) return send(res, 404, { status: 'error', is_valid: false });
-  const encoded = params
+  if (!merchant) return send(req, res, 404, { status: 'error', is_valid: false });
+  const encoded = [...url.searchParams]
     .filter(([k]) => k !== 'hmac' && k !== 'gettoken')
     .map(([k, v]) => [pct(k), pct(v)])
     .sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0));
@@ -49,16 +72,16 @@ function validateSignature(url, res) {
     const expected = Buffer.from(createHmac('sha224', key).update(message).digest('hex'));
     return expected.length === received.length && timingSafeEqual(expected, received);
   });
-  if (!ok) return send(res, 400, { status: 'error', message: 'Signature does not match.', is_valid: false });
+  if (!ok) return send(req, res, 400, { status: 'error', message: 'Signature does not match.', is_valid: false });
   const ts = Number(get('ts'));
   if (!Number.isInteger(ts) || Math.abs(Date.now() / 1000 - ts) > TIMESTAMP_TOLERANCE) {
-    return send(res, 400, { status: 'error', message: 'Invalid timestamp.', is_valid: false });
+    return send(req, res, 400, { status: 'error', message: 'Invalid timestamp.', is_valid: false });
   }
   const saltKey = `${merchant.id}:${get('salt')}`;
-  if (salts.has(saltKey)) return send(res, 400, { status: 'error', message: 'This salt was already used.', is_valid: false });
-  res.merchantId = merchant.id;
+  if (salts.has(saltKey)) return send(req, res, 400, { status: 'error', message: 'This salt was already used.', is_valid: false });
   salts.set(saltKey, ts + TIMESTAMP_TOLERANCE);
-  send(res, 200, { status: 'ok', is_valid: true });
+  res.merchantId = merchant.id;
+  send(req, res, 200, { status: 'ok', is_valid: true });
 }
 
 function authenticate(req) {
@@ -75,13 +98,13 @@ const UNAUTHORIZED = { 'www-authenticate': 'Basic realm="merchant", charset="UTF
 
 async function merchantUsers(url, req, res) {
   const merchant = authenticate(req);
-  if (!merchant) return send(res, 401, { status: 'error', data: [], errors: [{ code: 'unauthorized', message: 'Unauthorized.' }] }, UNAUTHORIZED);
+  if (!merchant) return send(req, res, 401, { status: 'error', data: [], errors: [{ code: 'unauthorized', message: 'Unauthorized.' }] }, UNAUTHORIZED);
   res.merchantId = merchant.id;
   const rest = url.pathname.slice('/merchant/users'.length);
   if (rest.length > 1) {
     const user = usersById.get(decodeURIComponent(rest.slice(1)));
-    if (!user) return send(res, 404, { status: 'error', data: [], errors: [{ code: 'not_found', message: 'No such user.' }] });
-    return send(res, 200, { status: 'ok', data: [user], errors: [] });
+    if (!user) return send(req, res, 404, { status: 'error', data: [], errors: [{ code: 'not_found', message: 'No such user.' }] });
+    return send(req, res, 200, { status: 'ok', data: [user], errors: [] });
   }
   const limit = Number(url.searchParams.get('limit') ?? 100);
   const page = users.slice(0, limit + 1);
@@ -94,51 +117,24 @@ async function merchantUsers(url, req, res) {
     cursor = await new CompactEncrypt(new TextEncoder().encode(JSON.stringify(payload))).setProtectedHeader({ alg: 'dir', enc: 'A256GCM' }).encrypt(cursorKey);
     extra.link = `<${PUBLIC_URL}/merchant/users?limit=${limit}&cursor=${cursor}>; rel="next"`;
   }
-  send(res, 200, { status: 'ok', data: page, next_cursor: cursor, errors: [] }, extra);
-}
-
-const accessLog = globalThis.process?.env?.BENCH_ACCESS_LOG !== 'off';
-// A file of its own, as merchant-api's standard output is one (bench/servers.ts).
-const accessPath = join(tmpdir(), `merchant-api-bench-plain-${process.pid}.log`);
-const accessFile = accessLog ? createWriteStream(accessPath) : undefined;
-
-/** The access line, as a straightforward server writes it: an object, JSON.stringify, one write. */
-function logRequest(req, res, started, route, requestId) {
-  res.on('finish', () => {
-    const line = {
-      time: new Date().toISOString(),
-      level: 'info',
-      event: 'request',
-      request_id: requestId,
-      method: req.method,
-      route,
-      status: res.statusCode,
-      duration_ms: Math.round((performance.now() - started) * 1000) / 1000,
-      bytes: Number(res.getHeader('content-length') ?? 0),
-      client_address: req.socket.remoteAddress,
-    };
-    if (res.merchantId !== undefined) line.merchant_id = res.merchantId;
-    accessFile.write(`${JSON.stringify(line)}\n`);
-  });
+  send(req, res, 200, { status: 'ok', data: page, next_cursor: cursor, errors: [] }, extra);
 }
 
 const server = createServer((req, res) => {
-  const started = performance.now();
+  res.started = performance.now();
+  res.requestId = randomUUID();
   const url = new URL(req.url, PUBLIC_URL);
-  if (accessLog) {
-    const route = url.pathname === '/validatesignature' ? '/validatesignature' : url.pathname === '/merchant/users' ? '/merchant/users' : url.pathname.startsWith('/merchant/users/') ? '/merchant/users/{shared_user_id}' : null;
-    const requestId = randomUUID();
-    res.setHeader('x-request-id', requestId);
-    logRequest(req, res, started, route, requestId);
+  const path = url.pathname;
+  if (path === '/validatesignature') {
+    res.route = '/validatesignature';
+    return validateSignature(url, req, res);
   }
-  if (url.pathname === '/validatesignature') return validateSignature(url, res);
-  if (url.pathname.startsWith('/merchant/users')) {
-    return merchantUsers(url, req, res).catch(() => send(res, 500, { status: 'error', data: [], errors: [] }));
+  if (path === '/merchant/users' || path.startsWith('/merchant/users/')) {
+    res.route = path === '/merchant/users' ? '/merchant/users' : '/merchant/users/{shared_user_id}';
+    return merchantUsers(url, req, res).catch(() => send(req, res, 500, { status: 'error', data: [], errors: [] }));
   }
-  send(res, 404, { status: 'error', data: [], errors: [{ code: 'not_found', message: 'No such endpoint.' }] });
+  res.route = null;
+  send(req, res, 404, { status: 'error', data: [], errors: [{ code: 'not_found', message: 'No such endpoint.' }] });
 });
 server.listen(portFromEnv(), '127.0.0.1', () => announce(server.address().port));
-exitOnSignal(async () => {
-  await new Promise((resolve) => server.close(resolve) && server.closeAllConnections());
-  if (accessFile) await new Promise((resolve) => accessFile.end(resolve)).then(() => rmSync(accessPath, { force: true }));
-});
+exitOnSignal(() => new Promise((resolve) => server.close(resolve) && server.closeAllConnections()));

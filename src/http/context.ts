@@ -123,18 +123,70 @@ const MAX_CLIENT_ADDRESS_LENGTH = 64;
  * not an IP address is not an address a proxy wrote: the socket's is used.
  */
 export function createContext(request: Request, info: RequestInfo | undefined, trustProxy: boolean): RequestContext {
-  const header = info?.header ?? ((name: string) => request.headers.get(name));
-  const given = header('x-request-id');
-  let clientAddress = info?.clientAddress;
-  if (trustProxy) clientAddress = forwardedAddress(header('x-forwarded-for')) ?? clientAddress;
-  if (clientAddress !== undefined && clientAddress.length > MAX_CLIENT_ADDRESS_LENGTH) clientAddress = clientAddress.slice(0, MAX_CLIENT_ADDRESS_LENGTH);
+  const ctx = contextOf(request.method, info?.header ?? ((name: string) => request.headers.get(name)), info, trustProxy) as Omit<RequestContext, 'request'> & { request?: Request };
+  ctx.request = request;
+  return ctx as RequestContext;
+}
+
+/**
+ * The context of a request a host hands over without a Fetch `Request`
+ * (the Node adapter's direct path, adapters/node-direct.ts): `ctx.request`
+ * is made by `request()` the first time something reads it (a hook), never
+ * on the common request.
+ */
+export function createLazyContext(method: string, header: (name: string) => string | null, request: () => Request, info: RequestInfo | undefined, trustProxy: boolean): RequestContext {
+  return new LazyContext(method, header, info, trustProxy, request);
+}
+
+/**
+ * A context whose `request` is a getter of its class: one shape for every
+ * request (an accessor defined on each object made a slow one, a visible
+ * cost per request). The other members are own data properties, as on
+ * the Fetch path's context.
+ */
+class LazyContext {
+  #made: Request | undefined;
+  readonly #make: () => Request;
+
+  constructor(method: string, header: (name: string) => string | null, info: RequestInfo | undefined, trustProxy: boolean, make: () => Request) {
+    this.header = header;
+    this.requestId = requestIdOf(header);
+    this.method = method;
+    this.route = undefined;
+    this.clientAddress = clientAddressOf(header, info, trustProxy);
+    this.clientPort = info?.clientPort;
+    this.startTime = Date.now();
+    this.merchantId = undefined;
+    this.claimedMerchantId = undefined;
+    this.throttled = undefined;
+    this.errorCode = undefined;
+    this.authFailure = undefined;
+    this.#make = make;
+  }
+
+  get request(): Request {
+    return (this.#made ??= this.#make());
+  }
+}
+
+interface LazyContext extends Omit<RequestContext, 'request'> {
+  // Set once, in the constructor.
+  header: RequestContext['header'];
+  requestId: string;
+  method: string;
+  clientAddress: string | undefined;
+  clientPort: number | undefined;
+  startTime: number;
+}
+
+/** Everything of the context but `request`, which its maker adds. */
+function contextOf(method: string, header: (name: string) => string | null, info: RequestInfo | undefined, trustProxy: boolean): Omit<RequestContext, 'request'> {
   return {
-    request,
     header,
-    requestId: given !== null && VALID_REQUEST_ID.test(given) ? given : crypto.randomUUID(),
-    method: request.method,
+    requestId: requestIdOf(header),
+    method,
     route: undefined,
-    clientAddress,
+    clientAddress: clientAddressOf(header, info, trustProxy),
     clientPort: info?.clientPort,
     startTime: Date.now(),
     merchantId: undefined,
@@ -144,6 +196,20 @@ export function createContext(request: Request, info: RequestInfo | undefined, t
     authFailure: undefined,
     keyIndex: -1,
   };
+}
+
+/** The request's `X-Request-Id` when valid, else a new UUID. */
+function requestIdOf(header: (name: string) => string | null): string {
+  const given = header('x-request-id');
+  return given !== null && VALID_REQUEST_ID.test(given) ? given : crypto.randomUUID();
+}
+
+/** The socket's address, or with `trustProxy` the nearest proxy's entry of `X-Forwarded-For`; cut to a bounded length. */
+function clientAddressOf(header: (name: string) => string | null, info: RequestInfo | undefined, trustProxy: boolean): string | undefined {
+  let clientAddress = info?.clientAddress;
+  if (trustProxy) clientAddress = forwardedAddress(header('x-forwarded-for')) ?? clientAddress;
+  if (clientAddress !== undefined && clientAddress.length > MAX_CLIENT_ADDRESS_LENGTH) clientAddress = clientAddress.slice(0, MAX_CLIENT_ADDRESS_LENGTH);
+  return clientAddress;
 }
 
 /** The last entry of `X-Forwarded-For` when it is an IPv4 or IPv6 address (`node:net` isIP), else undefined. */

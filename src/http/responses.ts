@@ -27,16 +27,10 @@ const utf8 = new TextEncoder();
  * handed over once the body is complete (or, for a stream, cut).
  */
 export function toResponse(reply: Reply, head: boolean, extra?: Record<string, string>, done?: (bytes: number, aborted: boolean) => void, inFlight?: Set<() => void>): Response {
-  // A fresh object each time: @hono/node-server's Response writes Content-Length into it.
-  const headers: Record<string, string> = { 'content-type': 'application/json', 'cache-control': 'no-store' };
-  if (reply.headers) Object.assign(headers, reply.headers);
-  if (extra) Object.assign(headers, extra);
+  const headers = replyHeaders(reply, extra);
   const { body } = reply;
   if (typeof body === 'string') {
-    // Known here once; Node's server would otherwise measure it again.
-    const length = byteLength(body);
-    headers['content-length'] = String(length);
-    done?.(head ? 0 : length, false);
+    fixLength(headers, body, head, done);
     return new Response(head ? null : body, { status: reply.status, headers });
   }
   if (head) {
@@ -48,6 +42,21 @@ export function toResponse(reply: Reply, head: boolean, extra?: Record<string, s
     return new Response(new ReadableStream({ pull: (c) => c.close() }, { highWaterMark: 0 }), { status: reply.status, headers });
   }
   return new Response(streamOf(body, done, inFlight), { status: reply.status, headers });
+}
+
+/** The headers of a reply, `extra` (the pipeline's) last. A fresh object each time: @hono/node-server's Response writes Content-Length into it. */
+export function replyHeaders(reply: Reply, extra?: Record<string, string>): Record<string, string> {
+  const headers: Record<string, string> = { 'content-type': 'application/json', 'cache-control': 'no-store' };
+  if (reply.headers) Object.assign(headers, reply.headers);
+  if (extra) Object.assign(headers, extra);
+  return headers;
+}
+
+/** Content-Length of a whole body, known here once (Node's server would otherwise measure it again); `done` learns the bytes sent: none for HEAD. */
+export function fixLength(headers: Record<string, string>, body: string, head: boolean, done?: (bytes: number, aborted: boolean) => void): void {
+  const length = byteLength(body);
+  headers['content-length'] = String(length);
+  done?.(head ? 0 : length, false);
 }
 
 /**

@@ -2,21 +2,44 @@
  * The last step of every request: the `Response` of its answer, with the
  * headers every answer has, the `auth_failed` event, and what runs once the
  * body is handed over (the slot given back, a cut stream logged, `onFinish`);
- * then `onResponse`, which may answer another `Response`.
+ * then `onResponse`, which may answer another `Response`. A host that writes
+ * the answer itself (the Node adapter's direct path) gets it without the
+ * `Response` when nothing needs one (`direct`).
  */
 import type { RequestContext } from '../http/context.js';
 import type { MerchantApiHooks } from '../http/hooks.js';
-import { toResponse, type Reply } from '../http/responses.js';
+import { fixLength, replyHeaders, toResponse, type Reply } from '../http/responses.js';
 import { describeError, type Logger } from '../observe/logger.js';
 import { safely } from './failure.js';
 
 /** A reply, and what to call once its body is handed over (a limit's slot to give back). */
 export type Answer = Reply & { release?: () => void };
 
-/** `unsent`: the adapter will not send the answer; it is finished as cut, with nothing handed over. */
-export type Respond = (ctx: RequestContext, answer: Answer | Response, head: boolean, started: number, unsent: boolean) => Response;
+/**
+ * `unsent`: the adapter will not send the answer; it is finished as cut, with nothing handed over.
+ * `secure`: the request came over TLS (here or at a proxy its URL reflects).
+ */
+export type Respond = (ctx: RequestContext, answer: Answer | Response, head: boolean, started: number, unsent: boolean, secure: boolean) => Response;
 
-export function responder(logger: Logger, hooks: MerchantApiHooks, inFlight: Set<() => void>): Respond {
+/**
+ * An answer a host writes itself (the Node adapter's direct path): the
+ * status, the headers and the whole body (undefined for HEAD), exactly what
+ * the `Response` of the same answer would carry.
+ */
+export interface DirectReply {
+  status: number;
+  headers: Record<string, string>;
+  body: string | undefined;
+}
+
+/**
+ * The answer as a `DirectReply` where nothing needs a `Response`: a whole
+ * body, and no `onResponse` hook to hand one to. Otherwise the `Response`
+ * (a stream, a hook's own `Response`).
+ */
+export type RespondDirect = (ctx: RequestContext, answer: Answer | Response, head: boolean, started: number, secure: boolean) => DirectReply | Response;
+
+export function responder(logger: Logger, hooks: MerchantApiHooks, inFlight: Set<() => void>): { respond: Respond; direct: RespondDirect } {
   const { onFinish, onResponse } = hooks;
 
   /** Called once the body is handed over in full (or cut). */
@@ -28,21 +51,29 @@ export function responder(logger: Logger, hooks: MerchantApiHooks, inFlight: Set
     };
   }
 
-  return (ctx, answer, head, started, unsent) => {
+  function noteAuthFailure(ctx: RequestContext): void {
     if (ctx.authFailure !== undefined) {
       logger.warn({ event: 'auth_failed', reason: ctx.authFailure, request_id: ctx.requestId, route: ctx.route ?? null, client_address: ctx.clientAddress ?? null });
     }
+  }
+
+  /** The headers every answer of the pipeline carries. */
+  function extraHeaders(ctx: RequestContext, secure: boolean): Record<string, string> {
+    const extra: Record<string, string> = { 'x-request-id': ctx.requestId, 'x-content-type-options': 'nosniff' };
+    // Served over TLS (here or at a proxy the URL reflects): browsers are told to keep to HTTPS.
+    if (secure) extra['strict-transport-security'] = 'max-age=31536000';
+    return extra;
+  }
+
+  function asResponse(ctx: RequestContext, answer: Answer | Response, head: boolean, started: number, unsent: boolean, secure: boolean): Response {
     let response: Response;
     if (answer instanceof Response) {
       response = answer;
       finisher(ctx, response.status, started, undefined, unsent)(unsent ? 0 : Number(response.headers.get('content-length') ?? 0), false);
     } else {
-      const extra: Record<string, string> = { 'x-request-id': ctx.requestId, 'x-content-type-options': 'nosniff' };
-      // Served over TLS (here or at a proxy the URL reflects): browsers are told to keep to HTTPS.
-      if (ctx.request.url.startsWith('https:')) extra['strict-transport-security'] = 'max-age=31536000';
       const done = onFinish || answer.release ? finisher(ctx, answer.status, started, answer.release, unsent) : undefined;
       // An answer that will not be sent is made as for HEAD: no body is built, and none is counted.
-      response = toResponse(answer, head || unsent, extra, done, inFlight);
+      response = toResponse(answer, head || unsent, extraHeaders(ctx, secure), done, inFlight);
     }
     if (!onResponse) return response;
     try {
@@ -51,5 +82,20 @@ export function responder(logger: Logger, hooks: MerchantApiHooks, inFlight: Set
       logger.error({ event: 'hook_failed', hook: 'onResponse', ...describeError(error) });
       return response;
     }
+  }
+
+  return {
+    respond(ctx, answer, head, started, unsent, secure) {
+      noteAuthFailure(ctx);
+      return asResponse(ctx, answer, head, started, unsent, secure);
+    },
+    direct(ctx, answer, head, started, secure) {
+      noteAuthFailure(ctx);
+      if (onResponse || answer instanceof Response || typeof answer.body !== 'string') return asResponse(ctx, answer, head, started, false, secure);
+      // As toResponse does for a whole body, without the Response.
+      const headers = replyHeaders(answer, extraHeaders(ctx, secure));
+      fixLength(headers, answer.body, head, onFinish || answer.release ? finisher(ctx, answer.status, started, answer.release, false) : undefined);
+      return { status: answer.status, headers, body: head ? undefined : answer.body };
+    },
   };
 }

@@ -7,7 +7,7 @@
  * (answer.ts), held back and counted by the limits on the way out.
  */
 import { MerchantApiError } from '../errors.js';
-import { createContext, type RequestContext, type RequestInfo } from '../http/context.js';
+import { createContext, createLazyContext, type RequestContext, type RequestInfo } from '../http/context.js';
 import { HookAnswer, type MerchantApiHooks } from '../http/hooks.js';
 import { allowedMethods } from '../http/methods.js';
 import type { ErrorShape } from '../http/responses.js';
@@ -18,7 +18,7 @@ import { heldBack } from '../limits/tarpit.js';
 import type { Logger } from '../observe/logger.js';
 import { createMatcher, NOT_FOUND } from '../routes/match.js';
 import type { HandlerDeps, Route } from '../routes/route.js';
-import { responder, type Answer } from './answer.js';
+import { responder, type Answer, type DirectReply } from './answer.js';
 import { routeRunner } from './authentication.js';
 import { failure } from './failure.js';
 
@@ -37,19 +37,46 @@ export interface PipelineParts {
   inFlight: Set<() => void>;
 }
 
-export function createPipeline(parts: PipelineParts): (request: Request, info?: RequestInfo) => Promise<Response> {
+/**
+ * A request a host hands over without a Fetch `Request` (the Node adapter's
+ * direct path): its method, its URL as the `Request` constructor would
+ * normalise it, a header reader, and how to make the `Request` should a
+ * hook read `ctx.request`.
+ */
+export interface RequestHead {
+  method: string;
+  url: string;
+  header(name: string): string | null;
+  request(): Request;
+}
+
+/**
+ * Where a `MerchantApi` made by `createMerchantApi` keeps `Pipeline.direct`
+ * for the Node adapter: not part of the public type, and a registered symbol,
+ * so an API made by the ESM build is served directly by the CommonJS
+ * adapter too. An object of the embedder's with only `fetch` is served
+ * through `fetch`.
+ */
+export const DIRECT_ENTRY = Symbol.for('merchant-api.direct');
+
+export interface Pipeline {
+  /** `api.fetch`: every host's entry. */
+  fetch(request: Request, info?: RequestInfo): Promise<Response>;
+  /** The same pipeline for a host that writes the answer itself: a `DirectReply` where no `Response` is needed. */
+  direct(head: RequestHead, info?: RequestInfo): Promise<DirectReply | Response>;
+}
+
+export function createPipeline(parts: PipelineParts): Pipeline {
   const { hooks, logger, basePath, trustProxy, begin } = parts;
   const { beforeAuthentication, onConnection, afterAnswer } = parts.limits;
   const match = createMatcher(parts.routes);
   const onRequest = hooks.onRequest;
   const run = routeRunner(parts.deps, parts.limits.aroundHandler);
   const failed = failure(logger, hooks.onError);
-  const respond = responder(logger, hooks, parts.inFlight);
+  const { respond, direct } = responder(logger, hooks, parts.inFlight);
 
-  return async function fetch(request: Request, info?: RequestInfo): Promise<Response> {
-    const started = performance.now();
-    const ctx = createContext(request, info, trustProxy);
-    const head = request.method === 'HEAD';
+  /** Everything up to the answer, the same for both entries. */
+  async function decide(ctx: RequestContext, url: string, head: boolean, info: RequestInfo | undefined): Promise<Answer | Response> {
     let shape: ErrorShape = 'envelope';
     let answer: Answer | Response;
     try {
@@ -58,7 +85,7 @@ export function createPipeline(parts: PipelineParts): (request: Request, info?: 
         if (info.connectionLimit !== undefined) noteRefusal(logger, ctx, info.connectionLimit, false);
         throw info.refusal;
       }
-      const { origin, path: received, search } = splitUrl(request.url);
+      const { origin, path: received, search } = splitUrl(url);
       // The path the merchant called, the base path put back where a mount stripped it.
       const located = info?.dotSegments ? undefined : matchPath(match, received, basePath, info?.pathAsSent === true);
       if (!located) throw NOT_FOUND;
@@ -67,7 +94,7 @@ export function createPipeline(parts: PipelineParts): (request: Request, info?: 
       // First: a request refused by a limit is traced too (docs/observability.md#traces).
       begin?.(ctx);
       shape = route.errorShape;
-      if (request.method !== route.method && !(head && route.method === 'GET')) {
+      if (ctx.method !== route.method && !(head && route.method === 'GET')) {
         const allow = allowedMethods(route.method);
         throw new MerchantApiError('method_not_allowed', `Only ${allow.replace(', ', ' and ')} are allowed here.`, { allow });
       }
@@ -92,6 +119,23 @@ export function createPipeline(parts: PipelineParts): (request: Request, info?: 
     // A failure shared through a store is answered once the store has it (bounded).
     const counted = afterAnswer?.(ctx);
     if (counted) await counted;
-    return respond(ctx, answer, head, started, info?.unsent === true);
+    return answer;
+  }
+
+  return {
+    fetch(request, info) {
+      const started = performance.now();
+      const ctx = createContext(request, info, trustProxy);
+      const head = ctx.method === 'HEAD';
+      const url = request.url;
+      return decide(ctx, url, head, info).then((answer) => respond(ctx, answer, head, started, info?.unsent === true, url.startsWith('https:')));
+    },
+    direct(source, info) {
+      const started = performance.now();
+      const ctx = createLazyContext(source.method, source.header, source.request, info, trustProxy);
+      const head = ctx.method === 'HEAD';
+      const url = source.url;
+      return decide(ctx, url, head, info).then((answer) => direct(ctx, answer, head, started, url.startsWith('https:')));
+    },
   };
 }

@@ -34,17 +34,41 @@ export function createMatcher(routes: readonly Route[]): RouteMatcher {
   return (path) => {
     const hit = exact.get(path);
     if (hit) return hit;
-    if (templated.length === 0) return undefined;
-    const received = path.split('/');
     for (const { segments, names, route } of templated) {
-      if (received.length !== segments.length) continue;
-      if (!segments.every((s, i) => (names[i] === undefined ? s === received[i] : received[i] !== ''))) continue;
-      const params: Record<string, string> = {};
-      for (let i = 0; i < names.length; i++) if (names[i] !== undefined) params[names[i]!] = decodePathSegment(received[i]!);
-      return { route, params };
+      const params = matchSegments(path, segments, names);
+      if (params) return { route, params };
     }
     return undefined;
   };
+}
+
+/**
+ * The parameters of `path` when it has the pattern's segments (literals
+ * equal, each `{name}` one non-empty segment), else undefined: walked in
+ * place, without splitting the path into an array per request.
+ */
+function matchSegments(path: string, segments: readonly string[], names: readonly (string | undefined)[]): Record<string, string> | undefined {
+  const last = segments.length - 1;
+  let start = 0;
+  let params: Record<string, string> | undefined;
+  for (let i = 0; i <= last; i++) {
+    let end = path.indexOf('/', start);
+    if (end === -1) end = path.length;
+    // The last segment ends the path; any other ends at a slash.
+    if ((i === last) !== (end === path.length)) return undefined;
+    const name = names[i];
+    if (name === undefined) {
+      const literal = segments[i]!;
+      if (end - start !== literal.length || !path.startsWith(literal, start)) return undefined;
+    } else {
+      if (end === start) return undefined;
+      (params ??= {})[name] = path.slice(start, end);
+    }
+    start = end + 1;
+  }
+  // Decoded once the whole path matched: a bad escape in a path of another shape stays a 404.
+  if (params) for (const name in params) params[name] = decodePathSegment(params[name]!);
+  return params ?? NO_PARAMS;
 }
 
 export const NOT_FOUND = new MerchantApiError('not_found', 'No such endpoint.');

@@ -32,6 +32,10 @@ export interface StorageGuardOptions<C> {
   gate?: StorageGate<C>;
 }
 
+/** The most arguments a storage operation takes (`getMerchant(id, options)`, `getUser(merchantId, id)`): checked by the build. */
+type MostArguments = MustFit<Parameters<Storage[StorageOperation]>['length']>;
+type MustFit<N extends 0 | 1 | 2> = N;
+
 /** The per-request views of `storage`: `views(ctx).getUser(...)`. */
 export function storageViews<C>(storage: Storage, options: StorageGuardOptions<C>): (context: C) => StorageView {
   const { gate } = options;
@@ -60,8 +64,14 @@ class GuardedView<C> {
   static {
     for (const operation of STORAGE_OPERATIONS) {
       Object.defineProperty(this.prototype, operation, {
-        value: function guarded(this: GuardedView<unknown>, ...args: unknown[]): Promise<unknown> {
-          return this.#run(operation, this.#context, (storage) => (storage as unknown as Operations)[operation](...args));
+        // Two parameters, the most any operation has, rather than `...args`: no array per call. The
+        // storage gets as many arguments as the caller gave (a missing option stays missing).
+        value: function guarded(this: GuardedView<unknown>, a?: unknown, b?: unknown): Promise<unknown> {
+          const count = arguments.length;
+          return this.#run(operation, this.#context, (storage) => {
+            const method = (storage as unknown as Operations)[operation];
+            return count === 0 ? method.call(storage) : count === 1 ? method.call(storage, a) : method.call(storage, a, b);
+          });
         },
         writable: true,
         configurable: true,

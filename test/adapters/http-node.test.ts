@@ -1,4 +1,8 @@
-/** The HTTP conformance suite against the standalone server on a real Node process, then every answer it got against /openapi.json. */
+/**
+ * The HTTP conformance suite against the standalone server on a real Node
+ * process (the adapter's default direct path; http-node-fetch-objects.test.ts
+ * runs the other), then every answer it got against /openapi.json.
+ */
 import { describeHttpConformance } from '../suites/http-conformance.js';
 import { recordResponses } from '../support/http-client.js';
 import { useCliServer } from '../support/processes.js';

@@ -9,6 +9,7 @@
 import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRequestListener, serve } from '../../adapters/node.js';
+import { onEachNodePath } from '../support/node-paths.js';
 import { basic, ORIGIN, signedUrl, testApi } from '../support/api.js';
 
 const BASE = '/api/merchant';
@@ -53,30 +54,32 @@ describe('basePath, called by a host (a mount may have stripped it)', () => {
   });
 });
 
-describe('basePath through merchant-api’s own Node server and listener (the URL as sent)', () => {
-  const { api } = testApi({ basePath: BASE });
-  let served: Awaited<ReturnType<typeof serve>>;
-  let plain: Server;
-  let plainUrl = '';
-  beforeAll(async () => {
-    served = await serve(api, { port: 0 });
-    plain = createServer(createRequestListener(api));
-    await new Promise<void>((resolve) => plain.listen(0, '127.0.0.1', resolve));
-    plainUrl = `http://127.0.0.1:${(plain.address() as { port: number }).port}`;
-  });
-  afterAll(async () => {
-    await served.close();
-    await new Promise((resolve) => plain.close(resolve));
-  });
+onEachNodePath(() => {
+  describe('basePath through merchant-api’s own Node server and listener (the URL as sent)', () => {
+    const { api } = testApi({ basePath: BASE });
+    let served: Awaited<ReturnType<typeof serve>>;
+    let plain: Server;
+    let plainUrl = '';
+    beforeAll(async () => {
+      served = await serve(api, { port: 0 });
+      plain = createServer(createRequestListener(api));
+      await new Promise<void>((resolve) => plain.listen(0, '127.0.0.1', resolve));
+      plainUrl = `http://127.0.0.1:${(plain.address() as { port: number }).port}`;
+    });
+    afterAll(async () => {
+      await served.close();
+      await new Promise((resolve) => plain.close(resolve));
+    });
 
-  it('serve(): nothing outside the mount is answered', async () => {
-    expect((await fetch(`${served.url}${BASE}/healthz`)).status).toBe(200);
-    expect((await fetch(`${served.url}/healthz`)).status).toBe(404);
-    expect((await fetch(`${served.url}/merchant/users`, { headers: basic('m1', 'key-one') })).status).toBe(404);
-  });
+    it('serve(): nothing outside the mount is answered', async () => {
+      expect((await fetch(`${served.url}${BASE}/healthz`)).status).toBe(200);
+      expect((await fetch(`${served.url}/healthz`)).status).toBe(404);
+      expect((await fetch(`${served.url}/merchant/users`, { headers: basic('m1', 'key-one') })).status).toBe(404);
+    });
 
-  it('createRequestListener() as a whole node:http server: nothing outside the mount either', async () => {
-    expect((await fetch(`${plainUrl}${BASE}/healthz`)).status).toBe(200);
-    expect((await fetch(`${plainUrl}/healthz`)).status).toBe(404);
+    it('createRequestListener() as a whole node:http server: nothing outside the mount either', async () => {
+      expect((await fetch(`${plainUrl}${BASE}/healthz`)).status).toBe(200);
+      expect((await fetch(`${plainUrl}/healthz`)).status).toBe(404);
+    });
   });
 });

@@ -2,7 +2,11 @@
 import { describe } from 'vitest';
 import { embeddingSuite } from './host-suite.js';
 import { processHost } from './process-host.js';
+import { NODE_PATHS } from '../support/node-paths.js';
 
-describe('embedded in Express 4, app.use(prefix, createRequestListener(api))', () => {
-  embeddingSuite(processHost('node', 'express4.ts'));
-});
+// On both paths of the Node adapter (test/support/node-paths.ts).
+for (const path of NODE_PATHS) {
+  describe(`embedded in Express 4, app.use(prefix, createRequestListener(api)), ${path.name}`, () => {
+    embeddingSuite(processHost('node', 'express4.ts', path.env));
+  });
+}

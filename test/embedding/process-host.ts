@@ -7,10 +7,11 @@ import { afterAll, beforeAll } from 'vitest';
 import { startServer, type Runtime, type ServerProcess } from '../support/processes.js';
 import type { Host } from './host-suite.js';
 
-export function processHost(runtime: Runtime, fixture: string): Host {
+/** `env`: the process's environment beyond the test's own (the Node adapter's path, test/support/node-paths.ts). */
+export function processHost(runtime: Runtime, fixture: string, env: Record<string, string> = {}): Host {
   let server: ServerProcess | undefined;
   beforeAll(async () => {
-    server = await startServer(runtime, `test/fixtures/embedding/${fixture}`, {});
+    server = await startServer(runtime, `test/fixtures/embedding/${fixture}`, env);
   });
   afterAll(async () => {
     await server?.stop();
