@@ -84,7 +84,8 @@ export class ThrottleGate implements Limit {
       return;
     }
     const held: Held = { address, merchant, keys: keysOf(address, merchant()), quiet: false, reserved: { address: 0, pair: 0 }, covering: false, failed: false, ended: false };
-    if (this.#started(ctx, held)) return this.#reserve(ctx, held, performance.now() + CHECK_WAIT_MS);
+    // Without a store that reserves (one process), a check that fits starts at once, no promise.
+    if (this.#started(ctx, held)) return this.#throttle.reserve === undefined ? undefined : this.#reserve(ctx, held, performance.now() + CHECK_WAIT_MS);
     return this.#waitToStart(ctx, held, performance.now() + CHECK_WAIT_MS);
   }
 
