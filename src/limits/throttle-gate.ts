@@ -44,6 +44,10 @@ interface Held {
 
 /** Between two tries of a reservation the store refused, ms: checks of other instances end meanwhile. */
 const RESERVE_RETRY_MS = 100;
+/** How long a (merchant, address) that succeeded here, with no failure since, reserves nothing, ms. */
+const TRUSTED_MS = 60_000;
+/** Most such pairs remembered; the oldest are forgotten first (they then reserve again: safe). */
+const MAX_TRUSTED = 100_000;
 
 export class ThrottleGate implements Limit {
   readonly #throttle: AuthThrottle;
@@ -51,6 +55,14 @@ export class ThrottleGate implements Limit {
   readonly #held = new WeakMap<RequestContext, Held>();
   /** The quiet check under way of each address (at most one: it started with nothing else under way). */
   readonly #quiet = new Map<string, Held>();
+  /**
+   * Pairs that succeeded here lately and failed not since, until when (performance.now()): their
+   * checks reserve nothing, so a merchant's own parallel calls from one address cost no store call.
+   * It gives nothing away: a success resets the pair's count anyway (an attacker behind the same
+   * address as the merchant gets 10 more guesses after each of its successes, in one process too),
+   * and a failure ends it here at once.
+   */
+  readonly #trusted = new Map<string, number>();
   readonly #logger: Logger;
   readonly #now: () => number;
   readonly #ipv6Prefix: number;
@@ -84,14 +96,30 @@ export class ThrottleGate implements Limit {
       return;
     }
     const held: Held = { address, merchant, keys: keysOf(address, merchant()), quiet: false, reserved: { address: 0, pair: 0 }, covering: false, failed: false, ended: false };
-    // Without a store that reserves (one process), a check that fits starts at once, no promise.
-    if (this.#started(ctx, held)) return this.#throttle.reserve === undefined ? undefined : this.#reserve(ctx, held, performance.now() + CHECK_WAIT_MS);
+    // Without a store that reserves (one process), or for a pair trusted here, a check that fits starts at once, no promise.
+    if (this.#started(ctx, held)) return this.#reserves(held) ? this.#reserve(ctx, held, performance.now() + CHECK_WAIT_MS) : undefined;
     return this.#waitToStart(ctx, held, performance.now() + CHECK_WAIT_MS);
   }
 
   /** A success ends its check at once: the next of a merchant's own burst need not wait for this answer. */
-  afterAuthentication(ctx: RequestContext): void {
+  afterAuthentication(ctx: RequestContext, merchantId?: string): void {
+    const held = this.#held.get(ctx);
+    if (held !== undefined && merchantId !== undefined && this.#throttle.reserve !== undefined) this.#trust(pairKey(held.address, merchantId));
     this.#end(ctx);
+  }
+
+  #trust(pair: string): void {
+    this.#trusted.delete(pair);
+    this.#trusted.set(pair, performance.now() + TRUSTED_MS);
+    if (this.#trusted.size > MAX_TRUSTED) this.#trusted.delete(this.#trusted.keys().next().value!);
+  }
+
+  #isTrusted(pair: string): boolean {
+    const until = this.#trusted.get(pair);
+    if (until === undefined) return false;
+    if (until > performance.now()) return true;
+    this.#trusted.delete(pair);
+    return false;
   }
 
   /**
@@ -116,6 +144,8 @@ export class ThrottleGate implements Limit {
     const address = addressKey(ctx.clientAddress!, this.#ipv6Prefix);
     const held = this.#held.get(ctx);
     const now = Math.floor(this.#now() / 1000);
+    const claimed = held?.merchant();
+    if (claimed !== undefined) this.#trusted.delete(pairKey(address, claimed));
     if (held === undefined || (held.reserved.address === 0 && held.reserved.pair === 0)) {
       if (held) held.failed = true;
       return this.#throttle.failed(address, ctx.claimedMerchantId, now);
@@ -157,8 +187,15 @@ export class ThrottleGate implements Limit {
    * compared, with the quiet check of its address if that one is not yet; refused, it ends here
    * and tries again until `deadline`, or meets the block the store's answer taught.
    */
+  #reserves(held: Held): boolean {
+    if (this.#throttle.reserve === undefined) return false;
+    const claimed = held.merchant();
+    return claimed === undefined || !this.#isTrusted(pairKey(held.address, claimed));
+  }
+
   async #reserve(ctx: RequestContext, held: Held, deadline: number): Promise<void> {
-    if (this.#throttle.reserve === undefined) return;
+    const reserve = this.#throttle.reserve;
+    if (reserve === undefined || !this.#reserves(held)) return;
     const quiet = this.#quiet.get(held.address);
     // The quiet check is counted first, alone: a burst's reservations from other instances then
     // find it counted, not the budget already full.
@@ -167,7 +204,7 @@ export class ThrottleGate implements Limit {
     const merchant = held.merchant();
     const forced = cover === undefined ? undefined : { address: 1, pair: merchant !== undefined && cover.merchant() === merchant ? 1 : 0 };
     const now = Math.floor(this.#now() / 1000);
-    const asked = this.#throttle.reserve({ address: held.address, merchantId: merchant, addressCount: 1, pairCount: merchant === undefined ? 0 : 1, ...(forced ? { forced } : {}), now });
+    const asked = reserve.call(this.#throttle, { address: held.address, merchantId: merchant, addressCount: 1, pairCount: merchant === undefined ? 0 : 1, ...(forced ? { forced } : {}), now });
     if (cover) cover.covering = asked.then(() => undefined);
     let granted: boolean | undefined;
     try {

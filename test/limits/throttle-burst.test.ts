@@ -120,3 +120,32 @@ describe.skipIf(!redisAvailable())('on Redis 40 ms away (an 80 ms round trip)', 
   bursts('one instance', async (options) => [await far(options)]);
   bursts('two instances', async (options) => [await far(options), await far(options)]);
 });
+
+/**
+ * What the reservation costs a merchant (docs/security.md#ten-checks-even-all-at-once): once a
+ * merchant succeeded from an address, its parallel calls from there reserve nothing (no script
+ * call on Redis); a failure of that pair ends it, and the next burst reserves again.
+ */
+describe.skipIf(!redisAvailable())('the reservation and a merchant\'s own parallel calls, on Redis', () => {
+  const redis = useRedis({ flushAfterEach: true });
+  const closing: (() => Promise<void>)[] = [];
+  afterEach(async () => {
+    await Promise.all(closing.splice(0).map((close) => close()));
+  });
+  const scriptCalls = () => Number(/cmdstat_evalsha:calls=(\d+)/.exec(redis.cli('info', 'commandstats'))?.[1] ?? 0) + Number(/cmdstat_eval:calls=(\d+)/.exec(redis.cli('info', 'commandstats'))?.[1] ?? 0);
+
+  it('makes no Redis call for 32 parallel right keys after a success, and reserves again after a failure', async () => {
+    const storage = withRedisState(new MemoryStorage(contractSeed()), createRedisConnection(redis.url), { closeConnection: true });
+    closing.push(() => storage.close());
+    const call = instance(storage);
+    const parallel = () => statuses(Array.from({ length: 32 }, () => call('/merchant/users/a-001', basic('m1', 'key-one'), '203.0.113.60')));
+    expect(await statuses([call('/merchant/users/a-001', basic('m1', 'key-one'), '203.0.113.60')])).toEqual({ 200: 1 });
+    const before = scriptCalls();
+    expect(await parallel()).toEqual({ 200: 32 });
+    expect(scriptCalls() - before).toBe(0);
+    expect(await statuses([call('/merchant/users/a-001', basic('m1', 'wrong'), '203.0.113.60')])).toEqual({ 401: 1 });
+    const afterFailure = scriptCalls();
+    expect(await parallel()).toEqual({ 200: 32 });
+    expect(scriptCalls() - afterFailure).toBeGreaterThan(0);
+  });
+});
