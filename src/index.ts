@@ -20,7 +20,7 @@ export { createJsonLogger, silentLogger } from './observe/logger.js';
 export type { JsonLoggerOptions, Logger, LogLevel } from './observe/logger.js';
 export { MAX_ID_LENGTH, USER_RECORD_KEYS } from './storage/contract.js';
 export type { Merchant, MerchantLookup, SaltRecord, Storage, UserFilter, UserPageQuery, UserRecord } from './storage/contract.js';
-export type { ThrottleFailure, ThrottleRecord, ThrottleRules, ThrottleStore, ThrottleStoreListener } from './storage/throttle-store.js';
+export type { ReservationAnswer, ThrottleFailure, ThrottleRecord, ThrottleReservation, ThrottleRules, ThrottleStore, ThrottleStoreListener } from './storage/throttle-store.js';
 // What a storage implementer names (the answers of `listUsers`, `health`) and the options of the limits.
 export type { ChangedUserRecord, PartHealth, UserOrder, UserRecordPage } from './storage/contract.js';
 export type { FairShareOptions } from './limits/fair-share.js';

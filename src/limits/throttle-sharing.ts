@@ -11,7 +11,7 @@
  */
 import { describeError, type Logger } from '../observe/logger.js';
 import type { FailureThrottle, Block, Room } from './throttle.js';
-import type { ThrottleRecord, ThrottleRules, ThrottleStore, ThrottleStoreListener } from '../storage/throttle-store.js';
+import type { ThrottleRecord, ThrottleReservation, ThrottleRules, ThrottleStore, ThrottleStoreListener } from '../storage/throttle-store.js';
 
 /** What the handler asks of a throttle, shared or not. */
 export interface AuthThrottle {
@@ -20,9 +20,22 @@ export interface AuthThrottle {
   room(address: string, merchantId: string | undefined, nowSeconds: number): Room;
   /** The limits in force. */
   readonly rules: ThrottleRules;
-  /** May answer a promise: settled once the store has the failure (or gave up), so the answer can wait for it. */
-  failed(address: string, merchantId: string | undefined, nowSeconds: number): void | Promise<void>;
+  /** Whether anything is known of the address (src/limits/throttle.ts). */
+  hasHistory(address: string): boolean;
+  /**
+   * May answer a promise: settled once the store has the failure (or gave up), so the answer can wait for it.
+   * `reserved`: the check held a reservation, given back with the count.
+   */
+  failed(address: string, merchantId: string | undefined, nowSeconds: number, reserved?: { address: boolean; pair: boolean }): void | Promise<void>;
   succeeded(address: string, merchantId: string): void;
+  /**
+   * Only where a shared store can reserve (docs/security.md#ten-checks-even-all-at-once): whether
+   * the checks may start, decided by the store over every instance. Undefined when the store fails
+   * (nothing was reserved, forced checks neither): the local throttle decides alone meanwhile.
+   */
+  reserve?(reservation: ThrottleReservation): Promise<boolean | undefined>;
+  /** Gives back reserved checks that ended without a failure; in the background. */
+  release?(reservation: ThrottleReservation): void;
 }
 
 export interface ThrottleSharing {
@@ -42,7 +55,11 @@ export const MAX_REPORTS_QUEUED = 1000;
 
 /** The local throttle, shared through `sharing.store` when the storage has one. */
 export function shareThrottle(local: FailureThrottle, sharing: ThrottleSharing): AuthThrottle {
-  return sharing.store === undefined ? local : new SharedThrottle(local, sharing.store, sharing);
+  if (sharing.store === undefined) return local;
+  const shared = new SharedThrottle(local, sharing.store, sharing);
+  // A store that cannot reserve: each process gets the limit in a burst it did not know of.
+  if (sharing.store.reserveChecks === undefined) Object.assign(shared, { reserve: undefined, release: undefined });
+  return shared;
 }
 
 /** A store call; `dropped` is told when the queue is full and the call will never run. */
@@ -71,6 +88,9 @@ class SharedThrottle implements AuthThrottle {
         this.#storeAnswered();
       },
       failed: (error) => this.#storeFailed(error),
+      busy: (addresses) => {
+        for (const address of addresses) local.busyElsewhere(address);
+      },
     };
     store.subscribe(this.#listener);
     // Blocks made before this instance started apply here too.
@@ -89,7 +109,31 @@ class SharedThrottle implements AuthThrottle {
     return this.#local.rules;
   }
 
-  failed(address: string, merchantId: string | undefined, nowSeconds: number): Promise<void> | undefined {
+  hasHistory(address: string): boolean {
+    return this.#local.hasHistory(address);
+  }
+
+  async reserve(reservation: ThrottleReservation): Promise<boolean | undefined> {
+    // A failing store is not waited for on every check: the local throttle decides until it answers again.
+    if (this.#storeFailing || this.#store.reserveChecks === undefined) return undefined;
+    try {
+      const answer = await this.#store.reserveChecks(reservation, this.#local.rules);
+      // A read, not this instance's report: it makes a block longer, never lifts one.
+      for (const record of answer.records) this.#local.learn(record);
+      this.#storeAnswered();
+      return answer.granted;
+    } catch (error) {
+      this.#storeFailed(error);
+      return undefined;
+    }
+  }
+
+  release(reservation: ThrottleReservation): void {
+    if (this.#store.releaseChecks === undefined) return;
+    this.#store.releaseChecks(reservation).catch((error: unknown) => this.#storeFailed(error));
+  }
+
+  failed(address: string, merchantId: string | undefined, nowSeconds: number, reserved?: { address: boolean; pair: boolean }): Promise<void> | undefined {
     // Counted here first: the block this failure completes applies at once, and stands if the store is down.
     this.#local.failed(address, merchantId, nowSeconds);
     const rules = this.#local.rules;
@@ -97,7 +141,7 @@ class SharedThrottle implements AuthThrottle {
     const ended = () => this.#local.answered(address, merchantId);
     const report: Report = () => {
       try {
-        return this.#store.recordFailure({ address, merchantId, now: nowSeconds }, rules).finally(ended);
+        return this.#store.recordFailure({ address, merchantId, now: nowSeconds, ...(reserved ? { reserved } : {}) }, rules).finally(ended);
       } catch (error) {
         ended();
         throw error;

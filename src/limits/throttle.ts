@@ -13,6 +13,7 @@
  */
 import type { ThrottleRecord, ThrottleRules } from '../storage/throttle-store.js';
 import { DEFAULTS } from '../defaults.js';
+import { RESERVATION_SECONDS } from '../storage/throttle-store.js';
 import { BoundedStates } from './bounded-states.js';
 
 export interface ThrottleOptions {
@@ -73,6 +74,8 @@ export class FailureThrottle {
   readonly #pairs: BoundedStates<PairState>;
   /** Blocked pairs by address, so the common check (nothing blocked here) parses no credentials. */
   readonly #blockedPairs: BoundedStates<Map<string, number>>;
+  /** Addresses another instance reserved checks of lately, until when (seconds): see `busyElsewhere`. */
+  readonly #busy: BoundedStates<number>;
   /** The latest time a request told (seconds): what `learn`, which has no clock, decides a block's end against. */
   #lastNow = 0;
 
@@ -89,6 +92,15 @@ export class FailureThrottle {
     this.#addresses = new BoundedStates(this.#o.maxEntries, (state) => state.blockedUntil);
     this.#pairs = new BoundedStates(this.#o.maxEntries, (pair) => pair.blockedUntil);
     this.#blockedPairs = new BoundedStates(this.#o.maxEntries, (pairs) => Math.max(0, ...pairs.values()));
+    this.#busy = new BoundedStates(this.#o.maxEntries, (until) => until);
+  }
+
+  /**
+   * Another instance started reserving checks of the address (a burst there): for a while
+   * (`RESERVATION_SECONDS`), a check of it here is reserved too, never taken as quiet.
+   */
+  busyElsewhere(address: string): void {
+    this.#busy.set(address, this.#lastNow + RESERVATION_SECONDS, this.#lastNow);
   }
 
   /** The block that applies to a request, if any. `claimedMerchant` is asked only when a pair of this address is blocked. */
@@ -109,6 +121,17 @@ export class FailureThrottle {
       return undefined;
     }
     return { scope: 'pair', retryAfter: until - nowSeconds, limit: this.#o.pairFailures, window: this.#o.pairBlockSeconds };
+  }
+
+  /**
+   * Whether anything is known of the address: failures, a block of it or of one of its pairs.
+   * Without, a check needs neither the claimed merchant nor the shared store (an address's
+   * failures are counted with every pair's, so a pair has no count its address lacks).
+   */
+  hasHistory(address: string, nowSeconds = this.#lastNow): boolean {
+    if (this.#addresses.get(address) !== undefined || this.#blockedPairs.get(address) !== undefined) return true;
+    const busy = this.#busy.get(address);
+    return busy !== undefined && busy >= nowSeconds;
   }
 
   /** Failures left before a block of the address, and of (`merchantId`, address); a merchant never counted has them all. */

@@ -52,6 +52,11 @@ export interface ThrottleStoreListener {
   learn(records: readonly ThrottleRecord[]): void;
   /** A background read failed; it is tried again at the next interval. */
   failed(error: unknown): void;
+  /**
+   * Another instance reserved checks of these addresses just now (a store that publishes it):
+   * their first check here is reserved too, not taken as the first of a quiet address.
+   */
+  busy?(addresses: readonly string[]): void;
 }
 
 /** A failure to count: `merchantId` only when that merchant exists. */
@@ -60,7 +65,40 @@ export interface ThrottleFailure {
   merchantId: string | undefined;
   /** Unix seconds, the throttle's clock. */
   now: number;
+  /**
+   * The check this failure ends held a reservation (`reserveChecks`) of the address, and of the
+   * pair: it is given back in the same atomic change that counts the failure, so the count never
+   * drops between them.
+   */
+  reserved?: { address: boolean; pair: boolean };
 }
+
+/**
+ * Key checks about to start (docs/security.md#ten-checks-even-all-at-once): `addressCount`
+ * checks of the address, `pairCount` of them for `merchantId` (as claimed, existing or not).
+ */
+export interface ThrottleReservation {
+  address: string;
+  merchantId: string | undefined;
+  addressCount: number;
+  pairCount: number;
+  /**
+   * Checks counted whatever the limits say, before the others are decided: a check that already
+   * started without a reservation (its address was quiet) and is counted now that a second comes.
+   */
+  forced?: { address: number; pair: number };
+  /** Unix seconds, the throttle's clock. */
+  now: number;
+}
+
+/** Whether the checks may start; `records`: the counters as they are now, when the store read them. */
+export interface ReservationAnswer {
+  granted: boolean;
+  records: readonly ThrottleRecord[];
+}
+
+/** How long a reservation holds at most, in seconds: a process that died holding one blocks nothing longer. */
+export const RESERVATION_SECONDS = 15;
 
 export interface ThrottleStore {
   /**
@@ -74,6 +112,15 @@ export interface ThrottleStore {
    * block in force stays). Answers the record, if any. `now`: Unix seconds, the throttle's clock.
    */
   resetPair(address: string, merchantId: string, now: number): Promise<readonly ThrottleRecord[]>;
+  /**
+   * Reserves key checks before their keys are compared, atomically: granted only when the
+   * failures counted and the checks already reserved by every instance, plus these, stay within
+   * the limits, and nothing is blocked; then they are counted as reserved for at most
+   * `RESERVATION_SECONDS`. A store without it shares counts only (each process then gets the limit).
+   */
+  reserveChecks?(reservation: ThrottleReservation, rules: ThrottleRules): Promise<ReservationAnswer>;
+  /** Gives back reserved checks that ended without a failure (a success). */
+  releaseChecks?(reservation: ThrottleReservation): Promise<void>;
   /** The records blocked after `now` (bounded), for an instance that starts. */
   activeBlocks(now: number): Promise<readonly ThrottleRecord[]>;
   /**

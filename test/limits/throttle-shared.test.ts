@@ -21,7 +21,7 @@ import { createTestDatabase, MYSQL_URL, mysqlAvailable, urlOf, type TestDatabase
 import { CLI, RUNTIMES, startServer, type ServerProcess } from '../support/processes.js';
 import { contractSeed } from '../support/seeds.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
-import { assertStoreCountsAsTheLocalThrottle } from '../support/throttle-store-rules.js';
+import { assertStoreCountsAsTheLocalThrottle, assertStoreReservesAsTheModel } from '../support/throttle-store-rules.js';
 import { recordingLogger } from '../support/recording.js';
 
 const available = await mysqlAvailable();
@@ -174,6 +174,11 @@ describe.skipIf(!available)('the throttle shared by two instances on MySQL', () 
   it('writes the SQL rules exactly as the local throttle counts, over random failures, successes and time', async () => {
     const store = instance().storage.throttleStore()!;
     await assertStoreCountsAsTheLocalThrottle(store, NOW);
+  });
+
+  it('reserves key checks exactly within what is left before the block, over random reservations, failures and releases', async () => {
+    const store = instance().storage.throttleStore()!;
+    await assertStoreReservesAsTheModel(store, NOW);
   });
 
   it('keeps rows only while they mean something, and prunes them in bounded batches', async () => {

@@ -67,7 +67,7 @@ export async function startRedis(extra: string[] = [], chosenPort?: number, pers
   const dir = mkdtempSync(join(tmpdir(), 'merchant-api-redis-'));
   let child: ChildProcess;
   const launch = async () => {
-    child = spawn(REDIS_SERVER, ['--port', String(port), '--bind', '127.0.0.1', ...PERSISTENCE[persistence], '--dir', dir, '--maxmemory-policy', 'noeviction', ...extra], { stdio: ['ignore', 'pipe', 'pipe'] });
+    child = spawn(REDIS_SERVER, ['--port', String(port), '--bind', '127.0.0.1', ...PERSISTENCE[persistence], '--dir', dir, '--maxmemory-policy', 'noeviction', '--maxmemory', '256mb', ...extra], { stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
     child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
     child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));

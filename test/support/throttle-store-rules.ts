@@ -39,3 +39,48 @@ export async function assertStoreCountsAsTheLocalThrottle(store: ThrottleStore, 
     { numRuns: 8, seed: 11 },
   );
 }
+
+/**
+ * A store's reservations (docs/security.md#ten-checks-even-all-at-once) against a model, over
+ * random sequences of reservations (some with forced checks), failures that give a reservation
+ * back, and releases: a reservation is granted exactly when the pair's failures plus the checks
+ * held plus these stay within the limit and the pair is not blocked (the address's limit is far),
+ * so the checks that can run never exceed what is left before the block.
+ */
+export async function assertStoreReservesAsTheModel(store: ThrottleStore, start: number): Promise<void> {
+  const rules = new FailureThrottle({ pairFailures: 4, pairBlockSeconds: 1000, addressFailures: 1000 }).rules;
+  const step = fc.oneof(
+    fc.record({ kind: fc.constant('reserve' as const), forced: fc.integer({ min: 0, max: 1 }) }),
+    fc.record({ kind: fc.constant('fail' as const) }),
+    fc.record({ kind: fc.constant('release' as const) }),
+  );
+  let run = 0;
+  await fc.assert(
+    fc.asyncProperty(fc.array(step, { minLength: 5, maxLength: 25 }), async (steps) => {
+      const address = `198.51.100.${200 + ++run}`;
+      const now = start;
+      let failures = 0;
+      let held = 0;
+      let blocked = false;
+      for (const s of steps) {
+        const reservation = { address, merchantId: 'm1', addressCount: 1, pairCount: 1, now };
+        if (s.kind === 'reserve') {
+          held += s.forced;
+          const expected = !blocked && failures + held + 1 <= rules.pairFailures;
+          const answer = await store.reserveChecks!({ ...reservation, ...(s.forced ? { forced: { address: 1, pair: 1 } } : {}) }, rules);
+          expect(answer.granted).toBe(expected);
+          if (answer.granted) held++;
+        } else if (s.kind === 'fail' && held > 0) {
+          held--;
+          failures++;
+          if (failures >= rules.pairFailures) [failures, blocked] = [0, true];
+          await store.recordFailure({ address, merchantId: 'm1', now, reserved: { address: true, pair: true } }, rules);
+        } else if (s.kind === 'release' && held > 0) {
+          held--;
+          await store.releaseChecks!(reservation);
+        }
+      }
+    }),
+    { numRuns: 15, seed: 34 },
+  );
+}

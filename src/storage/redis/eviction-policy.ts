@@ -9,6 +9,11 @@
  * 503 until it is set back. Requests never wait for that re-check while the
  * last answer was good.
  *
+ * `maxmemory` must be set too (not 0): without a limit Redis grows until the
+ * system kills it, and the salts go with it (a restart that refuses every
+ * signed request for the tolerance). With a limit and `noeviction`, a full
+ * Redis refuses writes instead (issue 34 §2).
+ *
  * Managed services often refuse CONFIG. There the operator checks the policy
  * in the provider's settings and says so with `assumeNoEviction`
  * (REDIS_ASSUME_NOEVICTION=true); without it, salts are refused with an
@@ -50,6 +55,15 @@ function versionProblem(info: string): string | undefined {
 function policyProblem(policy: string): string | undefined {
   if (policy === REQUIRED_POLICY) return undefined;
   return `maxmemory-policy is ${policy} on a master, and salts could be evicted, letting replays through; set maxmemory-policy to ${REQUIRED_POLICY}`;
+}
+
+/** A master's memory limit problem, or undefined: 0 is no limit. */
+function limitProblem(maxmemory: string): string | undefined {
+  if (Number(maxmemory) !== 0) return undefined;
+  return (
+    'maxmemory is 0 (no limit) on a master, so Redis grows until the system kills it and the salts are lost with it; ' +
+    'set maxmemory (docs/scaling.md#sizing sizes it), or, where a limit is set that CONFIG does not show, REDIS_ASSUME_NOEVICTION=true (the library\'s assumeNoEviction: true)'
+  );
 }
 
 /** A refusal of CONFIG by the server (renamed, disabled, or denied by an ACL), as opposed to no answer. */
@@ -138,6 +152,9 @@ export class EvictionPolicyCheck {
       if (isRefusal(error)) return CONFIG_REFUSED;
       throw error;
     }
-    return policies.map(policyProblem).find((p) => p !== undefined);
+    const policy = policies.map(policyProblem).find((p) => p !== undefined);
+    if (policy !== undefined) return policy;
+    // CONFIG answered for the policy, so it answers for the limit too.
+    return (await this.#connection.configOfEveryMaster('maxmemory')).map(limitProblem).find((p) => p !== undefined);
   }
 }

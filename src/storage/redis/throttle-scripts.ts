@@ -34,13 +34,32 @@ end
 `;
 
 /**
+ * Key checks reserved before their keys are compared (docs/security.md#ten-checks-even-all-at-once)
+ * live in the address's hash, per instance (its origin, a UUID of 36 characters): `a|<origin>`
+ * checks of the address, `p|<origin>|<merchant>` of a claimed merchant, and `u|<origin>` the Unix
+ * second they end unless renewed, so an instance that died holds nothing for long. Their number
+ * in a hash is bounded by the address's limit (a reservation beyond it is refused).
+ */
+const RESERVATIONS = `
+local function giveBack(key, field, n)
+  if n <= 0 then return end
+  if redis.call('HINCRBY', key, field, -n) <= 0 then redis.call('HDEL', key, field) end
+end
+`;
+
+/**
  * KEYS: the address counter, and the pair counter when the merchant exists.
  * ARGV: now, pairFailures, pairBlockSeconds, pairMaxBlockSeconds, addressFailures,
- * addressWindowSeconds, addressBlockSeconds, channel, origin, address, merchantId ('' for none).
+ * addressWindowSeconds, addressBlockSeconds, channel, origin, address, merchantId ('' for none),
+ * then the reservation this failure's check held, given back in the same change: checks of the
+ * address (0 or 1), of the pair (0 or 1), and the merchant as claimed.
  */
 export const RECORD_FAILURE = redisScript(`#!lua
 ${VERSION}
+${RESERVATIONS}
 local now = tonumber(ARGV[1])
+giveBack(KEYS[1], 'a|' .. ARGV[9], tonumber(ARGV[12] or '0'))
+if (ARGV[14] or '') ~= '' then giveBack(KEYS[1], 'p|' .. ARGV[9] .. '|' .. ARGV[14], tonumber(ARGV[13] or '0')) end
 local pairFailures, pairBlock, pairMaxBlock = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local addressFailures, addressWindow, addressBlock = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local records = {}
@@ -81,6 +100,71 @@ end
 local text = cjson.encode({ origin = ARGV[9], records = records })
 redis.call('PUBLISH', ARGV[8], text)
 return text
+`);
+
+/**
+ * KEYS: the address counter, the pair counter of the claimed merchant (read only: it may not exist).
+ * ARGV: now, pairFailures, addressFailures, addressWindowSeconds, origin, merchant as claimed ('' for
+ * none), checks of the address, checks of the pair, seconds the reservation holds, then checks of
+ * the address and of the pair counted whatever the limits say (a check that already started),
+ * then the channel and the address: the first reservation of an address by an instance is
+ * published, so the others reserve their next check of it too.
+ * Those are added first; then answers 1 when the failures counted and every live instance's
+ * reservations, plus these, stay within both limits and nothing is blocked (then they are added
+ * to this instance's), else 0.
+ */
+export const RESERVE_CHECKS = redisScript(`#!lua
+local now = tonumber(ARGV[1])
+local pairLimit, addressLimit, addressWindow = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local origin, merchant = ARGV[5], ARGV[6]
+local wantAddress, wantPair, hold = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+local all = redis.call('HGETALL', KEYS[1])
+local h = {}
+for i = 1, #all, 2 do h[all[i]] = all[i + 1] end
+local dead = {}
+for field, value in pairs(h) do
+  if string.sub(field, 1, 2) == 'u|' and tonumber(value) < now then dead[string.sub(field, 3)] = true end
+end
+local addressHeld, pairHeld = 0, 0
+for field, value in pairs(h) do
+  local kind = string.sub(field, 1, 2)
+  if kind == 'a|' or kind == 'p|' or kind == 'u|' then
+    if dead[string.sub(field, 3, 38)] then redis.call('HDEL', KEYS[1], field)
+    elseif kind == 'a|' then addressHeld = addressHeld + tonumber(value)
+    elseif kind == 'p|' and string.sub(field, 40) == merchant then pairHeld = pairHeld + tonumber(value) end
+  end
+end
+local forcedAddress, forcedPair = tonumber(ARGV[10] or '0'), tonumber(ARGV[11] or '0')
+if forcedAddress > 0 then redis.call('HINCRBY', KEYS[1], 'a|' .. origin, forcedAddress) end
+if merchant ~= '' and forcedPair > 0 then redis.call('HINCRBY', KEYS[1], 'p|' .. origin .. '|' .. merchant, forcedPair) end
+if forcedAddress > 0 or forcedPair > 0 then
+  redis.call('HSET', KEYS[1], 'u|' .. origin, now + hold)
+  if redis.call('TTL', KEYS[1]) < hold then redis.call('EXPIRE', KEYS[1], hold + 1) end
+end
+addressHeld, pairHeld = addressHeld + forcedAddress, pairHeld + forcedPair
+if tonumber(h.blockedUntil or '0') > now then return 0 end
+local failures = tonumber(h.failures or '0')
+if now - tonumber(h.windowStart or '0') >= addressWindow then failures = 0 end
+if failures + addressHeld + wantAddress > addressLimit then return 0 end
+if merchant ~= '' then
+  local p = redis.call('HMGET', KEYS[2], 'failures', 'blockedUntil')
+  if tonumber(p[2] or '0') > now then return 0 end
+  if tonumber(p[1] or '0') + pairHeld + wantPair > pairLimit then return 0 end
+end
+if wantAddress > 0 then redis.call('HINCRBY', KEYS[1], 'a|' .. origin, wantAddress) end
+if merchant ~= '' and wantPair > 0 then redis.call('HINCRBY', KEYS[1], 'p|' .. origin .. '|' .. merchant, wantPair) end
+if forcedAddress > 0 and ARGV[12] then redis.call('PUBLISH', ARGV[12], cjson.encode({ origin = origin, busy = { ARGV[13] } })) end
+redis.call('HSET', KEYS[1], 'u|' .. origin, now + hold)
+if redis.call('TTL', KEYS[1]) < hold then redis.call('EXPIRE', KEYS[1], hold + 1) end
+return 1
+`);
+
+/** KEYS: the address counter. ARGV: origin, merchant as claimed ('' for none), checks of the address, of the pair. */
+export const RELEASE_CHECKS = redisScript(`#!lua
+${RESERVATIONS}
+giveBack(KEYS[1], 'a|' .. ARGV[1], tonumber(ARGV[3]))
+if ARGV[2] ~= '' then giveBack(KEYS[1], 'p|' .. ARGV[1] .. '|' .. ARGV[2], tonumber(ARGV[4])) end
+return 1
 `);
 
 /**

@@ -8,11 +8,11 @@
  * subscription broke (messages sent meanwhile are lost to it).
  */
 import { MAX_ID_LENGTH } from '../contract.js';
-import type { ThrottleFailure, ThrottleRecord, ThrottleRules, ThrottleStore, ThrottleStoreListener } from '../throttle-store.js';
-import { WeakListeners } from '../throttle-store.js';
+import type { ReservationAnswer, ThrottleFailure, ThrottleRecord, ThrottleReservation, ThrottleRules, ThrottleStore, ThrottleStoreListener } from '../throttle-store.js';
+import { RESERVATION_SECONDS, WeakListeners } from '../throttle-store.js';
 import type { RedisConnection } from './connection.js';
 import type { RedisKeys } from './keys.js';
-import { INDEX_BLOCKS, READ_BLOCKS, RECORD_FAILURE, RESET_PAIR } from './throttle-scripts.js';
+import { INDEX_BLOCKS, READ_BLOCKS, RECORD_FAILURE, RELEASE_CHECKS, RESERVE_CHECKS, RESET_PAIR } from './throttle-scripts.js';
 
 /** Most blocks kept in the index, and read by an instance that starts. */
 export const MAX_INDEXED_BLOCKS = 10_000;
@@ -44,12 +44,13 @@ export class RedisThrottleStore implements ThrottleStore {
     this.#keys = keys;
   }
 
-  async recordFailure({ address, merchantId, now }: ThrottleFailure, rules: ThrottleRules): Promise<readonly ThrottleRecord[]> {
+  async recordFailure({ address, merchantId, now, reserved }: ThrottleFailure, rules: ThrottleRules): Promise<readonly ThrottleRecord[]> {
     if (this.#closed || !isShareableAddress(address)) return [];
     const pair = merchantId !== undefined && merchantId.length <= MAX_ID_LENGTH;
     const keys = [this.#keys.addressCounter(address), ...(pair ? [this.#keys.pairCounter(address, merchantId)] : [])];
     const args = [now, rules.pairFailures, rules.pairBlockSeconds, rules.pairMaxBlockSeconds, rules.addressFailures, rules.addressWindowSeconds, rules.addressBlockSeconds];
-    const reply = await this.#connection.run(RECORD_FAILURE, keys, [...args, this.#keys.throttleChannel, this.#origin, address, pair ? merchantId : '']);
+    const giveBack = [reserved?.address ? 1 : 0, reserved?.pair && pair ? 1 : 0, reserved?.pair && pair ? merchantId : ''];
+    const reply = await this.#connection.run(RECORD_FAILURE, keys, [...args, this.#keys.throttleChannel, this.#origin, address, pair ? merchantId : '', ...giveBack]);
     const records = parseMessage(reply)?.records ?? [];
     // A block just made (its count started again): kept for instances that start later.
     const blocks = records.filter((record) => record.blockedUntil > now && record.failures === 0);
@@ -61,6 +62,21 @@ export class RedisThrottleStore implements ThrottleStore {
       });
     }
     return records;
+  }
+
+  async reserveChecks({ address, merchantId, addressCount, pairCount, forced, now }: ThrottleReservation, rules: ThrottleRules): Promise<ReservationAnswer> {
+    // Counted locally only (as its failures): nothing to reserve here.
+    if (this.#closed || !isShareableAddress(address)) return { granted: true, records: [] };
+    const merchant = merchantId !== undefined && merchantId.length <= MAX_ID_LENGTH ? merchantId : '';
+    const keys = [this.#keys.addressCounter(address), this.#keys.pairCounter(address, merchant)];
+    const args = [now, rules.pairFailures, rules.addressFailures, rules.addressWindowSeconds, this.#origin, merchant, addressCount, merchant === '' ? 0 : pairCount, RESERVATION_SECONDS, forced?.address ?? 0, merchant === '' ? 0 : (forced?.pair ?? 0), this.#keys.throttleChannel, address];
+    return { granted: (await this.#connection.run(RESERVE_CHECKS, keys, args)) === 1, records: [] };
+  }
+
+  async releaseChecks({ address, merchantId, addressCount, pairCount }: ThrottleReservation): Promise<void> {
+    if (this.#closed || !isShareableAddress(address)) return;
+    const merchant = merchantId !== undefined && merchantId.length <= MAX_ID_LENGTH ? merchantId : '';
+    await this.#connection.run(RELEASE_CHECKS, [this.#keys.addressCounter(address)], [this.#origin, merchant, addressCount, pairCount]);
   }
 
   async resetPair(address: string, merchantId: string, now: number): Promise<readonly ThrottleRecord[]> {
@@ -113,6 +129,10 @@ export class RedisThrottleStore implements ThrottleStore {
     if (message === undefined || message.origin === this.#origin) return;
     const listeners = this.#listeners.live();
     if (listeners.length === 0) return this.#stopListening();
+    if (message.busy.length > 0) {
+      for (const listener of listeners) listener.busy?.(message.busy);
+      return;
+    }
     for (const listener of listeners) listener.learn(message.records);
   }
 
@@ -142,6 +162,8 @@ export function parseIndexedBlock(member: string): ThrottleRecord | undefined {
 interface Message {
   origin: string;
   records: ThrottleRecord[];
+  /** Addresses another instance just reserved checks of (RESERVE_CHECKS). */
+  busy: string[];
 }
 
 function safeParse(text: string): unknown {
@@ -155,11 +177,12 @@ function safeParse(text: string): unknown {
 /** A script's answer or a published message; undefined when it is not one. */
 function parseMessage(reply: unknown): Message | undefined {
   if (typeof reply !== 'string' || reply === '') return undefined;
-  const value = safeParse(reply) as { origin?: unknown; records?: unknown } | undefined;
+  const value = safeParse(reply) as { origin?: unknown; records?: unknown; busy?: unknown } | undefined;
   if (typeof value?.origin !== 'string') return undefined;
+  const busy = Array.isArray(value.busy) ? value.busy.filter((address): address is string => typeof address === 'string' && isShareableAddress(address)) : [];
   // cjson writes an empty table as {}; a message always has records, but a malformed one has none.
   const records = Array.isArray(value.records) ? value.records.map(toRecord).filter((r): r is ThrottleRecord => r !== undefined) : [];
-  return { origin: value.origin, records };
+  return { origin: value.origin, records, busy };
 }
 
 function toRecord(value: unknown): ThrottleRecord | undefined {

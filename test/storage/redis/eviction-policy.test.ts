@@ -16,7 +16,7 @@ import { sleep } from '../../support/sleep.js';
 const info = (version: string) => `# Server\r\nredis_version:${version}\r\n`;
 const replyError = (message: string) => Object.assign(new Error(message), { name: 'ReplyError' });
 
-function fakeConnection(answers: () => { versions: string[]; policies: string[] | Error } | Error) {
+function fakeConnection(answers: () => { versions: string[]; policies: string[] | Error; maxmemory?: string[] } | Error) {
   let asked = 0;
   const connection = {
     async infoOfEveryMaster() {
@@ -26,11 +26,11 @@ function fakeConnection(answers: () => { versions: string[]; policies: string[] 
       return answer.versions.map(info);
     },
     async configOfEveryMaster(parameter: string) {
-      expect(parameter).toBe('maxmemory-policy');
+      expect(['maxmemory-policy', 'maxmemory']).toContain(parameter);
       const answer = answers();
       if (answer instanceof Error) throw answer;
       if (answer.policies instanceof Error) throw answer.policies;
-      return answer.policies;
+      return parameter === 'maxmemory' ? (answer.maxmemory ?? answer.policies.map(() => '268435456')) : answer.policies;
     },
   } as unknown as RedisConnection;
   return { connection, asked: () => asked };
@@ -48,6 +48,14 @@ describe('the eviction policy and version check', () => {
     await expect(refused).rejects.toBeInstanceOf(RedisSetupError);
     await expect(refused).rejects.toBeInstanceOf(StorageUnavailableError);
     await expect(refused).rejects.toThrow('maxmemory-policy is allkeys-lru on a master, and salts could be evicted, letting replays through; set maxmemory-policy to noeviction');
+  });
+
+  it('refuses a master without a memory limit (maxmemory 0), naming the setting, unless the operator assumes one (issue 34 §2)', async () => {
+    const { connection } = fakeConnection(() => ({ versions: ['7.0.15', '7.0.15'], policies: ['noeviction', 'noeviction'], maxmemory: ['268435456', '0'] }));
+    const refused = new EvictionPolicyCheck(connection).ensure();
+    await expect(refused).rejects.toBeInstanceOf(RedisSetupError);
+    await expect(refused).rejects.toThrow(/maxmemory is 0 \(no limit\) on a master.*set maxmemory.*REDIS_ASSUME_NOEVICTION=true/);
+    await expect(new EvictionPolicyCheck(connection, { assumeNoEviction: true }).ensure()).resolves.toBeUndefined();
   });
 
   it('says how to check the policy where CONFIG is refused, and accepts it only with assumeNoEviction', async () => {

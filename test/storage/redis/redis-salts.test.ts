@@ -256,7 +256,7 @@ describe.skipIf(!available)('salts on Redis', () => {
       const full = await call(a.api, signedUrl());
       expect(full.status).toBe(503);
     } finally {
-      redis.cli('config', 'set', 'maxmemory', '0');
+      redis.cli('config', 'set', 'maxmemory', '256mb');
     }
   });
 });

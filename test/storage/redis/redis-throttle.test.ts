@@ -16,7 +16,7 @@ import { basic, NOW, NOW_MS, ORIGIN, signedUrl } from '../../support/api.js';
 import { redisAvailable, useRedis } from '../../support/redis.js';
 import { contractSeed } from '../../support/seeds.js';
 import { TcpProxy } from '../../support/tcp-proxy.js';
-import { assertStoreCountsAsTheLocalThrottle } from '../../support/throttle-store-rules.js';
+import { assertStoreCountsAsTheLocalThrottle, assertStoreReservesAsTheModel } from '../../support/throttle-store-rules.js';
 import { sleep } from '../../support/sleep.js';
 
 const available = redisAvailable();
@@ -100,6 +100,11 @@ describe.skipIf(!available)('the throttle shared on Redis', () => {
   it('counts in Lua exactly as the local throttle does, over random failures, successes and time', async () => {
     const store = (await instance()).storage.throttleStore!()!;
     await assertStoreCountsAsTheLocalThrottle(store, NOW);
+  });
+
+  it('reserves key checks exactly within what is left before the block, over random reservations, failures and releases', async () => {
+    const store = (await instance()).storage.throttleStore!()!;
+    await assertStoreReservesAsTheModel(store, NOW);
   });
 
   it('keeps counters only while they mean something, and a bounded index of blocks', async () => {

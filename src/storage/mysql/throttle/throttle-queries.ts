@@ -12,7 +12,9 @@
  * least), so a copy with the greater version is always the newer one.
  */
 import { sql, type Kysely, type RawBuilder } from 'kysely';
-import type { ThrottleFailure, ThrottleRecord, ThrottleRules } from '../../throttle-store.js';
+import { randomBytes } from 'node:crypto';
+import type { ReservationAnswer, ThrottleFailure, ThrottleRecord, ThrottleReservation, ThrottleRules } from '../../throttle-store.js';
+import { RESERVATION_SECONDS } from '../../throttle-store.js';
 import { isStorableId } from '../sql-values.js';
 import { isShareableAddress } from './shareable-address.js';
 import { retryOnConflict } from '../write-conflicts.js';
@@ -63,12 +65,12 @@ function toRecord(row: RecordRow): ThrottleRecord {
 }
 
 /** Counts one failure of the address, and of the pair when the merchant exists; answers both rows as they are now. */
-export async function recordFailure(db: Kysely<any>, { address, merchantId, now }: ThrottleFailure, rules: ThrottleRules): Promise<ThrottleRecord[]> {
+export async function recordFailure(db: Kysely<any>, { address, merchantId, now, reserved }: ThrottleFailure, rules: ThrottleRules): Promise<ThrottleRecord[]> {
   if (!isShareableAddress(address)) return [];
-  // Each upsert alone: one that lost a conflict with another node (Galera) changed nothing and runs again.
-  await retryOnConflict(() => addressUpsert(address, now, rules).execute(db));
+  // Each upsert alone: one that lost a conflict (a deadlock of a burst, or another Galera node's write) changed nothing and runs again.
+  await retryOnConflict(() => addressUpsert(address, now, rules, reserved?.address === true).execute(db));
   const pair = merchantId !== undefined && isStorableId(merchantId);
-  if (pair) await retryOnConflict(() => pairUpsert(address, merchantId, now, rules).execute(db));
+  if (pair) await retryOnConflict(() => pairUpsert(address, merchantId, now, rules, reserved?.pair === true).execute(db));
   const { rows } = await sql<RecordRow>`SELECT ${RECORD_COLUMNS} FROM auth_failures
     WHERE scope IN ('address', 'pair') AND address = ${address} AND merchant_id IN ('', ${pair ? merchantId : ''})`.execute(db);
   return rows.map(toRecord);
@@ -78,7 +80,7 @@ export async function recordFailure(db: Kysely<any>, { address, merchantId, now 
  * The address's failures in its window; the window starts again at the first
  * failure after it ended, and at a block.
  */
-function addressUpsert(address: string, now: number, r: ThrottleRules): RawBuilder<unknown> {
+function addressUpsert(address: string, now: number, r: ThrottleRules, reserved: boolean): RawBuilder<unknown> {
   const first = firstFailure(1 >= r.addressFailures, now + r.addressBlockSeconds);
   const keep = Math.max(first.blockedUntil, now + r.addressWindowSeconds) - now;
   // The count this failure makes: 1 when the window had ended.
@@ -86,6 +88,7 @@ function addressUpsert(address: string, now: number, r: ThrottleRules): RawBuild
   return sql`INSERT INTO auth_failures (scope, address, merchant_id, failures, window_start, blocks, blocked_until, updated_at, expires_at)
     VALUES ('address', ${address}, '', ${first.failures}, ${now}, 0, ${first.blockedUntil}, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ${keep} SECOND)
     ON DUPLICATE KEY UPDATE
+      ${giveBack(reserved)}
       blocked_until = IF(${count} >= ${r.addressFailures}, ${now} + ${r.addressBlockSeconds}, GREATEST(blocked_until, 0)),
       failures = IF(${count} >= ${r.addressFailures}, 0, ${count}),
       window_start = IF(failures = 0 OR ${now} >= window_start + ${r.addressWindowSeconds}, ${now}, window_start),
@@ -98,18 +101,80 @@ function addressUpsert(address: string, now: number, r: ThrottleRules): RawBuild
  * pairBlockSeconds * 2^blocks (at most pairMaxBlockSeconds) and the count
  * starts again. `blocks` stops at 32: the cap is reached long before.
  */
-function pairUpsert(address: string, merchantId: string, now: number, r: ThrottleRules): RawBuilder<unknown> {
+function pairUpsert(address: string, merchantId: string, now: number, r: ThrottleRules, reserved: boolean): RawBuilder<unknown> {
   const first = firstFailure(1 >= r.pairFailures, now + Math.min(r.pairMaxBlockSeconds, r.pairBlockSeconds));
   const keep = Math.max(first.blockedUntil - now, PAIR_MEMORY_SECONDS);
   const reached = sql`failures + 1 >= ${r.pairFailures}`;
   return sql`INSERT INTO auth_failures (scope, address, merchant_id, failures, window_start, blocks, blocked_until, updated_at, expires_at)
     VALUES ('pair', ${address}, ${merchantId}, ${first.failures}, ${now}, ${first.blocks}, ${first.blockedUntil}, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ${keep} SECOND)
     ON DUPLICATE KEY UPDATE
+      ${giveBack(reserved)}
       blocked_until = IF(${reached}, ${now} + LEAST(${r.pairMaxBlockSeconds}, ${r.pairBlockSeconds} * POW(2, blocks)), GREATEST(blocked_until, 0)),
       blocks = IF(${reached}, LEAST(blocks + 1, 32), blocks),
       failures = IF(${reached}, 0, failures + 1),
       updated_at = ${NEXT_VERSION},
       expires_at = GREATEST(expires_at, UTC_TIMESTAMP(6) + INTERVAL GREATEST(blocked_until - ${now}, ${PAIR_MEMORY_SECONDS}) SECOND)`;
+}
+
+/** The reserved check a failure ends, given back in the statement that counts it (the first assignment: it reads nothing the others set). */
+function giveBack(reserved: boolean): RawBuilder<unknown> {
+  return reserved ? sql`reserved = GREATEST(reserved - 1, 0),` : sql``;
+}
+
+/**
+ * Reserves key checks before their keys are compared (docs/security.md#ten-checks-even-all-at-once):
+ * one upsert of the address's row, and of the pair's when the claimed merchant exists (a pair row
+ * is never written for an id nobody holds), each granted under its own limit in the row's lock:
+ * the failures counted plus the checks reserved, plus these, within the limit, and no block. A
+ * granted row takes this call's random `reservation`, read back to learn the answer; when only one
+ * of the two rows was granted, it is given back (the read runs in the statement's transaction, so
+ * no other grant rewrites `reservation` before it, and locks, so it sees a pair row another
+ * transaction created since this one's snapshot). A row created here has the oldest `updated_at`,
+ * so the instances reading changes do not take it for a failure.
+ */
+export async function reserveChecks(db: Kysely<any>, { address, merchantId, addressCount, pairCount, forced, now }: ThrottleReservation, rules: ThrottleRules): Promise<ReservationAnswer> {
+  if (!isShareableAddress(address)) return { granted: true, records: [] };
+  const merchant = merchantId !== undefined && isStorableId(merchantId) && pairCount + (forced?.pair ?? 0) > 0 ? merchantId : '';
+  // Per row: the checks counted whatever the limits say (already started), and the ones asked for.
+  const force = sql`IF(scope = 'address', ${forced?.address ?? 0}, ${forced?.pair ?? 0})`;
+  const want = sql`IF(scope = 'address', ${addressCount}, ${pairCount})`;
+  const token = randomBytes(6).readUIntBE(0, 6);
+  const until = now + RESERVATION_SECONDS;
+  const live = sql`IF(reserved_until < ${now}, 0, reserved)`;
+  const counted = sql`IF(scope = 'address' AND ${now} >= window_start + ${rules.addressWindowSeconds}, 0, failures)`;
+  const limit = sql`IF(scope = 'address', ${rules.addressFailures}, ${rules.pairFailures})`;
+  const row = (scope: 'address' | 'pair', count: number, forcedCount: number) =>
+    sql`SELECT ${scope} AS w_scope, ${address} AS w_address, ${scope === 'address' ? '' : merchant} AS w_merchant_id, 0 AS w_failures, ${now} AS w_window_start,
+      0 AS w_blocks, 0 AS w_blocked_until, TIMESTAMP'2000-01-01 00:00:00' AS w_updated_at, UTC_TIMESTAMP(6) + INTERVAL ${RESERVATION_SECONDS + 1} SECOND AS w_expires_at,
+      ${count + forcedCount} AS w_reserved, ${until} AS w_reserved_until, ${token} AS w_reservation`;
+  const pairRow = merchant === '' ? sql`` : sql`UNION ALL ${row('pair', pairCount, forced?.pair ?? 0)} FROM merchants WHERE id = ${merchant}`;
+  // In one transaction: the rows stay locked until the answer is read, so no other grant rewrites `reservation` before.
+  const allGranted = await retryOnConflict(() => db.transaction().execute(async (trx) => {
+    await sql`INSERT INTO auth_failures (scope, address, merchant_id, failures, window_start, blocks, blocked_until, updated_at, expires_at, reserved, reserved_until, reservation)
+    SELECT * FROM (${row('address', addressCount, forced?.address ?? 0)} ${pairRow}) AS wanted
+    ON DUPLICATE KEY UPDATE
+      reservation = IF(blocked_until <= ${now} AND ${counted} + ${live} + ${force} + ${want} <= ${limit}, VALUES(reservation), reservation),
+      reserved = ${live} + ${force} + IF(reservation = VALUES(reservation), ${want}, 0),
+      reserved_until = IF(reservation = VALUES(reservation) OR ${force} > 0, ${until}, reserved_until),
+      expires_at = IF(reservation = VALUES(reservation) OR ${force} > 0, GREATEST(expires_at, UTC_TIMESTAMP(6) + INTERVAL ${RESERVATION_SECONDS + 1} SECOND), expires_at)`.execute(trx);
+    const { rows } = await sql<{ scope: 'address' | 'pair'; granted: number | string }>`SELECT scope, reservation = ${token} AS granted FROM auth_failures
+    WHERE address = ${address} AND ((scope = 'address' AND merchant_id = '') OR (scope = 'pair' AND merchant_id = ${merchant})) FOR UPDATE`.execute(trx);
+    const granted = new Set(rows.filter((r) => Number(r.granted) === 1).map((r) => r.scope));
+    const wanted = merchant !== '' && rows.some((r) => r.scope === 'pair') ? ['address', 'pair'] : ['address'];
+    if (wanted.every((scope) => granted.has(scope as 'address' | 'pair'))) return true;
+    // The forced checks stay counted; only what was asked for and granted goes back.
+    if (granted.size > 0) await releaseChecks(trx, { address, merchantId: merchant, addressCount: granted.has('address') ? addressCount : 0, pairCount: granted.has('pair') ? pairCount : 0, now });
+    return false;
+  }));
+  return { granted: allGranted, records: [] };
+}
+
+/** Gives back reserved checks that ended without a failure. */
+export async function releaseChecks(db: Kysely<any>, { address, merchantId, addressCount, pairCount }: ThrottleReservation): Promise<void> {
+  if (!isShareableAddress(address)) return;
+  const merchant = merchantId !== undefined && isStorableId(merchantId) ? merchantId : '';
+  await sql`UPDATE auth_failures SET reserved = GREATEST(reserved - IF(scope = 'address', ${addressCount}, ${pairCount}), 0)
+    WHERE address = ${address} AND ((scope = 'address' AND merchant_id = '') OR (scope = 'pair' AND merchant_id = ${merchant}))`.execute(db);
 }
 
 /** A counter's first row: blocked at once when its limit is 1. */
@@ -184,7 +249,7 @@ export async function liftThrottleBlocks(db: Kysely<any>, address: string, merch
 export async function pruneAuthFailures(db: Kysely<any>, batchSize: number, maxBatches: number): Promise<number> {
   let deleted = 0;
   for (let batch = 0; batch < maxBatches; batch++) {
-    const result = await sql`DELETE FROM auth_failures WHERE expires_at < UTC_TIMESTAMP(6) ORDER BY expires_at LIMIT ${batchSize}`.execute(db);
+    const result = await retryOnConflict(() => sql`DELETE FROM auth_failures WHERE expires_at < UTC_TIMESTAMP(6) ORDER BY expires_at LIMIT ${batchSize}`.execute(db));
     const count = Number(result.numAffectedRows ?? 0n);
     deleted += count;
     if (count < batchSize) break;

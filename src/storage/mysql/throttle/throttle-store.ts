@@ -9,10 +9,11 @@
  */
 import type { Kysely } from 'kysely';
 import { StorageUnavailableError } from '../../../errors.js';
-import type { ThrottleFailure, ThrottleRecord, ThrottleRules, ThrottleStore, ThrottleStoreListener } from '../../throttle-store.js';
+import type { ReservationAnswer, ThrottleFailure, ThrottleRecord, ThrottleReservation, ThrottleRules, ThrottleStore, ThrottleStoreListener } from '../../throttle-store.js';
 import { WeakListeners } from '../../throttle-store.js';
 import { storageError } from '../sql-values.js';
-import { pruneAuthFailures, recordFailure, resetPair, selectActiveBlocks, selectChanges } from './throttle-queries.js';
+import { mysqlErrorCode } from '../storage-error.js';
+import { pruneAuthFailures, recordFailure, releaseChecks, reserveChecks, resetPair, selectActiveBlocks, selectChanges } from './throttle-queries.js';
 
 /** Options of the shared throttle on MySQL (`MysqlStorageOptions.throttleSharing`). */
 export interface MysqlThrottleOptions {
@@ -33,6 +34,8 @@ export interface MysqlThrottleOptions {
  * row's next change, and the instance that made it enforces it anyway.
  */
 const OVERLAP_MICROS = 2_000_000;
+/** Tries of a statement InnoDB chose as a deadlock's victim. */
+const DEADLOCK_TRIES = 5;
 /** Most blocks an instance that starts reads at once. */
 const MAX_ACTIVE_BLOCKS = 10_000;
 
@@ -66,6 +69,14 @@ export class MysqlThrottleStore implements ThrottleStore {
     return this.#query('throttle failure', () => recordFailure(this.#db, failure, rules));
   }
 
+  reserveChecks(reservation: ThrottleReservation, rules: ThrottleRules): Promise<ReservationAnswer> {
+    return this.#query('throttle reservation', () => reserveChecks(this.#db, reservation, rules), true);
+  }
+
+  releaseChecks(reservation: ThrottleReservation): Promise<void> {
+    return this.#query('throttle reservation release', () => releaseChecks(this.#db, reservation));
+  }
+
   resetPair(address: string, merchantId: string, now: number): Promise<readonly ThrottleRecord[]> {
     return this.#query('throttle reset', () => resetPair(this.#db, address, merchantId, now));
   }
@@ -83,7 +94,7 @@ export class MysqlThrottleStore implements ThrottleStore {
 
   /** Deletes expired rows now, in bounded batches; resolves to how many went. */
   prune(): Promise<number> {
-    return this.#query('throttle pruning', () => pruneAuthFailures(this.#db, this.#batchSize, this.#maxBatches));
+    return this.#query('throttle pruning', () => pruneAuthFailures(this.#db, this.#batchSize, this.#maxBatches), true);
   }
 
   /** Stops reading and waits for a read under way. */
@@ -94,12 +105,21 @@ export class MysqlThrottleStore implements ThrottleStore {
     await this.#running;
   }
 
-  async #query<T>(operation: string, run: () => Promise<T>): Promise<T> {
+  /** `idempotent`: the whole of `run` may run again after a deadlock (a transaction, or one statement). */
+  async #query<T>(operation: string, run: () => Promise<T>, idempotent = false): Promise<T> {
     if (this.#closed) throw new StorageUnavailableError('The MySQL storage is closed.');
-    try {
-      return await run();
-    } catch (error) {
-      throw storageError(error, operation);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await run();
+      } catch (error) {
+        // A burst's first writes of one row race for its gap, and the pruning's deletes cross
+        // them: InnoDB picks a victim, whose statement is simply run again (each is atomic).
+        if (idempotent && attempt < DEADLOCK_TRIES && mysqlErrorCode(error) === 'ER_LOCK_DEADLOCK') {
+          await new Promise((resolve) => setTimeout(resolve, Math.random() * 5 * attempt));
+          continue;
+        }
+        throw storageError(error, operation);
+      }
     }
   }
 
