@@ -20,6 +20,9 @@ const LAYERS = [
   { name: 'limits', path: '^src/limits/' },
   { name: 'observe', path: '^src/observe/' },
   { name: 'http', path: '^src/http/' },
+  // Webhooks: events, signing, the address guard, attempts and the dispatcher; above the listing (its
+  // records are the events' data), below every layer of a request; never a storage's own files.
+  { name: 'webhooks', path: '^src/webhooks/' },
   { name: 'auth-listing-signing', path: '^src/(auth|listing|signing)/' },
   // defaults.ts is the one table of defaults that the storages, the limits and the CLI all read.
   { name: 'storage-json-errors', path: '^src/(storage|json)/|^src/(errors|defaults)\\.ts$' },
