@@ -17,6 +17,7 @@ import { authFailures } from './migration-0003.js';
 import { keyIds } from './migration-0004.js';
 import { userShareUpdatedAt } from './migration-0005.js';
 import { replicaHeartbeat } from './migration-0006.js';
+import { webhooks } from './migration-0008.js';
 
 const TEXT = 'VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci';
 const TABLE_OPTIONS = 'ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci';
@@ -99,6 +100,7 @@ export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0004_key_ids': keyIds,
   '0005_user_share_updated_at': userShareUpdatedAt,
   '0006_replica_heartbeat': replicaHeartbeat,
+  '0008_webhooks': webhooks,
 });
 
 /** A `MigrationProvider` serving `migrations` from code (no files to ship). */
