@@ -17,3 +17,8 @@ export { redact } from './storage/mysql/admin/redact.js';
 export { storageError } from './storage/mysql/storage-error.js';
 export { isShareableAddress } from './storage/mysql/throttle/shareable-address.js';
 export { DEFAULT_PREFIX } from './storage/redis/keys.js';
+export { checkWebhookUrl, resolveWebhookAddress, WebhookAddressError } from './webhooks/address-guard.js';
+export { WebhookDispatcher } from './webhooks/dispatcher.js';
+export type { AttemptEvent, DispatcherHealth } from './webhooks/dispatcher.js';
+export { isWebhookEventType, DEFAULT_SUBSCRIBED_EVENTS, WEBHOOK_EVENT_TYPES } from './webhooks/events.js';
+export { parseDurationMs, parseRetrySchedule } from './webhooks/retry-schedule.js';

@@ -16,6 +16,7 @@ const load = () => import('./mysql.js');
 export const MYSQL_SUBCOMMANDS: Readonly<Record<string, readonly string[]>> = {
   merchant: ['add', 'disable', 'enable', 'rotate-key', 'keys', 'revoke-key', 'delete', 'list'],
   throttle: ['list', 'unblock'],
+  webhook: ['add', 'list', 'remove', 'rotate-secret', 'enable', 'deliveries', 'redeliver'],
 };
 
 function lazy(name: string): CliCommand {
@@ -29,9 +30,15 @@ export const mysqlCommands: Record<string, CliCommand> = {
   import: lazy('import'),
   merchant: lazy('merchant'),
   throttle: lazy('throttle'),
+  webhook: lazy('webhook'),
 };
 
 /** The storage `serve` opens when DATABASE_URL is set (mysql.ts). */
 export async function openMysqlStorage(config: MysqlConfig, io: CliIo, logger: Logger): Promise<Storage> {
   return (await load()).openMysqlStorage(config, io, logger);
+}
+
+/** The webhook dispatcher `serve` runs on MySQL (mysql-webhook.ts). */
+export async function startWebhookDispatcher(config: MysqlConfig, io: CliIo, logger: Logger): Promise<{ stop(): Promise<void>; health(): unknown } | undefined> {
+  return (await load()).startWebhookDispatcher(config, io, logger);
 }

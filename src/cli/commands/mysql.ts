@@ -12,6 +12,9 @@ import { CliUsageError } from '../usage-error.js';
 import { importCommand } from './mysql-import.js';
 import { merchantCommand } from './mysql-merchant.js';
 import { throttleCommand } from './mysql-throttle.js';
+import { webhookCommand } from './mysql-webhook.js';
+
+export { startWebhookDispatcher } from './mysql-webhook.js';
 import { parseCommandArgs } from './parse-args.js';
 import type { MysqlConfig } from '../config.js';
 import { databaseUrl, runMysqlCommand, withDatabase } from './mysql-env.js';
@@ -52,6 +55,7 @@ export const mysqlCommands: Record<string, CliCommand> = {
   import: importCommand,
   merchant: merchantCommand,
   throttle: throttleCommand,
+  webhook: webhookCommand,
 };
 
 /**

@@ -33,6 +33,8 @@ export interface ServeRuntime {
   name: string;
   serve: ServeFunction;
   openMysqlStorage?: OpenMysqlStorage;
+  /** Starts the webhook dispatcher on MySQL (docs/webhooks.md#delivery); undefined where MySQL is not available. */
+  startWebhookDispatcher?: (config: MysqlConfig, io: CliIo, logger: Logger) => Promise<{ stop(): Promise<void> } | undefined>;
   /** How this runtime runs WORKERS; undefined: only one process. */
   workers?: WorkerRuntime;
 }
@@ -66,6 +68,8 @@ export async function serveCommand(runtime: ServeRuntime, io: CliIo, args: strin
   // request signed once the server is up meets that. MySQL keeps its salts across restarts.
   if (!config.databaseUrl) await new Promise((resolve) => setTimeout(resolve, 1000 - (Date.now() % 1000)));
   const { served, metricsServer } = await listen(runtime, config, storage, logger, worker);
+  // Every instance on MySQL sends what the outbox holds; instances share the work by claims (docs/webhooks.md#delivery).
+  const webhooks = config.databaseUrl && runtime.startWebhookDispatcher ? await runtime.startWebhookDispatcher(config.mysql, io, logger) : undefined;
 
   const facts: StartFacts = {
     url: served.url,
@@ -90,7 +94,7 @@ export async function serveCommand(runtime: ServeRuntime, io: CliIo, args: strin
   const signal = await Promise.race([io.stopSignal ?? never, worker?.stopRequested ?? never]);
   logger.info({ event: 'shutdown', signal }, 'finishing in-flight requests');
   logger.flush();
-  await Promise.all([served.close(), metricsServer?.close()]);
+  await Promise.all([served.close(), metricsServer?.close(), webhooks?.stop()]);
   await storage.close();
   logger.info({ event: 'stopped' });
   logger.flush();

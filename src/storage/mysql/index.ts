@@ -31,6 +31,7 @@ export type { ImportOptions, ImportSummary } from './admin/import.js';
 export type { MerchantApiDatabase, MerchantKeysTable, MerchantsTable, UsedSaltsTable, UserSharesTable, UsersTable } from './schema.js';
 export type { PruneOptions } from './statements/salts.js';
 export { MysqlWebhookOutbox } from './webhooks/mysql-outbox.js';
-export { addWebhookEndpoint, enableWebhookEndpoint, listWebhookEndpoints, removeWebhookEndpoint, rotateWebhookSecret, sendWebhookTest, WebhookAdminError } from './webhooks/endpoints.js';
+export { addWebhookEndpoint, enableWebhookEndpoint, listWebhookDeliveries, listWebhookEndpoints, redeliverWebhooks, removeWebhookEndpoint, rotateWebhookSecret, sendWebhookTest, WebhookAdminError } from './webhooks/endpoints.js';
+export type { WebhookDeliverySummary } from './webhooks/endpoints.js';
 export { writeUnsharedEvent } from './webhooks/outbox-writes.js';
 export type { AttemptRecord, ClaimOptions, DueDelivery, OutboxStats, WebhookEndpointSummary, WebhookOutbox } from '../webhook-outbox.js';

@@ -120,3 +120,45 @@ export async function sendWebhookTest(db: Db, id: string, merchantId?: string): 
     return eventId;
   });
 }
+
+/** A delivery as `webhook deliveries` lists it: ids, state and the last attempt; never the body. */
+export interface WebhookDeliverySummary {
+  id: string;
+  eventId: string;
+  endpointId: string;
+  merchantId: string;
+  type: string;
+  state: string;
+  attempts: number;
+  nextAttemptAt: string | null;
+  lastStatus: number | null;
+  lastError: string | null;
+  createdAt: string;
+}
+
+/** The newest deliveries first, of one endpoint and/or in one state; at most `limit`. */
+export async function listWebhookDeliveries(db: Db, options: { endpointId?: string; merchantId?: string; state?: string; limit?: number } = {}): Promise<WebhookDeliverySummary[]> {
+  const conditions = [sql`1 = 1`];
+  if (options.endpointId !== undefined) conditions.push(sql`d.endpoint_id = ${options.endpointId}`);
+  if (options.merchantId !== undefined) conditions.push(sql`d.merchant_id = ${options.merchantId}`);
+  if (options.state !== undefined) conditions.push(sql`d.state = ${options.state}`);
+  const { rows } = await sql<{ id: string | number; event_id: string; endpoint_id: string; merchant_id: string; type: string; state: string; attempts: number; next_at: string | null; last_status: number | null; last_error: string | null; created: string }>`SELECT d.id, d.event_id, d.endpoint_id, d.merchant_id, e.type, d.state, d.attempts,
+      CASE WHEN d.state = 'pending' THEN DATE_FORMAT(d.next_attempt_at, '%Y-%m-%dT%H:%i:%s.%f+00:00') END AS next_at, d.last_status, d.last_error,
+      DATE_FORMAT(d.created_at, '%Y-%m-%dT%H:%i:%s.%f+00:00') AS created
+    FROM webhook_deliveries d INNER JOIN webhook_events e ON e.id = d.event_id
+    WHERE ${sql.join(conditions, sql` AND `)} ORDER BY d.id DESC LIMIT ${options.limit ?? 100}`.execute(db);
+  return rows.map((row) => ({ id: String(row.id), eventId: row.event_id, endpointId: row.endpoint_id, merchantId: row.merchant_id, type: row.type, state: row.state, attempts: Number(row.attempts), nextAttemptAt: row.next_at, lastStatus: row.last_status === null ? null : Number(row.last_status), lastError: row.last_error, createdAt: row.created }));
+}
+
+/**
+ * Sends deliveries again, due at once, with the same event id (receivers deduplicate on it): every
+ * delivery of `eventId`, or of `endpointId` created since `since` (`DATETIME(6)` text). Those of a
+ * disabled endpoint stay as they are until it is enabled. Returns how many were queued.
+ */
+export async function redeliverWebhooks(db: Db, target: { eventId: string } | { endpointId: string; since: string }): Promise<number> {
+  const where = 'eventId' in target ? sql`d.event_id = ${target.eventId}` : sql`d.endpoint_id = ${target.endpointId} AND d.created_at >= ${target.since}`;
+  const result = await sql`UPDATE webhook_deliveries d INNER JOIN webhook_endpoints p ON p.id = d.endpoint_id
+    SET d.state = 'pending', d.next_attempt_at = UTC_TIMESTAMP(6), d.claim_token = NULL, d.leased_until = NULL
+    WHERE ${where} AND p.status = 'enabled' AND (d.state <> 'pending' OR d.leased_until IS NULL)`.execute(db);
+  return Number(result.numAffectedRows ?? 0);
+}
