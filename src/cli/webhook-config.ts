@@ -27,8 +27,7 @@ export interface WebhookConfig {
 }
 
 export function webhookSettings(r: SettingsReader): WebhookConfig {
-  const duration = (name: string, fallback: number, max: number): number => {
-    const raw = r.text(name);
+  const duration = (raw: string | undefined, name: string, fallback: number, max: number): number => {
     if (raw === undefined) return fallback;
     const ms = parseDurationMs(raw);
     if (ms === undefined || ms < 1 || ms > max) {
@@ -51,9 +50,9 @@ export function webhookSettings(r: SettingsReader): WebhookConfig {
     allowPrivate: r.bool('WEBHOOK_ALLOW_PRIVATE', false),
     allowHttp: r.bool('WEBHOOK_ALLOW_HTTP', false),
     retrySchedule,
-    timeoutMs: duration('WEBHOOK_TIMEOUT', DEFAULTS.webhooks.timeoutMs, 300_000),
+    timeoutMs: duration(r.text('WEBHOOK_TIMEOUT'), 'WEBHOOK_TIMEOUT', DEFAULTS.webhooks.timeoutMs, 300_000),
     maxEndpointsPerMerchant: r.int('WEBHOOK_MAX_ENDPOINTS', DEFAULTS.webhooks.maxEndpointsPerMerchant, 1, 1000),
-    disableAfterFailingMs: duration('WEBHOOK_DISABLE_AFTER', DEFAULTS.webhooks.disableAfterFailingMs, 365 * 86_400_000),
-    retentionMs: duration('WEBHOOK_RETENTION', DEFAULTS.webhooks.retentionMs, 365 * 86_400_000),
+    disableAfterFailingMs: duration(r.text('WEBHOOK_DISABLE_AFTER'), 'WEBHOOK_DISABLE_AFTER', DEFAULTS.webhooks.disableAfterFailingMs, 365 * 86_400_000),
+    retentionMs: duration(r.text('WEBHOOK_RETENTION'), 'WEBHOOK_RETENTION', DEFAULTS.webhooks.retentionMs, 365 * 86_400_000),
   };
 }
