@@ -2,9 +2,9 @@
  * Webhook events and their bodies (docs/webhooks.md#events): `{"type", "timestamp", "data"}`, where
  * `data` is the record `GET /merchant/users/{id}` answers (14 keys in that order) plus `updated_at`,
  * in the merchant's own view (its `shared_user_id`); `user.unshared` carries only the id and the time.
- * Each event has one id, `evt_` + random, sent as `webhook-id` on every attempt: receivers deduplicate on it.
+ * Each event has one id (`evt_`, time-ordered, then random; made where the event is stored), sent as
+ * `webhook-id` on every attempt: receivers deduplicate on it.
  */
-import { randomBytes } from 'node:crypto';
 import { changedUserJson } from '../listing/user-json.js';
 import type { ChangedUserRecord } from '../storage/contract.js';
 
@@ -17,11 +17,6 @@ export const DEFAULT_SUBSCRIBED_EVENTS: readonly WebhookEventType[] = ['user.sha
 
 export function isWebhookEventType(value: unknown): value is WebhookEventType {
   return typeof value === 'string' && (WEBHOOK_EVENT_TYPES as readonly string[]).includes(value);
-}
-
-/** A new event id: `evt_` + 24 random bytes, base64url (32 characters). */
-export function newEventId(): string {
-  return `evt_${randomBytes(24).toString('base64url')}`;
 }
 
 /** `2026-11-28T04:00:00.123456+00:00` from a `Date` (microseconds zero): the timestamps of docs/protocol.md. */

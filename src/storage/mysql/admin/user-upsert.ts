@@ -24,7 +24,7 @@
 import { sql, type Transaction } from 'kysely';
 import { compareCodePoints } from '../../order.js';
 import type { SeedUser } from '../../seed/seed.js';
-import { insertNewUsers, UserBatch, type IdAllocation } from './new-users.js';
+import { insertNewUsers, loadData, UserBatch, type IdAllocation } from './new-users.js';
 import { userColumns } from './user-rows.js';
 import { USER_FIELDS, USER_FIELD_MAX_LENGTH, type MerchantApiDatabase } from '../schema.js';
 import { canonicalColumn } from '../sql-values.js';
@@ -79,7 +79,7 @@ export async function upsertUsers(trx: Trx, batch: SeedUser[] | UserBatch, alloc
   const events = subscribers.size > 0 ? await shareChanges(trx, subscribers, news, changed, stamp) : [];
   if (changed.length > 0) await updateUsers(trx, changed, stamp);
   if (news.length > 0) await insertNewUsers(trx, news, allocation, stamp, prepared.prepared(news.length));
-  if (events.length > 0) await writeEvents(trx, events, stamp, subscribers);
+  if (events.length > 0) await writeEvents(trx, events, stamp, subscribers, async (table, columns, chunks, rows) => (await loadData(trx, chunks, table, columns, rows, allocation)) !== undefined);
   return { inserted: news.length, updated: changed.length, unchanged: updates.length - changed.length };
 }
 

@@ -16,7 +16,7 @@ import { sql, type Kysely } from 'kysely';
 import type { Migration } from './kysely-migrator.js';
 
 const TABLE_OPTIONS = 'ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci';
-const ASCII_ID = 'VARCHAR(40) CHARACTER SET ascii COLLATE ascii_bin NOT NULL';
+const ASCII_ID = 'VARCHAR(48) CHARACTER SET ascii COLLATE ascii_bin NOT NULL';
 
 /** `merchants.id`'s exact type, so the foreign key and the joins compare like for like. */
 async function merchantIdType(db: Kysely<any>): Promise<string> {
@@ -71,7 +71,6 @@ export const webhooks: Migration = {
       created_at DATETIME(6) NOT NULL,
       PRIMARY KEY (id),
       KEY webhook_deliveries_due (endpoint_id, state, next_attempt_at),
-      KEY webhook_deliveries_pending (state, next_attempt_at),
       KEY webhook_deliveries_event (event_id),
       KEY webhook_deliveries_created (created_at),
       CONSTRAINT webhook_deliveries_endpoint FOREIGN KEY (endpoint_id) REFERENCES webhook_endpoints (id) ON DELETE CASCADE

@@ -10,7 +10,7 @@
  * once, since only the holder of the token records it.
  */
 import { randomBytes } from 'node:crypto';
-import { sql, type Kysely } from 'kysely';
+import { sql, type Kysely, type Transaction } from 'kysely';
 import { openApiKey, type MasterKey } from '../../sql/key-sealing.js';
 import type { AttemptRecord, ClaimOptions, DueDelivery, OutboxStats, WebhookOutbox } from '../../webhook-outbox.js';
 import type { MerchantApiDatabase } from '../schema.js';
@@ -119,6 +119,18 @@ export class MysqlWebhookOutbox implements WebhookOutbox {
     const { delivery } = record;
     const state = record.outcome === 'delivered' ? 'delivered' : record.outcome === 'failed' ? 'failed' : 'pending';
     const next = record.nextAttemptAt ? sqlTime(record.nextAttemptAt) : null;
+    const update = (db: Db | Transaction<MerchantApiDatabase>) =>
+      sql`UPDATE webhook_deliveries SET state = ${state}, attempts = attempts + 1,
+          next_attempt_at = COALESCE(${next}, next_attempt_at), claim_token = NULL, leased_until = NULL,
+          last_attempt_at = UTC_TIMESTAMP(6), last_status = ${record.status ?? null}, last_error = ${record.error ?? null},
+          last_response = ${record.responseBody === undefined ? null : Buffer.from(record.responseBody, 'utf8').subarray(0, 256)}
+        WHERE id = ${delivery.id} AND claim_token = ${delivery.claimToken}`.execute(db);
+    // The usual case, a delivery to an endpoint that was not failing: the endpoint's row stays as it
+    // is, so one statement, and attempts to one endpoint never queue on its row.
+    if (record.outcome === 'delivered' && delivery.failingForMs === undefined && record.disableEndpoint === undefined) {
+      await update(this.#db);
+      return;
+    }
     // Locks in the claim's order, the endpoint's row before its deliveries', so the two never wait crosswise;
     // a deadlock all the same (a claim's range lock) is tried again: the record must not wait for the lease.
     for (let attempt = 1; ; attempt++) {
@@ -127,16 +139,12 @@ export class MysqlWebhookOutbox implements WebhookOutbox {
           const { rows: held } = await sql<{ id: string }>`SELECT p.id FROM webhook_endpoints p
             WHERE p.id = ${delivery.endpointId} FOR UPDATE`.execute(trx);
           if (held.length === 0) return;
-          const result = await sql`UPDATE webhook_deliveries SET state = ${state}, attempts = attempts + 1,
-              next_attempt_at = COALESCE(${next}, next_attempt_at), claim_token = NULL, leased_until = NULL,
-              last_attempt_at = UTC_TIMESTAMP(6), last_status = ${record.status ?? null}, last_error = ${record.error ?? null},
-              last_response = ${record.responseBody === undefined ? null : Buffer.from(record.responseBody, 'utf8').subarray(0, 256)}
-            WHERE id = ${delivery.id} AND claim_token = ${delivery.claimToken}`.execute(trx);
+          const result = await update(trx);
           // The lease ran out and another instance holds the delivery now: its record counts, not this one.
           if (Number(result.numAffectedRows ?? 0) === 0) return;
           if (record.outcome === 'delivered') {
             await sql`UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ${delivery.endpointId} AND failing_since IS NOT NULL`.execute(trx);
-          } else {
+          } else if (delivery.failingForMs === undefined) {
             await sql`UPDATE webhook_endpoints SET failing_since = COALESCE(failing_since, UTC_TIMESTAMP(6)) WHERE id = ${delivery.endpointId}`.execute(trx);
           }
           if (record.disableEndpoint !== undefined) {
