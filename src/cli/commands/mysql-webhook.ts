@@ -5,6 +5,7 @@
  * (WEBHOOK_ALLOW_PRIVATE, WEBHOOK_ALLOW_HTTP). Every change writes one log event (admin-log.ts).
  */
 import type { Logger } from '../../index.js';
+import type { WebhookMetrics } from '../../observe/metrics.js';
 import {
   addWebhookEndpoint,
   createMysqlKysely,
@@ -211,7 +212,7 @@ export interface RunningDispatcher {
  * `webhook_attempt` events (ids, status, duration, attempt number: never the secret nor the body),
  * a disabled endpoint as `webhook_endpoint_disabled`. Warns at start while the address rules are lifted.
  */
-export async function startWebhookDispatcher(config: MysqlConfig, io: CliIo, logger: Logger): Promise<RunningDispatcher | undefined> {
+export async function startWebhookDispatcher(config: MysqlConfig, io: CliIo, logger: Logger, metrics?: WebhookMetrics): Promise<RunningDispatcher | undefined> {
   const settings = config.webhooks;
   if (!settings.dispatch) return undefined;
   if (settings.allowPrivate || settings.allowHttp) {
@@ -230,6 +231,7 @@ export async function startWebhookDispatcher(config: MysqlConfig, io: CliIo, log
     disableAfterFailingMs: settings.disableAfterFailingMs,
     retentionMs: settings.retentionMs,
     onAttempt: (attempt) => {
+      metrics?.onAttempt(attempt);
       const fields = { event: 'webhook_attempt', endpoint_id: attempt.endpointId, event_id: attempt.eventId, merchant_id: attempt.merchantId, type: attempt.type, attempt: attempt.attempt, outcome: attempt.outcome, status: attempt.status ?? null, error: attempt.error ?? null, duration_ms: Math.round(attempt.durationMs) };
       if (attempt.outcome === 'delivered') logger.info(fields);
       else logger.warn(fields);
@@ -238,9 +240,21 @@ export async function startWebhookDispatcher(config: MysqlConfig, io: CliIo, log
     onError: (error) => logger.warn({ event: 'webhook_dispatch_failed', error: error instanceof Error ? error.name : 'error', code: (error as { code?: string }).code ?? null }),
   });
   dispatcher.start();
+  // The pending count and the oldest due delivery, for the metrics: one grouped read every 15 s.
+  const readStats = async () => {
+    try {
+      metrics?.setOutbox(await dispatcher.stats());
+    } catch {
+      // The database away: the next read tells; the dispatcher logs its own failures.
+    }
+  };
+  const statsTimer = metrics ? setInterval(() => void readStats(), 15_000) : undefined;
+  statsTimer?.unref?.();
+  if (metrics) void readStats();
   return {
     health: () => dispatcher.health(),
     async stop() {
+      clearInterval(statsTimer);
       await dispatcher.stop();
       await db.destroy().catch(() => undefined);
     },

@@ -178,10 +178,17 @@ export class MysqlWebhookOutbox implements WebhookOutbox {
   }
 
   async stats(): Promise<OutboxStats> {
-    const { rows } = await sql<{ pending: number | string; oldest_ms: number | string | null }>`SELECT COUNT(*) AS pending,
-        FLOOR(TIMESTAMPDIFF(MICROSECOND, MIN(CASE WHEN next_attempt_at <= UTC_TIMESTAMP(6) THEN next_attempt_at END), UTC_TIMESTAMP(6)) / 1000) AS oldest_ms
-      FROM webhook_deliveries WHERE state = 'pending'`.execute(this.#db);
-    return { pending: Number(rows[0]!.pending), oldestDueAgeMs: rows[0]!.oldest_ms === null ? 0 : Number(rows[0]!.oldest_ms) };
+    // Per endpoint, along `webhook_deliveries_due`: the pending rows and the first time one is due.
+    const { rows } = await sql<{ n: number | string; waited_ms: number | string | null }>`SELECT COUNT(*) AS n,
+        FLOOR(TIMESTAMPDIFF(MICROSECOND, MIN(next_attempt_at), UTC_TIMESTAMP(6)) / 1000) AS waited_ms
+      FROM webhook_deliveries WHERE state = 'pending' GROUP BY endpoint_id`.execute(this.#db);
+    let pending = 0;
+    let oldestDueAgeMs = 0;
+    for (const row of rows) {
+      pending += Number(row.n);
+      if (row.waited_ms !== null) oldestDueAgeMs = Math.max(oldestDueAgeMs, Number(row.waited_ms));
+    }
+    return { pending, oldestDueAgeMs };
   }
 
   async #open(merchantId: string, sealed: string): Promise<string> {
