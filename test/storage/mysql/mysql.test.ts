@@ -340,6 +340,7 @@ describe.skipIf(!available)('MySQL storage', () => {
           { migrationName: '0004_key_ids', direction: 'Up', status: 'Success' },
           { migrationName: '0005_user_share_updated_at', direction: 'Up', status: 'Success' },
           { migrationName: '0006_replica_heartbeat', direction: 'Up', status: 'Success' },
+          { migrationName: '0008_webhooks', direction: 'Up', status: 'Success' },
         ]);
         expect((await migrateToLatest(scratch.db)).results).toEqual([]);
         expect((await createMigrator(scratch.db).migrateDown()).error).toBeUndefined();
