@@ -6,7 +6,7 @@
 import { sql } from 'kysely';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { changedUserJson } from '../../src/listing/user-json.js';
-import { addWebhookEndpoint, enableWebhookEndpoint, importSeed, listWebhookEndpoints, MysqlWebhookOutbox, removeWebhookEndpoint, rotateWebhookSecret, sendWebhookTest, WebhookAdminError, writeUnsharedEvent } from '../../src/storage/mysql/index.js';
+import { addWebhookEndpoint, deleteMerchant, enableWebhookEndpoint, importSeed, listWebhookEndpoints, MysqlWebhookOutbox, removeWebhookEndpoint, rotateWebhookSecret, sendWebhookTest, WebhookAdminError, writeUnsharedEvent } from '../../src/storage/mysql/index.js';
 import type { ChangedUserRecord } from '../../src/storage/contract.js';
 import { userEventData } from '../../src/storage/webhook-outbox.js';
 import { WebhookDispatcher, type AttemptEvent, type DispatcherOptions } from '../../src/webhooks/dispatcher.js';
@@ -295,6 +295,16 @@ describe.skipIf(!available)('webhooks on MySQL', () => {
     await expect(removeWebhookEndpoint(database.db, endpoint.id, 'm1-other')).rejects.toBeInstanceOf(WebhookAdminError);
     await removeWebhookEndpoint(database.db, endpoint.id, merchantId);
     expect(await listWebhookEndpoints(database.db, merchantId)).toEqual([]);
+  });
+
+  it('deleting a merchant deletes its endpoints, their deliveries and its events', async () => {
+    const { merchantId, endpoint } = await merchantWithEndpoint();
+    await importSeed(database.db, undefined, { merchants: [], users: [user(merchantId, 'bye')] });
+    const count = async (table: string) => Number((await sql<{ n: number }>`SELECT COUNT(*) AS n FROM ${sql.table(table)} WHERE merchant_id = ${merchantId}`.execute(database.db)).rows[0]!.n);
+    expect([await count('webhook_endpoints'), await count('webhook_deliveries'), await count('webhook_events')]).toEqual([1, 1, 1]);
+    await deleteMerchant(database.db, merchantId);
+    expect([await count('webhook_endpoints'), await count('webhook_deliveries'), await count('webhook_events')]).toEqual([0, 0, 0]);
+    expect(endpoint.id).toMatch(/^we_/);
   });
 
   it('prune removes finished deliveries and their events older than the retention', async () => {
