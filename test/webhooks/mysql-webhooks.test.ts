@@ -297,6 +297,21 @@ describe.skipIf(!available)('webhooks on MySQL', () => {
     expect(await listWebhookEndpoints(database.db, merchantId)).toEqual([]);
   });
 
+  it('a secret that does not open holds back only its own delivery', async () => {
+    const broken = await merchantWithEndpoint();
+    const fine = await merchantWithEndpoint();
+    await sql`UPDATE webhook_endpoints SET sealed_secret = 'not.a.jwe.at.all' WHERE id = ${broken.endpoint.id}`.execute(database.db);
+    await importSeed(database.db, undefined, { merchants: [], users: [user(broken.merchantId, 'b1'), user(fine.merchantId, 'f1')] });
+    dispatcher();
+    await vi.waitFor(() => expect(fine.receiver.received).toHaveLength(1), { timeout: 15_000 });
+    await vi.waitFor(async () => {
+      const row = await sql<{ last_error: string | null }>`SELECT last_error FROM webhook_deliveries WHERE endpoint_id = ${broken.endpoint.id}`.execute(database.db);
+      expect(row.rows[0]!.last_error).toBe('secret_unreadable');
+    });
+    expect(broken.receiver.received).toHaveLength(0);
+    await removeWebhookEndpoint(database.db, broken.endpoint.id);
+  });
+
   it('deleting a merchant deletes its endpoints, their deliveries and its events', async () => {
     const { merchantId, endpoint } = await merchantWithEndpoint();
     await importSeed(database.db, undefined, { merchants: [], users: [user(merchantId, 'bye')] });

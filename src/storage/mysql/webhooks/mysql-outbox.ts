@@ -40,6 +40,17 @@ export class MysqlWebhookOutbox implements WebhookOutbox {
   }
 
   async claimDue(options: ClaimOptions): Promise<DueDelivery[]> {
+    // Two instances claiming at once may deadlock on the gaps of the due index: the loser tries again.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.#claim(options);
+      } catch (error) {
+        if (attempt >= 3 || !isDeadlock(error)) throw error;
+      }
+    }
+  }
+
+  async #claim(options: ClaimOptions): Promise<DueDelivery[]> {
     const token = randomBytes(16).toString('base64url');
     const claimed = await this.#db.transaction().execute(async (trx) => {
       const { rows: due } = await sql<{ endpoint_id: string; first_due: string }>`SELECT endpoint_id, MIN(next_attempt_at) AS first_due FROM webhook_deliveries
@@ -95,8 +106,16 @@ export class MysqlWebhookOutbox implements WebhookOutbox {
       ORDER BY d.id`.execute(this.#db);
     const deliveries: DueDelivery[] = [];
     for (const row of rows) {
-      const secrets = [await this.#open(row.merchant_id, row.sealed_secret)];
-      if (row.previous_sealed_secret !== null && Number(row.previous_valid) === 1) secrets.push(await this.#open(row.merchant_id, row.previous_sealed_secret));
+      const secrets: string[] = [];
+      try {
+        secrets.push(await this.#open(row.merchant_id, row.sealed_secret));
+        if (row.previous_sealed_secret !== null && Number(row.previous_valid) === 1) secrets.push(await this.#open(row.merchant_id, row.previous_sealed_secret));
+      } catch {
+        // A secret that does not open (another MASTER_KEY, an altered row) holds back only its own
+        // delivery: noted on it, and claimed again when the lease ends.
+        await sql`UPDATE webhook_deliveries SET last_error = 'secret_unreadable' WHERE id = ${row.id} AND claim_token = ${token}`.execute(this.#db);
+        continue;
+      }
       deliveries.push({
         id: String(row.id),
         eventId: row.event_id,
