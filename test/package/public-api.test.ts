@@ -23,7 +23,7 @@ const EXPECTED: Record<string, string[]> = {
     'MERCHANT_ID_RULE', 'addMerchantKey', 'deleteMerchant', 'keyFingerprint', 'liftThrottleBlocks', 'listMerchantKeys', 'listThrottleBlocks',
     'revokeMerchantKey',
     'MysqlWebhookOutbox', 'WebhookAdminError', 'addWebhookEndpoint', 'enableWebhookEndpoint', 'listWebhookDeliveries', 'listWebhookEndpoints', 'redeliverWebhooks',
-    'removeWebhookEndpoint', 'rotateWebhookSecret', 'sendWebhookTest', 'writeUnsharedEvent',
+    'eraseWebhookEvents', 'removeWebhookEndpoint', 'rotateWebhookSecret', 'sendWebhookTest', 'writeUnsharedEvent',
   ],
   './storage/redis': ['RedisSetupError', 'ScriptNotLoadedError', 'createRedisConnection', 'parseRedisUrl', 'redisConnectionFromClient', 'withRedisState'],
   './client': ['MerchantClientError', 'MerchantNetworkError', 'MerchantResponseError', 'MerchantTimeoutError', 'WebhookVerificationError', 'createMerchantClient', 'verifyWebhook'],

@@ -6,7 +6,7 @@
 import { sql } from 'kysely';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { changedUserJson } from '../../src/listing/user-json.js';
-import { addWebhookEndpoint, deleteMerchant, enableWebhookEndpoint, importSeed, listWebhookEndpoints, MysqlWebhookOutbox, removeWebhookEndpoint, rotateWebhookSecret, sendWebhookTest, WebhookAdminError, writeUnsharedEvent } from '../../src/storage/mysql/index.js';
+import { addWebhookEndpoint, deleteMerchant, enableWebhookEndpoint, eraseWebhookEvents, importSeed, listWebhookEndpoints, MysqlWebhookOutbox, removeWebhookEndpoint, rotateWebhookSecret, sendWebhookTest, WebhookAdminError, writeUnsharedEvent } from '../../src/storage/mysql/index.js';
 import type { ChangedUserRecord } from '../../src/storage/contract.js';
 import { userEventData } from '../../src/storage/webhook-outbox.js';
 import { WebhookDispatcher, type AttemptEvent, type DispatcherOptions } from '../../src/webhooks/dispatcher.js';
@@ -283,6 +283,24 @@ describe.skipIf(!available)('webhooks on MySQL', () => {
     await vi.waitFor(() => expect(receiver.received).toHaveLength(1), { timeout: 15_000 });
     expect(receiver.received[0]!.event).toMatchObject({ type: 'user.unshared', data: { shared_user_id: 'gone-user' } });
     expect(Object.keys(receiver.received[0]!.event.data)).toEqual(['shared_user_id', 'unshared_at']);
+  });
+
+  it('eraseWebhookEvents removes the events holding an erased user\'s record, with their deliveries, and nothing else', async () => {
+    const { merchantId } = await merchantWithEndpoint();
+    await importSeed(database.db, undefined, { merchants: [], users: [user(merchantId, 'erase "me"'), user(merchantId, 'keep')] });
+    await importSeed(database.db, undefined, { merchants: [], users: [user(merchantId, 'erase "me"', { city: 'Bonn' })] });
+    const count = async (table: string) => Number((await sql<{ n: number }>`SELECT COUNT(*) AS n FROM ${sql.table(table)} WHERE merchant_id = ${merchantId}`.execute(database.db)).rows[0]!.n);
+    expect([await count('webhook_events'), await count('webhook_deliveries')]).toEqual([3, 3]);
+    const erased = await database.db.transaction().execute(async (trx) => {
+      const n = await eraseWebhookEvents(trx, merchantId, 'erase "me"');
+      await writeUnsharedEvent(trx, merchantId, 'erase "me"');
+      return n;
+    });
+    expect(erased).toBe(2);
+    const left = await sql<{ type: string; data: string }>`SELECT type, data FROM webhook_events WHERE merchant_id = ${merchantId} ORDER BY type`.execute(database.db);
+    expect(left.rows.map((r) => [r.type, (JSON.parse(r.data) as { shared_user_id: string }).shared_user_id])).toEqual([['user.shared', 'keep'], ['user.unshared', 'erase "me"']]);
+    expect(await count('webhook_deliveries')).toBe(2);
+    await sql`UPDATE webhook_deliveries SET state = 'cancelled' WHERE merchant_id = ${merchantId}`.execute(database.db);
   });
 
   it('endpoints: at most the limit per merchant, scoped to their merchant, removed with their deliveries', async () => {

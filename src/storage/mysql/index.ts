@@ -33,5 +33,5 @@ export type { PruneOptions } from './statements/salts.js';
 export { MysqlWebhookOutbox } from './webhooks/mysql-outbox.js';
 export { addWebhookEndpoint, enableWebhookEndpoint, listWebhookDeliveries, listWebhookEndpoints, redeliverWebhooks, removeWebhookEndpoint, rotateWebhookSecret, sendWebhookTest, WebhookAdminError } from './webhooks/endpoints.js';
 export type { WebhookDeliverySummary } from './webhooks/endpoints.js';
-export { writeUnsharedEvent } from './webhooks/outbox-writes.js';
+export { eraseWebhookEvents, writeUnsharedEvent } from './webhooks/outbox-writes.js';
 export type { AttemptRecord, ClaimOptions, DueDelivery, OutboxStats, WebhookEndpointSummary, WebhookOutbox } from '../webhook-outbox.js';

@@ -119,3 +119,21 @@ export async function writeUnsharedEvent(trx: Transaction<MerchantApiDatabase>, 
   const stamp = rows[0]!.now;
   return writeEvents(trx, [{ merchantId, type: 'user.unshared', data: unsharedEventData(sharedUserId, canonicalStamp(stamp)) }], stamp);
 }
+
+/**
+ * Deletes, inside `trx`, the webhook events that hold the record of the share (`merchantId`,
+ * `sharedUserId`), `user.shared`, `user.updated` and `user.deactivated`, with their deliveries,
+ * sent or not: an erasure leaves no copy of the person in the outbox (issue 31 calls it before
+ * `writeUnsharedEvent`). Returns how many events went. A scan of the merchant's events: a rare
+ * command over a table pruned after `WEBHOOK_RETENTION`.
+ */
+export async function eraseWebhookEvents(trx: Transaction<MerchantApiDatabase>, merchantId: string, sharedUserId: string): Promise<number> {
+  const { rows } = await sql<{ id: string }>`SELECT id FROM webhook_events WHERE merchant_id = ${merchantId}
+    AND type IN ('user.shared', 'user.updated', 'user.deactivated')
+    AND JSON_UNQUOTE(JSON_EXTRACT(data, '$.shared_user_id')) = ${sharedUserId} FOR UPDATE`.execute(trx);
+  if (rows.length === 0) return 0;
+  const ids = rows.map((row) => row.id);
+  await sql`DELETE FROM webhook_deliveries WHERE event_id IN (${sql.join(ids)})`.execute(trx);
+  await sql`DELETE FROM webhook_events WHERE id IN (${sql.join(ids)})`.execute(trx);
+  return ids.length;
+}
