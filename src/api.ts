@@ -27,6 +27,7 @@ import type { HandlerDeps } from './routes/route.js';
 import { docsRoutes } from './routes/docs/page.js';
 import { swaggerUiDist } from './routes/docs/swagger-ui-dist.js';
 import { ROUTES } from './routes/table.js';
+import { DEFAULTS } from './defaults.js';
 import { storageViews } from './storage/guard.js';
 
 export type { MerchantApiOptions } from './options.js';
@@ -98,6 +99,12 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
     openApiBody: JSON.stringify(openApiDocument(resolved.basePath, ROUTES)),
     storageHealth: storage.health?.bind(storage),
     authenticated: authenticatedStep(limits.afterAuthentication, hooks.onAuthenticated),
+    logger,
+    webhooks: {
+      allowPrivate: options.webhooks?.allowPrivate === true,
+      allowHttp: options.webhooks?.allowHttp === true,
+      maxEndpointsPerMerchant: options.webhooks?.maxEndpointsPerMerchant ?? DEFAULTS.webhooks.maxEndpointsPerMerchant,
+    },
   };
 
   const inFlight = new Set<() => void>();

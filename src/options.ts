@@ -92,6 +92,22 @@ export interface MerchantApiOptions {
    * Needs `RequestInfo.clientPort`, which our adapters give. Default on; `false` turns it off.
    */
   tarpit?: TarpitOptions | false;
+  /**
+   * The merchant's webhook endpoints (`/merchant/webhooks`, docs/webhooks.md#endpoints): the address
+   * rules a URL must pass (`https`, a public address; lifted only for development and tests) and the
+   * most endpoints per merchant (default 10). The endpoints themselves need a storage that has them (MySQL).
+   */
+  webhooks?: WebhookEndpointOptions;
+}
+
+/** What `/merchant/webhooks` checks (`MerchantApiOptions.webhooks`). */
+export interface WebhookEndpointOptions {
+  /** Private, loopback and reserved addresses allowed (`WEBHOOK_ALLOW_PRIVATE`): development and tests only. */
+  allowPrivate?: boolean;
+  /** `http` URLs allowed (`WEBHOOK_ALLOW_HTTP`): development and tests only. */
+  allowHttp?: boolean;
+  /** Endpoints per merchant (`WEBHOOK_MAX_ENDPOINTS`, default 10). */
+  maxEndpointsPerMerchant?: number;
 }
 
 /** The options with every default applied and every value checked. */

@@ -32,6 +32,12 @@ export function toResponse(reply: Reply, head: boolean, extra?: Record<string, s
   if (reply.headers) Object.assign(headers, reply.headers);
   if (extra) Object.assign(headers, extra);
   const { body } = reply;
+  if (reply.status === 204) {
+    // No content: no body, and neither its type nor its length (RFC 9110 §8.6).
+    delete headers['content-type'];
+    done?.(0, false);
+    return new Response(null, { status: 204, headers });
+  }
   if (typeof body === 'string') {
     // Known here once; Node's server would otherwise measure it again.
     const length = byteLength(body);

@@ -7,6 +7,7 @@
  */
 import { MerchantApiError, StorageUnavailableError } from '../errors.js';
 import { STORAGE_OPERATIONS, type Storage, type StorageOperation } from './contract.js';
+import { WEBHOOKS_NEED_MYSQL } from './webhook-endpoints.js';
 
 /**
  * Watches one storage call: called as it starts, it returns what to call when
@@ -20,8 +21,8 @@ export type StorageCall<C> = <T>(operation: StorageOperation, context: C, call: 
 /** Runs a call within a limit of the request's (the merchant's share of the connections), inside the deadline. */
 export type StorageGate<C> = <T>(context: C, call: () => Promise<T>) => Promise<T>;
 
-/** The storage calls a request makes (`STORAGE_OPERATIONS`), each bounded, watched and shared. */
-export type StorageView = Pick<Storage, StorageOperation>;
+/** The storage calls a request makes (`STORAGE_OPERATIONS`), each bounded, watched and shared; an optional one the storage lacks is 501. */
+export type StorageView = Required<Pick<Storage, StorageOperation>>;
 
 export interface StorageGuardOptions<C> {
   /** Milliseconds before a call is a 503. */
@@ -61,7 +62,11 @@ class GuardedView<C> {
     for (const operation of STORAGE_OPERATIONS) {
       Object.defineProperty(this.prototype, operation, {
         value: function guarded(this: GuardedView<unknown>, ...args: unknown[]): Promise<unknown> {
-          return this.#run(operation, this.#context, (storage) => (storage as unknown as Operations)[operation](...args));
+          return this.#run(operation, this.#context, (storage) => {
+            const call = (storage as unknown as Partial<Operations>)[operation];
+            // An optional operation the storage lacks (webhooks on the memory storage): passed through as its documented 501.
+            return call === undefined ? Promise.reject(WEBHOOKS_NEED_MYSQL) : call.apply(storage, args);
+          });
         },
         writable: true,
         configurable: true,

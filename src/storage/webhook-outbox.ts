@@ -7,18 +7,7 @@
  */
 import { USER_RECORD_KEYS, type ChangedUserRecord } from './contract.js';
 
-/** An endpoint as listed: never its secret. */
-export interface WebhookEndpointSummary {
-  id: string;
-  merchantId: string;
-  url: string;
-  /** The event types it receives. */
-  events: string[];
-  status: 'enabled' | 'disabled';
-  /** Why it is disabled: `gone` (410), `failing` (every attempt failed too long), `operator`. */
-  disabledReason: string | null;
-  createdAt: string;
-}
+export type { WebhookEndpointSummary } from './webhook-endpoints.js';
 
 /** A delivery claimed for sending: everything one attempt needs, the secrets opened. */
 export interface DueDelivery {

@@ -145,6 +145,8 @@ async function listen(runtime: ServeRuntime, config: ServerConfig, storage: Stor
       throttle: config.throttle,
       merchantConcurrency: config.merchantConcurrency,
       fairShare: config.fairShare,
+      // `/merchant/webhooks` checks a URL with the rules `webhook add` and the dispatcher apply.
+      webhooks: { allowPrivate: config.mysql.webhooks.allowPrivate, allowHttp: config.mysql.webhooks.allowHttp, maxEndpointsPerMerchant: config.mysql.webhooks.maxEndpointsPerMerchant },
     });
     const tls = config.tls && (await readTlsFiles(config.tls));
     served = await runtime.serve(api, {
