@@ -17,6 +17,7 @@ import { headers } from './headers.js';
 import type { DocumentedRoute, Json } from './operation.js';
 import { schemas } from './schemas.js';
 import { SHARED_RESPONSES, sharedErrors } from './shared-errors.js';
+import { webhookEvents } from './webhook-events.js';
 
 /** The path item of a pattern: each route's operation (a GET with its HEAD twin). */
 function pathItem(routes: readonly DocumentedRoute[]): Json {
@@ -108,6 +109,8 @@ export function openApiDocument(basePath: string, routes: readonly DocumentedRou
       { name: 'Service', description: 'Liveness, readiness and this document.' },
     ],
     paths: Object.fromEntries([...byPattern(routes)].map(([pattern, same]) => [pattern, pathItem(same)])),
+    // What the server sends to a merchant's endpoints (docs/webhooks.md#events).
+    webhooks: webhookEvents(),
     components: {
       securitySchemes: { merchantBasic: { type: 'http', scheme: 'basic', description: 'User name: the merchant id; password: one of its active API keys.' } },
       parameters: {

@@ -231,3 +231,19 @@ describe.skipIf(!available)('/merchant/webhooks on MySQL', () => {
     }
   });
 });
+
+describe('the OpenAPI document', () => {
+  it('describes every event type under webhooks, each a signed POST of {type, timestamp, data}', async () => {
+    const { WEBHOOK_EVENT_TYPES } = await import('../../src/webhooks/events.js');
+    const { api } = testApi();
+    const { body } = await call(api, `${ORIGIN}/openapi.json`);
+    expect(Object.keys(body.webhooks).sort()).toEqual([...WEBHOOK_EVENT_TYPES].sort());
+    for (const type of WEBHOOK_EVENT_TYPES) {
+      const post = body.webhooks[type].post;
+      expect(post.parameters.map((p: { name: string }) => p.name)).toEqual(['webhook-id', 'webhook-timestamp', 'webhook-signature']);
+      expect(post.requestBody.content['application/json'].schema.properties.type).toEqual({ const: type });
+    }
+    expect(body.paths['/merchant/webhooks'].post.operationId).toBe('createWebhook');
+    expect(Object.keys(body.paths['/merchant/webhooks/{id}'])).toEqual(['delete']);
+  });
+});
