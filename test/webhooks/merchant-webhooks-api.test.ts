@@ -6,6 +6,7 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { serve } from '../../adapters/node.js';
+import { createMerchantClient, MerchantResponseError } from '../../src/client/index.js';
 import { createMerchantApi, type MerchantApi } from '../../src/api.js';
 import { silentLogger, type Logger } from '../../src/observe/logger.js';
 import { importSeed, MysqlStorage, MysqlWebhookOutbox } from '../../src/storage/mysql/index.js';
@@ -204,6 +205,30 @@ describe.skipIf(!available)('/merchant/webhooks on MySQL', () => {
     for (const id of [...ids, ofA.body.data[0].id]) await call(api, `${ORIGIN}/merchant/webhooks/${id}`, { method: 'DELETE', headers: id === ofA.body.data[0].id ? A : B });
   });
 
+  it('the client SDK: client.webhooks.list, create, rotateSecret, test and remove, each merchant on its own', async () => {
+    const served = await serve(api, { port: 0, hostname: '127.0.0.1' });
+    try {
+      const a = createMerchantClient({ baseUrl: served.url, merchantId: 'wa', apiKey: 'key-a' });
+      const b = createMerchantClient({ baseUrl: served.url, merchantId: 'wb', apiKey: 'key-b' });
+      const created = await a.webhooks.create('http://127.0.0.1:9/sdk', { events: ['user.unshared'] });
+      expect(created).toMatchObject({ id: expect.stringMatching(/^we_/), url: 'http://127.0.0.1:9/sdk', events: ['user.unshared'], status: 'enabled', secret: expect.stringMatching(/^whsec_/) });
+      expect(await a.webhooks.list()).toEqual([expect.objectContaining({ id: created.id })]);
+      expect(await b.webhooks.list()).toEqual([]);
+      const rotated = await a.webhooks.rotateSecret(created.id, { expireOldIn: '1h' });
+      expect(rotated).toEqual({ id: created.id, secret: expect.stringMatching(/^whsec_/), old_secret_expires_at: expect.any(String) });
+      expect(await a.webhooks.test(created.id)).toEqual({ event_id: expect.stringMatching(/^evt_/), endpoint_id: created.id });
+      const refused = await b.webhooks.remove(created.id).catch((error: unknown) => error);
+      expect(refused).toBeInstanceOf(MerchantResponseError);
+      expect(refused).toMatchObject({ status: 404, code: 'not_found' });
+      const invalid = await a.webhooks.create('ftp://example.com').catch((error: unknown) => error);
+      expect(invalid).toMatchObject({ status: 400, code: 'invalid_parameter' });
+      await a.webhooks.remove(created.id);
+      expect(await a.webhooks.list()).toEqual([]);
+    } finally {
+      await served.close();
+    }
+  });
+
   it('through a real server: an endpoint added by the API receives its test event, verified by standardwebhooks', async () => {
     const receiver = await startWebhookReceiver();
     receivers.push(receiver);
@@ -245,5 +270,23 @@ describe('the OpenAPI document', () => {
     }
     expect(body.paths['/merchant/webhooks'].post.operationId).toBe('createWebhook');
     expect(Object.keys(body.paths['/merchant/webhooks/{id}'])).toEqual(['delete']);
+  });
+});
+
+describe('client.webhooks retries', () => {
+  it('retries a read on 503 but sends a change once (its lost answer may have been a change made)', async () => {
+    const calls: string[] = [];
+    const unavailable = () => new Response(JSON.stringify({ status: 'error', data: [], errors: [{ code: 'storage_unavailable', message: 'x' }] }), { status: 503, headers: { 'content-type': 'application/json', 'retry-after': '0' } });
+    const fetchStub = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      calls.push(`${init?.method} ${String(input)} ${String(init?.body ?? '')}`);
+      return calls.length % 2 === 1 ? unavailable() : new Response(JSON.stringify({ status: 'ok', data: [], errors: [] }), { status: 200, headers: { 'content-type': 'application/json' } });
+    }) as typeof fetch;
+    const client = createMerchantClient({ baseUrl: 'http://api.test', merchantId: 'm', apiKey: 'k', fetch: fetchStub, retries: { baseDelayMs: 1, maxDelayMs: 5 } });
+    expect(await client.webhooks.list()).toEqual([]);
+    expect(calls).toHaveLength(2);
+    calls.length = 0;
+    const failed = await client.webhooks.create('https://example.com/h', { events: ['user.updated'] }).catch((error: unknown) => error);
+    expect(failed).toMatchObject({ status: 503, code: 'storage_unavailable' });
+    expect(calls).toEqual(['POST http://api.test/merchant/webhooks {"url":"https://example.com/h","events":["user.updated"]}']);
   });
 });
