@@ -29,6 +29,7 @@ import { swaggerUiDist } from './routes/docs/swagger-ui-dist.js';
 import { ROUTES } from './routes/table.js';
 import { DEFAULTS } from './defaults.js';
 import { storageViews } from './storage/guard.js';
+import type { PartHealth } from './storage/contract.js';
 
 export type { MerchantApiOptions } from './options.js';
 
@@ -97,7 +98,7 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
     basePath: resolved.basePath,
     streamBatchSize: resolved.streamBatchSize,
     openApiBody: JSON.stringify(openApiDocument(resolved.basePath, ROUTES)),
-    storageHealth: storage.health?.bind(storage),
+    storageHealth: healthDetails(storage.health?.bind(storage), options.healthParts),
     authenticated: authenticatedStep(limits.afterAuthentication, hooks.onAuthenticated),
     logger,
     webhooks: {
@@ -125,5 +126,14 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
     abortStreams() {
       for (const cut of [...inFlight]) cut();
     },
+  };
+}
+
+/** The details of `/healthz`: the storage's parts, then the instance's own (`healthParts`); undefined when there are none. */
+function healthDetails(storage: (() => Record<string, PartHealth>) | undefined, parts: MerchantApiOptions['healthParts']): HandlerDeps['storageHealth'] {
+  if (parts === undefined) return storage;
+  return () => {
+    const details = { ...storage?.(), ...parts() };
+    return Object.keys(details).length === 0 ? undefined : details;
   };
 }

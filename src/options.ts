@@ -12,7 +12,7 @@ import type { TarpitOptions } from './limits/tarpit.js';
 import type { ThrottleOptions } from './limits/throttle.js';
 import type { Logger } from './observe/logger.js';
 import type { DocsAssets } from './routes/docs/assets.js';
-import type { Storage } from './storage/contract.js';
+import type { PartHealth, Storage } from './storage/contract.js';
 
 export interface MerchantApiOptions {
   /** Where merchants, keys, salts and users live. The caller owns it and closes it. */
@@ -98,7 +98,16 @@ export interface MerchantApiOptions {
    * most endpoints per merchant (default 10). The endpoints themselves need a storage that has them (MySQL).
    */
   webhooks?: WebhookEndpointOptions;
+  /**
+   * Parts of the instance besides the storage, added to the `details` of `/healthz` beside the
+   * storage's own (`serve` on MySQL: `webhooks`, its dispatcher). Called on every `/healthz`: it
+   * must answer from memory. A part that is not ok leaves the instance live.
+   */
+  healthParts?: () => Record<string, HealthPart> | undefined;
 }
+
+/** A part of `/healthz`'s details: `ok` and, when not, a `problem`; figures of its own beside them (never a secret). */
+export type HealthPart = PartHealth & { [figure: string]: string | number | boolean | null | undefined };
 
 /** What `/merchant/webhooks` checks (`MerchantApiOptions.webhooks`). */
 export interface WebhookEndpointOptions {

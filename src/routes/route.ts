@@ -40,7 +40,7 @@ export interface HandlerDeps {
   /** The OpenAPI document, serialised once. */
   openApiBody: string;
   /** How the storage's parts did at their last use, when the storage reports them. */
-  storageHealth: (() => Record<string, PartHealth>) | undefined;
+  storageHealth: (() => Record<string, PartHealth> | undefined) | undefined;
   /** The server's logger: the webhook endpoints log each change as the CLI does (`webhook_endpoint_added`, ...). */
   logger: Logger;
   /** What `/merchant/webhooks` checks: the address rules and the most endpoints per merchant. */

@@ -290,3 +290,17 @@ describe('client.webhooks retries', () => {
     expect(calls).toEqual(['POST http://api.test/merchant/webhooks {"url":"https://example.com/h","events":["user.updated"]}']);
   });
 });
+
+describe('/healthz with healthParts (serve on MySQL: the dispatcher)', () => {
+  it('adds the parts to the details, and answers exactly as before while there are none', async () => {
+    let part: { ok: boolean; running: boolean; pending?: number } | undefined;
+    const { api } = testApi({ healthParts: () => (part === undefined ? undefined : { webhooks: part }) });
+    expect((await call(api, `${ORIGIN}/healthz`)).text).toBe('{"status":"ok"}');
+    part = { ok: true, running: true, pending: 3 };
+    expect((await call(api, `${ORIGIN}/healthz`)).body).toEqual({ status: 'ok', details: { webhooks: { ok: true, running: true, pending: 3 } } });
+    part = { ok: false, running: false };
+    const down = await call(api, `${ORIGIN}/healthz`);
+    expect(down.status).toBe(200);
+    expect(down.body.details.webhooks.ok).toBe(false);
+  });
+});

@@ -94,6 +94,14 @@ describe.skipIf(!available)('webhooks through the CLI and serve on MySQL', () =>
     expect(JSON.parse(attempt)).toMatchObject({ endpoint_id: endpointId, event_id: receiver.received[0]!.headers['webhook-id'], attempt: 1, status: 204, outcome: 'delivered' });
     expect(second.output()).not.toContain(receiver.secrets[0]!);
     expect(second.output()).not.toContain('killed-before-delivery@example.com');
+    // /healthz details the dispatcher: running, in flight, and the outbox as read every 15 s (at start too).
+    await vi.waitFor(
+      async () => {
+        const health = (await (await fetch(`${second.url}/healthz`)).json()) as { status: string; details: { webhooks: Record<string, unknown> } };
+        expect(health).toEqual({ status: 'ok', details: { webhooks: { ok: true, running: true, in_flight: expect.any(Number), pending: expect.any(Number), oldest_due_seconds: expect.any(Number) } } });
+      },
+      { timeout: 10_000 },
+    );
     const deliveries = JSON.parse((await cli(['webhook', 'deliveries', '--endpoint', endpointId, '--json'])).out) as Array<{ state: string; attempts: number }>;
     await vi.waitFor(async () => expect(JSON.parse((await cli(['webhook', 'deliveries', '--state', 'delivered', '--json'])).out)).toHaveLength(1), { timeout: 10_000 });
     expect(deliveries).toHaveLength(1);

@@ -6,7 +6,7 @@
  * command needs nothing loaded; test/cli/every-command.test.ts checks them
  * against mysql.ts's own.
  */
-import type { Logger, Storage } from '../../index.js';
+import type { HealthPart, Logger, Storage } from '../../index.js';
 import type { WebhookMetrics } from '../../observe/metrics.js';
 import type { MysqlConfig } from '../config.js';
 import type { CliCommand, CliIo } from '../io.js';
@@ -40,6 +40,6 @@ export async function openMysqlStorage(config: MysqlConfig, io: CliIo, logger: L
 }
 
 /** The webhook dispatcher `serve` runs on MySQL (mysql-webhook.ts). */
-export async function startWebhookDispatcher(config: MysqlConfig, io: CliIo, logger: Logger, metrics?: WebhookMetrics): Promise<{ stop(): Promise<void>; health(): unknown } | undefined> {
+export async function startWebhookDispatcher(config: MysqlConfig, io: CliIo, logger: Logger, metrics?: WebhookMetrics): Promise<{ stop(): Promise<void>; health(): unknown; healthPart(): HealthPart } | undefined> {
   return (await load()).startWebhookDispatcher(config, io, logger, metrics);
 }

@@ -4,7 +4,8 @@
  * once and stored only sealed; a URL is checked with the address rules the dispatcher applies
  * (WEBHOOK_ALLOW_PRIVATE, WEBHOOK_ALLOW_HTTP). Every change writes one log event (admin-log.ts).
  */
-import type { Logger } from '../../index.js';
+import type { HealthPart, Logger } from '../../index.js';
+
 import type { WebhookMetrics } from '../../observe/metrics.js';
 import {
   addWebhookEndpoint,
@@ -13,6 +14,7 @@ import {
   listWebhookDeliveries,
   listWebhookEndpoints,
   MysqlWebhookOutbox,
+  type OutboxStats,
   redeliverWebhooks,
   removeWebhookEndpoint,
   rotateWebhookSecret,
@@ -205,6 +207,8 @@ function table(io: CliIo, head: string[], rows: string[][]): void {
 export interface RunningDispatcher {
   stop(): Promise<void>;
   health(): DispatcherHealth;
+  /** The `webhooks` part of `/healthz`'s details: running, in flight, and the outbox as of the last read (every 15 s). */
+  healthPart(): HealthPart;
 }
 
 /**
@@ -241,18 +245,28 @@ export async function startWebhookDispatcher(config: MysqlConfig, io: CliIo, log
   });
   dispatcher.start();
   // The pending count and the oldest due delivery, for the metrics: one grouped read every 15 s.
+  // Read for /healthz too, so with or without metrics.
+  let stats: OutboxStats | undefined;
   const readStats = async () => {
     try {
-      metrics?.setOutbox(await dispatcher.stats());
+      stats = await dispatcher.stats();
+      metrics?.setOutbox(stats);
     } catch {
       // The database away: the next read tells; the dispatcher logs its own failures.
     }
   };
-  const statsTimer = metrics ? setInterval(() => void readStats(), 15_000) : undefined;
-  statsTimer?.unref?.();
-  if (metrics) void readStats();
+  const statsTimer = setInterval(() => void readStats(), 15_000);
+  statsTimer.unref?.();
+  void readStats();
   return {
     health: () => dispatcher.health(),
+    healthPart: () => {
+      const health = dispatcher.health();
+      const part: HealthPart = { ok: health.running && health.lastError === null, running: health.running, in_flight: health.inFlight };
+      if (health.lastError !== null) part.problem = `the last round failed (${health.lastError})`;
+      if (stats !== undefined) Object.assign(part, { pending: stats.pending, oldest_due_seconds: Math.round(stats.oldestDueAgeMs / 100) / 10 });
+      return part;
+    },
     async stop() {
       clearInterval(statsTimer);
       await dispatcher.stop();

@@ -8,7 +8,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import process from 'node:process';
-import { createJsonLogger, createMerchantApi, type Logger, type MerchantApi, type Storage } from '../../index.js';
+import { createJsonLogger, createMerchantApi, type HealthPart, type Logger, type MerchantApi, type Storage } from '../../index.js';
 import { createMetrics, type WebhookMetrics } from '../../observe/metrics.js';
 import { loadMemoryStorage, MemoryStorage, SeedError, SeedSyntaxError } from '../../storage/memory/index.js';
 import type { Served, ServeOptions } from '../../../adapters/node.js';
@@ -34,7 +34,7 @@ export interface ServeRuntime {
   serve: ServeFunction;
   openMysqlStorage?: OpenMysqlStorage;
   /** Starts the webhook dispatcher on MySQL (docs/webhooks.md#delivery); undefined where MySQL is not available. */
-  startWebhookDispatcher?: (config: MysqlConfig, io: CliIo, logger: Logger, metrics?: WebhookMetrics) => Promise<{ stop(): Promise<void> } | undefined>;
+  startWebhookDispatcher?: (config: MysqlConfig, io: CliIo, logger: Logger, metrics?: WebhookMetrics) => Promise<{ stop(): Promise<void>; healthPart(): HealthPart } | undefined>;
   /** How this runtime runs WORKERS; undefined: only one process. */
   workers?: WorkerRuntime;
 }
@@ -67,9 +67,12 @@ export async function serveCommand(runtime: ServeRuntime, io: CliIo, args: strin
   // started in (a process before may have accepted it then): listening from the next second on, no
   // request signed once the server is up meets that. MySQL keeps its salts across restarts.
   if (!config.databaseUrl) await new Promise((resolve) => setTimeout(resolve, 1000 - (Date.now() % 1000)));
-  const { served, metricsServer, webhookMetrics } = await listen(runtime, config, storage, logger, worker);
+  // Started once the API listens (its metrics come from there); until then /healthz has no `webhooks` part.
+  let webhooks: Awaited<ReturnType<NonNullable<ServeRuntime['startWebhookDispatcher']>>>;
+  const healthParts = () => (webhooks === undefined ? undefined : { webhooks: webhooks.healthPart() });
+  const { served, metricsServer, webhookMetrics } = await listen(runtime, config, storage, logger, worker, healthParts);
   // Every instance on MySQL sends what the outbox holds; instances share the work by claims (docs/webhooks.md#delivery).
-  const webhooks = config.databaseUrl && runtime.startWebhookDispatcher ? await runtime.startWebhookDispatcher(config.mysql, io, logger, webhookMetrics) : undefined;
+  webhooks = config.databaseUrl && runtime.startWebhookDispatcher ? await runtime.startWebhookDispatcher(config.mysql, io, logger, webhookMetrics) : undefined;
 
   const facts: StartFacts = {
     url: served.url,
@@ -124,7 +127,7 @@ function refuseDemoOnNetwork(config: ServerConfig): void {
  * The handler on the storage, listening, and the metrics on their own listener (or handed to the
  * primary); on a failure, whatever was opened is closed again before the error goes on.
  */
-async function listen(runtime: ServeRuntime, config: ServerConfig, storage: Storage, logger: JsonLogger, worker: WorkerChannel | undefined): Promise<{ served: Served; metricsServer: Served | undefined; webhookMetrics: WebhookMetrics | undefined }> {
+async function listen(runtime: ServeRuntime, config: ServerConfig, storage: Storage, logger: JsonLogger, worker: WorkerChannel | undefined, healthParts: () => Record<string, HealthPart> | undefined): Promise<{ served: Served; metricsServer: Served | undefined; webhookMetrics: WebhookMetrics | undefined }> {
   let served: Served | undefined;
   try {
     const memory = storage instanceof MemoryStorage ? storage : undefined;
@@ -146,6 +149,7 @@ async function listen(runtime: ServeRuntime, config: ServerConfig, storage: Stor
       merchantConcurrency: config.merchantConcurrency,
       fairShare: config.fairShare,
       // `/merchant/webhooks` checks a URL with the rules `webhook add` and the dispatcher apply.
+      healthParts,
       webhooks: { allowPrivate: config.mysql.webhooks.allowPrivate, allowHttp: config.mysql.webhooks.allowHttp, maxEndpointsPerMerchant: config.mysql.webhooks.maxEndpointsPerMerchant },
     });
     const tls = config.tls && (await readTlsFiles(config.tls));
