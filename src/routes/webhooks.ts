@@ -13,7 +13,7 @@ import { parseQuery } from '../http/query.js';
 import { reply, type Reply } from '../http/responses.js';
 import { printable } from '../listing/printable.js';
 import type { WebhookEndpointSummary } from '../storage/webhook-endpoints.js';
-import { checkWebhookUrl, resolveWebhookAddress, WebhookAddressError } from '../webhooks/address-guard.js';
+import { checkWebhookUrl, resolveWebhookAddress, systemResolve, WebhookAddressError, type Resolve } from '../webhooks/address-guard.js';
 import { DEFAULT_SUBSCRIBED_EVENTS, isWebhookEventType } from '../webhooks/events.js';
 import { parseDurationMs } from '../webhooks/retry-schedule.js';
 import type { HandlerDeps, RouteInput } from './route.js';
@@ -24,6 +24,29 @@ export const MAX_WEBHOOK_URL_LENGTH = 2048;
 export const MAX_EXPIRE_OLD_IN_MS = 366 * 86_400_000;
 /** The events an endpoint can ask for (`webhook.test` is sent on request, to every endpoint). */
 const SUBSCRIBABLE = DEFAULT_SUBSCRIBED_EVENTS;
+
+/** Longest wait for an endpoint URL's name to resolve: a slow resolver must not hold the request longer. */
+export const RESOLVE_TIMEOUT_MS = 5000;
+
+/** `resolve`, given up after `timeoutMs` as a name that does not resolve (a 400 naming it). */
+export function boundedResolve(resolve: Resolve, timeoutMs: number): Resolve {
+  return (hostname) =>
+    new Promise((done, fail) => {
+      const timer = setTimeout(() => fail(new WebhookAddressError(`${hostname} did not resolve within ${timeoutMs / 1000} s.`)), timeoutMs);
+      resolve(hostname).then(
+        (addresses) => {
+          clearTimeout(timer);
+          done(addresses);
+        },
+        (error: unknown) => {
+          clearTimeout(timer);
+          fail(error);
+        },
+      );
+    });
+}
+
+const resolveInTime = boundedResolve(systemResolve, RESOLVE_TIMEOUT_MS);
 
 const ENDPOINT_NOT_FOUND = new MerchantApiError('not_found', 'This merchant has no webhook endpoint with this id.');
 
@@ -89,7 +112,7 @@ export async function createWebhook(ctx: RequestContext, input: RouteInput, deps
   try {
     checked = checkWebhookUrl(url, policy);
     // Resolved now as at every attempt: a name that is private, or does not resolve, is refused before it is stored.
-    await resolveWebhookAddress(checked, policy);
+    await resolveWebhookAddress(checked, policy, resolveInTime);
   } catch (error) {
     if (error instanceof WebhookAddressError) throw invalid('url', error.message);
     throw error;

@@ -304,3 +304,17 @@ describe('/healthz with healthParts (serve on MySQL: the dispatcher)', () => {
     expect(down.body.details.webhooks.ok).toBe(false);
   });
 });
+
+describe('resolving an endpoint URL when it is added', () => {
+  it('gives up on a resolver slower than its bound, as a name that does not resolve; passes a quick answer through', async () => {
+    const { boundedResolve } = await import('../../src/routes/webhooks.js');
+    const { resolveWebhookAddress, WebhookAddressError } = await import('../../src/webhooks/address-guard.js');
+    const never = boundedResolve(() => new Promise(() => undefined), 50);
+    const started = Date.now();
+    await expect(never('slow.example')).rejects.toBeInstanceOf(WebhookAddressError);
+    expect(Date.now() - started).toBeLessThan(2000);
+    await expect(resolveWebhookAddress(new URL('https://slow.example/h'), {}, never)).rejects.toThrow("The URL's host does not resolve.");
+    const quick = boundedResolve(async () => [{ address: '93.184.215.14', family: 4 }], 50);
+    expect(await resolveWebhookAddress(new URL('https://quick.example/h'), {}, quick)).toEqual({ address: '93.184.215.14', family: 4 });
+  });
+});
