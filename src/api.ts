@@ -29,7 +29,9 @@ import type { HandlerDeps } from './routes/route.js';
 import { docsRoutes } from './routes/docs/page.js';
 import { swaggerUiDist } from './routes/docs/swagger-ui-dist.js';
 import { ROUTES } from './routes/table.js';
+import { DEFAULTS } from './defaults.js';
 import { storageViews } from './storage/guard.js';
+import type { PartHealth } from './storage/contract.js';
 
 export type { MerchantApiOptions } from './options.js';
 
@@ -104,9 +106,15 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
     basePath: resolved.basePath,
     streamBatchSize: resolved.streamBatchSize,
     openApiBody: JSON.stringify(openApiDocument(resolved.basePath, ROUTES)),
-    storageHealth: storage.health?.bind(storage),
+    storageHealth: healthDetails(storage.health?.bind(storage), options.healthParts),
     keys: new KeyGate(resolved.now, keyUses),
     authenticated: authenticatedStep(limits.afterAuthentication, hooks.onAuthenticated),
+    logger,
+    webhooks: {
+      allowPrivate: options.webhooks?.allowPrivate === true,
+      allowHttp: options.webhooks?.allowHttp === true,
+      maxEndpointsPerMerchant: options.webhooks?.maxEndpointsPerMerchant ?? DEFAULTS.webhooks.maxEndpointsPerMerchant,
+    },
   };
 
   const inFlight = new Set<() => void>();
@@ -130,4 +138,13 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
     // The Node adapter's direct path (adapters/node-direct.ts), kept off the public type.
     [DIRECT_ENTRY]: direct,
   } as MerchantApi;
+}
+
+/** The details of `/healthz`: the storage's parts, then the instance's own (`healthParts`); undefined when there are none. */
+function healthDetails(storage: (() => Record<string, PartHealth>) | undefined, parts: MerchantApiOptions['healthParts']): HandlerDeps['storageHealth'] {
+  if (parts === undefined) return storage;
+  return () => {
+    const details = { ...storage?.(), ...parts() };
+    return Object.keys(details).length === 0 ? undefined : details;
+  };
 }

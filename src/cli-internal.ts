@@ -21,3 +21,8 @@ export { DEFAULT_PREFIX } from './storage/redis/keys.js';
 
 // Key limits as the CLI reads them from its options (docs/cli.md#keys).
 export { KEY_SCOPES, keyNameProblem, parseAllowFrom, parseScopes } from './storage/key-limits.js';
+export { checkWebhookUrl, resolveWebhookAddress, WebhookAddressError } from './webhooks/address-guard.js';
+export { WebhookDispatcher } from './webhooks/dispatcher.js';
+export type { AttemptEvent, DispatcherHealth } from './webhooks/dispatcher.js';
+export { isWebhookEventType, DEFAULT_SUBSCRIBED_EVENTS, WEBHOOK_EVENT_TYPES } from './webhooks/events.js';
+export { parseDurationMs, parseRetrySchedule } from './webhooks/retry-schedule.js';

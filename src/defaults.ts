@@ -48,4 +48,29 @@ export const DEFAULTS = {
   shutdownTimeoutMs: 8000,
   /** The runtime adapters' connection limits (docs/runtimes.md#connection-limits): milliseconds, and connections. */
   connectionLimits: { headersTimeout: 10_000, requestTimeout: 30_000, keepAliveTimeout: 5_000, maxConnections: 10_000, maxConnectionsPerAddress: 256 },
+  /** Webhooks (docs/webhooks.md): attempts, retention, bounds. */
+  webhooks: {
+    /** Delays before each retry, in ms (Standard Webhooks: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 14 h, 20 h, 24 h); the first attempt is immediate. */
+    retryScheduleMs: [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 50_400_000, 72_000_000, 86_400_000],
+    /** Milliseconds one attempt may take, connection to last byte read (`WEBHOOK_TIMEOUT`). */
+    timeoutMs: 15_000,
+    /** Bytes of a receiver's answer read, and kept with the delivery. */
+    responseReadBytes: 1024,
+    responseKeptBytes: 256,
+    /** Longest `Retry-After` honoured on 429/503, in ms. */
+    maxRetryAfterMs: 3_600_000,
+    /** An endpoint whose every attempt failed for this long is disabled (ms: 5 days). */
+    disableAfterFailingMs: 432_000_000,
+    /** Deliveries and events are pruned this long after they were created (ms: 7 days). */
+    retentionMs: 604_800_000,
+    /** Endpoints one merchant may have. */
+    maxEndpointsPerMerchant: 10,
+    /** Attempts in flight to one endpoint at once: a slow receiver holds only its own. */
+    maxInFlightPerEndpoint: 4,
+    /** Deliveries one dispatcher claims per round, and how long its claim holds (ms) before another instance may take them. */
+    claimBatch: 100,
+    leaseMs: 60_000,
+    /** Milliseconds between rounds of an idle dispatcher. */
+    pollIntervalMs: 1000,
+  },
 } as const;

@@ -23,6 +23,10 @@ export type MerchantApiErrorCode =
   | 'request_timeout'
   | 'headers_too_large'
   | 'expectation_failed'
+  | 'payload_too_large'
+  | 'unsupported_media_type'
+  | 'conflict'
+  | 'not_implemented'
   | 'storage_unavailable'
   | 'too_many_requests'
   | 'internal_error';
@@ -42,6 +46,10 @@ const statusByCode: Record<MerchantApiErrorCode, number> = {
   request_timeout: 408,
   headers_too_large: 431,
   expectation_failed: 417,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  conflict: 409,
+  not_implemented: 501,
   storage_unavailable: 503,
   too_many_requests: 429,
   internal_error: 500,

@@ -9,6 +9,7 @@
  */
 export { createMerchantApi } from './api.js';
 export type { MerchantApi, MerchantApiOptions } from './api.js';
+export type { HealthPart, WebhookEndpointOptions } from './options.js';
 export type { AuthFailureReason, RequestContext, RequestInfo } from './http/context.js';
 export type { MerchantApiHooks, RequestSummary } from './http/hooks.js';
 export type { StorageOperation } from './storage/contract.js';

@@ -12,7 +12,7 @@ import type { TarpitOptions } from './limits/tarpit.js';
 import type { ThrottleOptions } from './limits/throttle.js';
 import type { Logger } from './observe/logger.js';
 import type { DocsAssets } from './routes/docs/assets.js';
-import type { Storage } from './storage/contract.js';
+import type { PartHealth, Storage } from './storage/contract.js';
 
 export interface MerchantApiOptions {
   /** Where merchants, keys, salts and users live. The caller owns it and closes it. */
@@ -92,6 +92,31 @@ export interface MerchantApiOptions {
    * Needs `RequestInfo.clientPort`, which our adapters give. Default on; `false` turns it off.
    */
   tarpit?: TarpitOptions | false;
+  /**
+   * The merchant's webhook endpoints (`/merchant/webhooks`, docs/webhooks.md#endpoints): the address
+   * rules a URL must pass (`https`, a public address; lifted only for development and tests) and the
+   * most endpoints per merchant (default 10). The endpoints themselves need a storage that has them (MySQL).
+   */
+  webhooks?: WebhookEndpointOptions;
+  /**
+   * Parts of the instance besides the storage, added to the `details` of `/healthz` beside the
+   * storage's own (`serve` on MySQL: `webhooks`, its dispatcher). Called on every `/healthz`: it
+   * must answer from memory. A part that is not ok leaves the instance live.
+   */
+  healthParts?: () => Record<string, HealthPart> | undefined;
+}
+
+/** A part of `/healthz`'s details: `ok` and, when not, a `problem`; figures of its own beside them (never a secret). */
+export type HealthPart = PartHealth & { [figure: string]: string | number | boolean | null | undefined };
+
+/** What `/merchant/webhooks` checks (`MerchantApiOptions.webhooks`). */
+export interface WebhookEndpointOptions {
+  /** Private, loopback and reserved addresses allowed (`WEBHOOK_ALLOW_PRIVATE`): development and tests only. */
+  allowPrivate?: boolean;
+  /** `http` URLs allowed (`WEBHOOK_ALLOW_HTTP`): development and tests only. */
+  allowHttp?: boolean;
+  /** Endpoints per merchant (`WEBHOOK_MAX_ENDPOINTS`, default 10). */
+  maxEndpointsPerMerchant?: number;
 }
 
 /** The options with every default applied and every value checked. */

@@ -10,6 +10,7 @@ import { MasterKeyError, parseMasterKey, type MasterKey } from '../storage/mysql
 import { CliUsageError } from './usage-error.js';
 import { redisSettings, type RedisConfig } from './redis-config.js';
 import { replicaSettings, type ReplicaConfig } from './replica-config.js';
+import { webhookSettings, type WebhookConfig } from './webhook-config.js';
 
 type Env = Record<string, string | undefined>;
 
@@ -29,6 +30,8 @@ export interface MysqlConfig {
   ipv6Prefix: number;
   /** REDIS_URL and the other REDIS_* variables, for `throttle list|unblock` to act where the servers keep the blocks. */
   redis?: RedisConfig;
+  /** The WEBHOOK_* variables (docs/webhooks.md#configuration). */
+  webhooks: WebhookConfig;
 }
 
 export interface ServerConfig {
@@ -122,6 +125,7 @@ function mysqlSettings(env: Env, r: ReturnType<typeof reader>): MysqlConfig {
     replica: replicaSettings(r),
     ipv6Prefix: r.int('IPV6_PREFIX', DEFAULTS.ipv6Prefix, MIN_IPV6_PREFIX, MAX_IPV6_PREFIX),
     redis: redisSettings(r),
+    webhooks: webhookSettings(r),
   };
 }
 

@@ -31,6 +31,8 @@ const USAGE = `Usage: merchant-api <command>
   throttle list [--json]                failed-authentication blocks in force (MySQL shared throttle)
   throttle unblock --address A [--merchant ID]
                                         lift a block on every server
+  webhook add|list|remove|rotate-secret|enable|deliveries|redeliver
+                                        webhook endpoints of merchants, and their deliveries (docs/webhooks.md)
   check --base-url URL --merchant-id ID as a merchant: test the API key, clock, URL and connection (key from MERCHANT_API_KEY or a prompt)
   help                                  this text
 

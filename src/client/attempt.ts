@@ -13,6 +13,10 @@ export interface Target {
   method: string;
   /** What errors and `onRetry` show: no signature, no credentials. */
   url: string;
+  /** The JSON body of a change (the webhook endpoints). */
+  body?: string;
+  /** A change: sent once, never retried (its answer lost, it may have been made). */
+  once?: boolean;
 }
 
 /** One attempt's abort controller, timeout and listeners. */

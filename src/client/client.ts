@@ -18,6 +18,7 @@ import { JsonEnvelopeParser, JsonStreamError } from './json-stream.js';
 import { filterQuery, queryString } from './query.js';
 import { retryPolicy } from './retry.js';
 import { Transport } from './transport.js';
+import { webhooksClient, type WebhooksClient } from './webhooks.js';
 import type {
   ChangedUserRecord,
   ExportOptions,
@@ -35,7 +36,7 @@ import type {
   ValidateSignatureOptions,
 } from './types.js';
 
-/** A client for one merchant. Every method is an idempotent read. */
+/** A client for one merchant. Every method is an idempotent read, but those of `webhooks` that change an endpoint. */
 export interface MerchantClient {
   /** The base URL requests go to, without a trailing slash. */
   readonly baseUrl: string;
@@ -64,6 +65,8 @@ export interface MerchantClient {
    * their names, scopes, ends, last use and networks; never a secret. Needs the scope `users:read`.
    */
   keys(options?: RequestOptions): Promise<KeyInfo[]>;
+  /** The merchant's webhook endpoints (docs/webhooks.md#endpoints): list, create, remove, rotateSecret, test. */
+  readonly webhooks: WebhooksClient;
 }
 
 /** The largest `limit` the server takes, and the page size of `users()` and `userPages()` by default. */
@@ -110,7 +113,10 @@ class Client implements MerchantClient {
     });
     this.now = options.now;
     this.salt = options.salt;
+    this.webhooks = webhooksClient(this.baseUrl, this.transport, () => this.basicAuth());
   }
+
+  readonly webhooks: WebhooksClient;
 
   async validateSignature(options: ValidateSignatureOptions = {}): Promise<SignatureResult> {
     const url = `${this.baseUrl}/validatesignature`;

@@ -82,13 +82,16 @@ export class Transport {
         attempt.arm();
         let response: Response;
         try {
-          response = await this.options.fetch(url(), { method: target.method, headers: { ...this.options.headers, ...headers }, signal: attempt.signal, redirect: 'manual' });
+          const init: RequestInit = { method: target.method, headers: { ...this.options.headers, ...headers }, signal: attempt.signal, redirect: 'manual' };
+          if (target.body !== undefined) init.body = target.body;
+          response = await this.options.fetch(url(), init);
         } catch (error) {
           throw attempt.failure(error, target, policy, this.timeoutMs);
         } finally {
           attempt.disarm();
         }
-        if (response.ok && response.status !== 204) {
+        // 204 is an answer only to a DELETE (consumed by its caller); to a read it is no documented answer.
+        if (response.ok && (response.status !== 204 || (target.method === 'DELETE' && consume))) {
           if (!consume) {
             if (!response.body) throw new MerchantResponseError({ status: response.status, code: 'invalid_response', message: `The answer of ${target.url} has no body.`, requestId: requestIdOf(response), headers: response.headers }, target);
             return { response, attempt };
@@ -107,7 +110,7 @@ export class Transport {
         failure = error;
       }
       attempt.finish();
-      if (retry >= policy.maxRetries) throw failure;
+      if (retry >= policy.maxRetries || target.once) throw failure;
       const delay = retryAfter ?? backoffMs(policy, retry + 1);
       // A wait longer than maxDelayMs (a Retry-After of minutes), or one that would end past the
       // deadline, is not worth starting: the last answer, with its retryAfter, is the best one to give.

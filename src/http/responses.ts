@@ -29,6 +29,12 @@ const utf8 = new TextEncoder();
 export function toResponse(reply: Reply, head: boolean, extra?: Record<string, string>, done?: (bytes: number, aborted: boolean) => void, inFlight?: Set<() => void>): Response {
   const headers = replyHeaders(reply, extra);
   const { body } = reply;
+  if (reply.status === 204) {
+    // No content: no body, and neither its type nor its length (RFC 9110 §8.6).
+    delete headers['content-type'];
+    done?.(0, false);
+    return new Response(null, { status: 204, headers });
+  }
   if (typeof body === 'string') {
     fixLength(headers, body, head, done);
     return new Response(head ? null : body, { status: reply.status, headers });

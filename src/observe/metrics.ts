@@ -12,6 +12,9 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { MerchantApiHooks } from '../http/hooks.js';
 import { answerScrape } from './metrics-endpoint.js';
+import { registerWebhookMetrics, type WebhookMetrics } from './webhook-metrics.js';
+
+export type { WebhookMetrics };
 
 export { answerScrape };
 
@@ -45,6 +48,8 @@ export interface Metrics {
   readonly hooks: MerchantApiHooks;
   /** Answers `GET /metrics` with the text exposition format; anything else 404. */
   fetch(request: Request): Promise<Response>;
+  /** What the webhook dispatcher reports to (docs/webhooks.md#operations). */
+  readonly webhooks: WebhookMetrics;
 }
 
 const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS', 'CONNECT', 'TRACE']);
@@ -161,9 +166,12 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     },
   };
 
+  const webhooks = registerWebhookMetrics(registry);
+
   return {
     registry,
     hooks,
+    webhooks,
     fetch: (request) => answerScrape(request, async () => ({ text: await registry.metrics(), contentType: registry.contentType })),
   };
 }

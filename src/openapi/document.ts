@@ -17,11 +17,34 @@ import { headers } from './headers.js';
 import type { DocumentedRoute, Json } from './operation.js';
 import { schemas } from './schemas.js';
 import { SHARED_RESPONSES, sharedErrors } from './shared-errors.js';
+import { webhookEvents } from './webhook-events.js';
+
+/** The path item of a pattern: each route's operation (a GET with its HEAD twin). */
+function pathItem(routes: readonly DocumentedRoute[]): Json {
+  const allowed = allowedMethods(routes.map((route) => route.method));
+  return Object.assign({}, ...routes.map((route) => (route.method === 'GET' ? readOperations(route, allowed) : { [route.method.toLowerCase()]: operationOf(route, allowed) })));
+}
+
+/** The operation object of a route: what the table says, its own text, and the answers every route shares. */
+function operationOf(route: DocumentedRoute, allowed: string): Json {
+  const operation = route.openapi;
+  const responses = sortByStatus({ ...sharedErrors(route, operation, allowed), ...operation.responses });
+  return {
+    operationId: route.id,
+    summary: route.summary,
+    description: operation.description,
+    tags: [operation.tag],
+    security: route.auth === 'basic' ? [{ merchantBasic: [] }] : [],
+    parameters: [...(operation.parameters ?? []), ref('parameters', 'X-Request-Id')],
+    ...(operation.requestBody ? { requestBody: operation.requestBody } : {}),
+    responses,
+  };
+}
 
 /** The GET operation of a route, and its HEAD twin. */
-function pathItem(route: DocumentedRoute): Json {
+function readOperations(route: DocumentedRoute, allowed: string): Json {
   const operation = route.openapi;
-  const responses = sortByStatus({ ...sharedErrors(route, operation, allowedMethods(route.method)), ...operation.responses });
+  const responses = sortByStatus({ ...sharedErrors(route, operation, allowed), ...operation.responses });
   const get = {
     operationId: route.id,
     summary: route.summary,
@@ -52,6 +75,13 @@ function withoutBody(answer: Json): Json {
   return { ...rest, headers: { ...headers, 'Content-Length': ref('headers', 'Content-Length') } };
 }
 
+/** The routes of each pattern, in table order (one per method). */
+function byPattern(routes: readonly DocumentedRoute[]): Map<string, DocumentedRoute[]> {
+  const patterns = new Map<string, DocumentedRoute[]>();
+  for (const route of routes) patterns.set(route.pattern, [...(patterns.get(route.pattern) ?? []), route]);
+  return patterns;
+}
+
 function sortByStatus(responses: Record<string, Json>): Record<string, Json> {
   return Object.fromEntries(Object.entries(responses).sort(([a], [b]) => a.localeCompare(b)));
 }
@@ -76,9 +106,12 @@ export function openApiDocument(basePath: string, routes: readonly DocumentedRou
       { name: 'Signatures', description: 'Checking request signatures (docs/protocol.md#signing).' },
       { name: 'Users', description: "A merchant's users, with HTTP Basic authentication (docs/protocol.md#users)." },
       { name: 'Keys', description: "The merchant's own keys' metadata, never a secret, with HTTP Basic authentication (docs/protocol.md#keys)." },
+      { name: 'Webhooks', description: "The merchant's webhook endpoints, with HTTP Basic authentication (docs/webhooks.md#endpoints); the events they receive are under `webhooks`." },
       { name: 'Service', description: 'Liveness, readiness and this document.' },
     ],
-    paths: Object.fromEntries(routes.map((route) => [route.pattern, pathItem(route)])),
+    paths: Object.fromEntries([...byPattern(routes)].map(([pattern, same]) => [pattern, pathItem(same)])),
+    // What the server sends to a merchant's endpoints (docs/webhooks.md#events).
+    webhooks: webhookEvents(),
     components: {
       securitySchemes: { merchantBasic: { type: 'http', scheme: 'basic', description: 'User name: the merchant id; password: one of its active API keys.' } },
       parameters: {

@@ -27,6 +27,10 @@ export const ERROR_CODES: Record<MerchantApiErrorCode, string> = {
   request_timeout: 'the request did not arrive within the server\'s header or request timeout (the Node adapter)',
   headers_too_large: 'the request line and headers are larger than the runtime accepts (the Node adapter)',
   expectation_failed: 'an `Expect` header other than `100-continue` (answered by the adapters)',
+  payload_too_large: 'a JSON request body larger than the endpoint accepts (`/merchant/webhooks`: 16 KiB)',
+  unsupported_media_type: 'a request body whose `Content-Type` is not `application/json`',
+  conflict: 'a change the current state refuses: the most webhook endpoints a merchant may have, or a test sent to a disabled endpoint',
+  not_implemented: 'an operation the storage behind this server does not have (webhooks need the MySQL storage)',
   storage_unavailable: 'the storage failed or missed its deadline',
   too_many_requests:
     'refused by a limit: too many failed authentications, too many listings of one merchant at once, more than its share of a busy instance or of the ' +

@@ -8,6 +8,7 @@ import type { AuthScheme } from '../auth/scheme.js';
 import type { MerchantApiErrorCode } from '../errors.js';
 import type { ErrorShape } from '../http/responses.js';
 import type { RouteLimit } from '../limits/limit.js';
+import type { RouteMethod } from '../http/methods.js';
 
 /** A piece of the OpenAPI document, as JSON. */
 export type Json = Record<string, unknown>;
@@ -16,7 +17,7 @@ export type Json = Record<string, unknown>;
 export interface DocumentedRoute {
   /** The operation's name, also its OpenAPI `operationId`. */
   id: string;
-  method: 'GET';
+  method: RouteMethod;
   /** Path under the base path; `{name}` matches one percent-decoded segment. */
   pattern: string;
   auth: AuthScheme;
@@ -33,9 +34,11 @@ export interface DocumentedRoute {
 
 /** What the route table does not say about an operation. */
 export interface OperationDoc {
-  tag: 'Signatures' | 'Users' | 'Keys' | 'Service';
+  tag: 'Signatures' | 'Users' | 'Keys' | 'Webhooks' | 'Service';
   description: string;
   parameters?: Json[];
+  /** The JSON body a POST reads (OpenAPI `requestBody`). */
+  requestBody?: Json;
   /** The answers of this operation itself (successes and errors of its own). */
   responses: Record<string, Json>;
   /** Parses the query string: 414, and the 400 of a malformed query. */

@@ -146,12 +146,19 @@ export function schemas(): Json {
         status: { const: 'ok' },
         details: {
           type: 'object',
-          description: "How the storage's parts did at their last use, when the storage reports them.",
+          description: "How the storage's parts did at their last use, when the storage reports them; `serve` on MySQL adds `webhooks`, its dispatcher.",
           additionalProperties: {
             type: 'object',
             required: ['ok'],
             additionalProperties: false,
-            properties: { ok: { type: 'boolean' }, problem: { type: 'string' } },
+            properties: {
+              ok: { type: 'boolean' },
+              problem: { type: 'string' },
+              running: { type: 'boolean', description: '`webhooks`: the dispatcher runs' },
+              in_flight: { type: 'integer', minimum: 0, description: '`webhooks`: attempts this instance is sending' },
+              pending: { type: 'integer', minimum: 0, description: '`webhooks`: deliveries waiting in the outbox (every instance), as of the last read (every 15 s)' },
+              oldest_due_seconds: { type: 'number', minimum: 0, description: '`webhooks`: how long the oldest due delivery has waited past its time' },
+            },
           },
         },
       },

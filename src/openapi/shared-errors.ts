@@ -5,6 +5,7 @@
  */
 import type { MerchantApiErrorCode } from '../errors.js';
 import { MAX_QUERY_LENGTH } from '../http/query.js';
+import { methodsInWords } from '../http/methods.js';
 import { codesWithStatus, envelopeError } from './error-codes.js';
 import { adapterResponse, header, response, schemaRef } from './fragments.js';
 import type { DocumentedRoute, Json, OperationDoc } from './operation.js';
@@ -43,7 +44,7 @@ export function sharedErrors(route: DocumentedRoute, operation: OperationDoc, al
       routeOrAdapterError(route, operation.badRequestCodes ?? [], ['malformed_request']),
     ),
     '405': response(
-      `Answered to every method other than ${allowed.replace(', ', ' and ')} on this path. OpenAPI has no operation for ` +
+      `Answered to every method other than ${methodsInWords(allowed)} on this path. OpenAPI has no operation for ` +
         'such methods, so this answer is listed on each operation of the path.',
       routeError(route, codesWithStatus(405)),
       [],

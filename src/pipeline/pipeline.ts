@@ -9,7 +9,7 @@
 import { MerchantApiError } from '../errors.js';
 import { createContext, createLazyContext, type RequestContext, type RequestInfo } from '../http/context.js';
 import { HookAnswer, type MerchantApiHooks } from '../http/hooks.js';
-import { allowedMethods } from '../http/methods.js';
+import { allowedMethods, methodsInWords } from '../http/methods.js';
 import type { ErrorShape } from '../http/responses.js';
 import { matchPath, splitUrl } from '../http/url.js';
 import type { LimitPoints } from '../limits/limit.js';
@@ -89,14 +89,16 @@ export function createPipeline(parts: PipelineParts): Pipeline {
       // The path the merchant called, the base path put back where a mount stripped it.
       const located = info?.dotSegments ? undefined : matchPath(match, received, basePath, info?.pathAsSent === true);
       if (!located) throw NOT_FOUND;
-      const { found: { route, params }, path } = located;
-      ctx.route = route.pattern;
+      const { found, path } = located;
+      const { params } = found;
+      ctx.route = found.route.pattern;
       // First: a request refused by a limit is traced too (docs/observability.md#traces).
       begin?.(ctx);
-      shape = route.errorShape;
-      if (ctx.method !== route.method && !(head && route.method === 'GET')) {
-        const allow = allowedMethods(route.method);
-        throw new MerchantApiError('method_not_allowed', `Only ${allow.replace(', ', ' and ')} are allowed here.`, { allow });
+      shape = found.route.errorShape;
+      const route = found.routes.length === 1 ? found.route : routeFor(found.routes, ctx.method, head);
+      if (route === undefined || (ctx.method !== route.method && !(head && route.method === 'GET'))) {
+        const allow = allowedMethods(found.routes.map((r) => r.method));
+        throw new MerchantApiError('method_not_allowed', `Only ${methodsInWords(allow)} ${allow.includes(',') ? 'are' : 'is'} allowed here.`, { allow });
       }
       // A promise only when a burst's check waits for another (src/limits/checks-in-flight.ts).
       const gate = beforeAuthentication?.(ctx, route.auth, search);
@@ -138,4 +140,9 @@ export function createPipeline(parts: PipelineParts): Pipeline {
       return decide(ctx, url, head, info).then((answer) => direct(ctx, answer, head, started, url.startsWith('https:')));
     },
   };
+}
+
+/** The route of a path with several (one per method) that answers `method`; HEAD is answered by GET's. */
+function routeFor(routes: readonly Route[], method: string, head: boolean): Route | undefined {
+  return routes.find((r) => r.method === method || (head && r.method === 'GET'));
 }

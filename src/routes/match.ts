@@ -8,8 +8,11 @@ import { decodePathSegment } from '../http/query.js';
 import type { Route } from './route.js';
 
 export interface RouteMatch {
+  /** The first route of the path in the table. */
   route: Route;
   params: Record<string, string>;
+  /** Every route of the path, one per method (`GET` and `POST` of `/merchant/webhooks`): the pipeline picks by method. */
+  routes: readonly Route[];
 }
 
 const NO_PARAMS: Record<string, string> = Object.freeze({}) as Record<string, string>;
@@ -19,24 +22,33 @@ export type RouteMatcher = (path: string) => RouteMatch | undefined;
 export function createMatcher(routes: readonly Route[]): RouteMatcher {
   const exact = new Map<string, RouteMatch>();
   // A pattern with parameters: its segments, each a literal or a `{name}` (one non-empty segment).
-  const templated: { segments: string[]; names: (string | undefined)[]; route: Route }[] = [];
+  const templated: { segments: string[]; names: (string | undefined)[]; route: Route; routes: readonly Route[] }[] = [];
+  // The routes of one pattern, in table order (one per method).
+  const byPattern = new Map<string, Route[]>();
   for (const route of routes) {
-    if (route.pattern.includes('{')) {
-      const segments = route.pattern.split('/');
+    const same = byPattern.get(route.pattern);
+    if (same === undefined) byPattern.set(route.pattern, [route]);
+    else if (same.some((r) => r.method === route.method)) throw new TypeError(`Route ${route.method} ${route.pattern} is in the table twice.`);
+    else same.push(route);
+  }
+  for (const [pattern, same] of byPattern) {
+    const route = same[0]!;
+    if (pattern.includes('{')) {
+      const segments = pattern.split('/');
       const names = segments.map((s) => /^\{(\w+)\}$/.exec(s)?.[1]);
-      if (segments.some((s, i) => names[i] === undefined && s.includes('{'))) throw new TypeError(`Route ${route.pattern}: a {parameter} must be a whole segment.`);
-      templated.push({ segments, names, route });
+      if (segments.some((s, i) => names[i] === undefined && s.includes('{'))) throw new TypeError(`Route ${pattern}: a {parameter} must be a whole segment.`);
+      templated.push({ segments, names, route, routes: same });
     } else {
-      exact.set(route.pattern, { route, params: NO_PARAMS });
-      if (route.trailingSlash) exact.set(`${route.pattern}/`, { route, params: NO_PARAMS });
+      exact.set(pattern, { route, params: NO_PARAMS, routes: same });
+      if (route.trailingSlash) exact.set(`${pattern}/`, { route, params: NO_PARAMS, routes: same });
     }
   }
   return (path) => {
     const hit = exact.get(path);
     if (hit) return hit;
-    for (const { segments, names, route } of templated) {
+    for (const { segments, names, route, routes } of templated) {
       const params = matchSegments(path, segments, names);
-      if (params) return { route, params };
+      if (params) return { route, params, routes };
     }
     return undefined;
   };

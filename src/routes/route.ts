@@ -10,6 +10,8 @@ import type { Reply } from '../http/responses.js';
 import type { Merchant, PartHealth } from '../storage/contract.js';
 import type { DocumentedRoute } from '../openapi/operation.js';
 import type { KeyGate } from '../auth/key-gate.js';
+import type { Logger } from '../observe/logger.js';
+import type { AddressPolicy } from '../webhooks/address-guard.js';
 
 /** What the pipeline hands a handler besides the context. */
 export interface RouteInput {
@@ -39,9 +41,13 @@ export interface HandlerDeps {
   /** The OpenAPI document, serialised once. */
   openApiBody: string;
   /** How the storage's parts did at their last use, when the storage reports them. */
-  storageHealth: (() => Record<string, PartHealth>) | undefined;
+  storageHealth: (() => Record<string, PartHealth> | undefined) | undefined;
   /** The check of a matched key's limits, which also notes its use (src/auth/key-gate.ts). */
   keys: KeyGate;
+  /** The server's logger: the webhook endpoints log each change as the CLI does (`webhook_endpoint_added`, ...). */
+  logger: Logger;
+  /** What `/merchant/webhooks` checks: the address rules and the most endpoints per merchant. */
+  webhooks: AddressPolicy & { maxEndpointsPerMerchant: number };
   /** Marks the merchant authenticated, runs the limits after authentication and the `onAuthenticated` hooks (src/pipeline/authentication.ts). */
   authenticated(ctx: RequestContext, merchantId: string): void | Promise<void>;
 }

@@ -10,6 +10,8 @@ import type { Route } from './route.js';
 import { getUser, getUserDoc } from './user.js';
 import { listUsers, listUsersDoc } from './users.js';
 import { validateSignature, validateSignatureDoc } from './validate-signature.js';
+import { createWebhook, listWebhooks, removeWebhook, rotateWebhookSecret, testWebhook } from './webhooks.js';
+import { createWebhookDoc, listWebhooksDoc, removeWebhookDoc, rotateWebhookSecretDoc, testWebhookDoc } from './webhooks-docs.js';
 
 export const ROUTES: readonly Route[] = [
   {
@@ -54,6 +56,12 @@ export const ROUTES: readonly Route[] = [
     handle: listKeys,
     openapi: listKeysDoc,
   },
+  // The merchant's webhook endpoints (docs/webhooks.md#endpoints): the only routes that change something.
+  { id: 'listWebhooks', method: 'GET', pattern: '/merchant/webhooks', auth: 'basic', errorShape: 'envelope', summary: "List the merchant's webhook endpoints", handle: listWebhooks, openapi: listWebhooksDoc },
+  { id: 'createWebhook', method: 'POST', pattern: '/merchant/webhooks', auth: 'basic', errorShape: 'envelope', summary: 'Add a webhook endpoint', handle: createWebhook, openapi: createWebhookDoc },
+  { id: 'removeWebhook', method: 'DELETE', pattern: '/merchant/webhooks/{id}', auth: 'basic', errorShape: 'envelope', summary: 'Remove a webhook endpoint', handle: removeWebhook, openapi: removeWebhookDoc },
+  { id: 'rotateWebhookSecret', method: 'POST', pattern: '/merchant/webhooks/{id}/rotate-secret', auth: 'basic', errorShape: 'envelope', summary: "Rotate a webhook endpoint's secret", handle: rotateWebhookSecret, openapi: rotateWebhookSecretDoc },
+  { id: 'testWebhook', method: 'POST', pattern: '/merchant/webhooks/{id}/test', auth: 'basic', errorShape: 'envelope', summary: 'Send a test event', handle: testWebhook, openapi: testWebhookDoc },
   { id: 'health', method: 'GET', pattern: '/healthz', auth: 'none', errorShape: 'envelope', summary: 'Liveness: the process answers', handle: healthz, openapi: healthzDoc },
   { id: 'ready', method: 'GET', pattern: '/readyz', auth: 'none', errorShape: 'envelope', summary: 'Readiness: the storage answers', handle: readyz, openapi: readyzDoc },
   { id: 'openApi', method: 'GET', pattern: '/openapi.json', auth: 'none', errorShape: 'envelope', summary: 'This OpenAPI document', handle: openApiDocumentRoute, openapi: openApiDocumentDoc },

@@ -6,6 +6,7 @@
  */
 import type { KeyLimits, KeyScope } from './key-limits.js';
 import type { ThrottleStore } from './throttle-store.js';
+import type { NewWebhookEndpoint, RotatedWebhookSecret, WebhookEndpointSummary } from './webhook-endpoints.js';
 
 export type { KeyLimits, KeyScope } from './key-limits.js';
 
@@ -239,6 +240,21 @@ export interface Storage {
    * (src/auth/key-use.ts); without it `last_used_at` stays null.
    */
   recordKeyUse?(uses: readonly KeyUse[]): Promise<void>;
+  /*
+   * Optional: a merchant's webhook endpoints (docs/webhooks.md#endpoints), for `/merchant/webhooks`.
+   * Each acts only on `merchantId`'s endpoints: another merchant's id is not found. A storage
+   * without them answers those paths 501 `not_implemented` (the guard says so); the MySQL storage has them.
+   */
+  /** The merchant's endpoints, oldest first; never a secret. */
+  listWebhookEndpoints?(merchantId: string): Promise<WebhookEndpointSummary[]>;
+  /** Adds an endpoint (its URL already checked); its secret is in the answer, the only time it is shown. A merchant at its limit: 409 `conflict`. */
+  addWebhookEndpoint?(endpoint: NewWebhookEndpoint): Promise<WebhookEndpointSummary & { secret: string }>;
+  /** Removes an endpoint with its deliveries: false when the merchant has none with this id. */
+  removeWebhookEndpoint?(merchantId: string, endpointId: string): Promise<boolean>;
+  /** A new secret, the old one still signing for `expireOldInMs`; undefined when the merchant has no endpoint with this id. */
+  rotateWebhookSecret?(merchantId: string, endpointId: string, expireOldInMs: number): Promise<RotatedWebhookSecret | undefined>;
+  /** Queues a `webhook.test` event for the endpoint; its event id, or undefined when not found. A disabled endpoint: 409 `conflict`. */
+  sendWebhookTest?(merchantId: string, endpointId: string): Promise<string | undefined>;
 }
 
 /** How one part of a storage did at its last use. */
@@ -254,7 +270,10 @@ export interface PartHealth {
  * a request, `ForwardingStorage` under the Redis and replica wrappers) is built from it, and a new
  * operation is written here, in `Storage`, and in each storage.
  */
-export const STORAGE_OPERATIONS = ['getMerchant', 'recordSalt', 'listUsers', 'getUser', 'ping', 'listKeys'] as const;
+/** The optional operations of a merchant's webhook endpoints: a storage may lack them (the guard then answers 501). */
+export const WEBHOOK_OPERATIONS = ['listWebhookEndpoints', 'addWebhookEndpoint', 'removeWebhookEndpoint', 'rotateWebhookSecret', 'sendWebhookTest'] as const;
+
+export const STORAGE_OPERATIONS = ['getMerchant', 'recordSalt', 'listUsers', 'getUser', 'ping', 'listKeys', ...WEBHOOK_OPERATIONS] as const;
 
 /** A storage method the handler calls per request (`STORAGE_OPERATIONS`). */
 export type StorageOperation = (typeof STORAGE_OPERATIONS)[number];
@@ -264,8 +283,12 @@ type RequiredStorageMethod = {
   [K in keyof Storage]-?: undefined extends Storage[K] ? never : Storage[K] extends (...args: never[]) => unknown ? K : never;
 }[keyof Storage];
 
-/** `true` only when `STORAGE_OPERATIONS` names every required method but `close`, and nothing else. */
-type OperationsMatchContract = [Exclude<RequiredStorageMethod, 'close'>] extends [StorageOperation] ? ([StorageOperation] extends [Exclude<RequiredStorageMethod, 'close'>] ? true : false) : false;
+/** An optional operation a storage may lack (`WEBHOOK_OPERATIONS`). */
+export type OptionalStorageOperation = (typeof WEBHOOK_OPERATIONS)[number];
+
+/** `true` only when `STORAGE_OPERATIONS` names every required method but `close`, the optional operations, and nothing else. */
+type Expected = Exclude<RequiredStorageMethod, 'close'> | OptionalStorageOperation;
+type OperationsMatchContract = [Expected] extends [StorageOperation] ? ([StorageOperation] extends [Expected] ? ([OptionalStorageOperation] extends [keyof Storage] ? true : false) : false) : false;
 type MustBeTrue<T extends true> = T;
 // A method added to `Storage` and not to `STORAGE_OPERATIONS` (or the reverse) stops the build here.
 type StorageOperationsCheck = MustBeTrue<OperationsMatchContract>;

@@ -7,7 +7,7 @@
  * The forwarding methods are put on the prototype once, when this module loads: a call costs what
  * a hand-written forwarding method costs, with no per-call lookup or proxy.
  */
-import { STORAGE_OPERATIONS, type Storage, type StorageOperation } from './contract.js';
+import { STORAGE_OPERATIONS, WEBHOOK_OPERATIONS, type Storage, type StorageOperation } from './contract.js';
 
 /** Every member of the contract, typed from it: the operations come from the prototype, the optional parts from the constructor. */
 export interface ForwardingStorage extends Storage {}
@@ -31,6 +31,8 @@ export abstract class ForwardingStorage {
     if (this.health === undefined && inner.health !== undefined) parts.health = () => inner.health!();
     if (this.throttleStore === undefined && inner.throttleStore !== undefined) parts.throttleStore = () => inner.throttleStore!();
     if (this.recordKeyUse === undefined && inner.recordKeyUse !== undefined) parts.recordKeyUse = (uses) => inner.recordKeyUse!(uses);
+    // An optional operation the inner storage lacks stays absent here too (the guard answers it 501).
+    for (const operation of WEBHOOK_OPERATIONS) if (inner[operation] === undefined) (this as Record<string, unknown>)[operation] = undefined;
   }
 
   /** Releases the inner storage; a wrapper that holds more releases that too. */

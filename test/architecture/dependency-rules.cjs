@@ -20,6 +20,9 @@ const LAYERS = [
   { name: 'limits', path: '^src/limits/' },
   { name: 'observe', path: '^src/observe/' },
   { name: 'http', path: '^src/http/' },
+  // Webhooks: events, signing, the address guard, attempts and the dispatcher; above the listing (its
+  // records are the events' data), below every layer of a request; never a storage's own files.
+  { name: 'webhooks', path: '^src/webhooks/' },
   { name: 'auth-listing-signing', path: '^src/(auth|listing|signing)/' },
   // defaults.ts is the one table of defaults that the storages, the limits and the CLI all read.
   { name: 'storage-json-errors', path: '^src/(storage|json)/|^src/(errors|defaults)\\.ts$' },
@@ -34,7 +37,7 @@ const CLIENT = '^src/client/';
 
 /** What a storage implementation may see: the contract, the base of wrappers, the seed, JSON, the errors and the defaults. */
 const STORAGE_CONTRACT = [
-  '^src/storage/(contract|forwarding-storage|throttle-store|timestamps|order|user-pages|key-limits)\\.ts$',
+  '^src/storage/(contract|forwarding-storage|throttle-store|timestamps|order|user-pages|key-limits|webhook-outbox|webhook-endpoints)\\.ts$',
   '^src/storage/seed/',
   '^src/json/',
   '^src/(errors|defaults)\\.ts$',

@@ -35,10 +35,12 @@ describe('the route table', () => {
   it('dispatches every route it lists, and nothing else', async () => {
     const { api } = apiWith();
     for (const route of ROUTES) {
-      const path = route.pattern.replace('{shared_user_id}', 'a-001');
+      const path = route.pattern.replace('{shared_user_id}', 'a-001').replace('{id}', 'we_1');
       const url = route.auth === 'signature' ? signedUrl() : `${ORIGIN}${path}`;
-      const response = await get(api, url, M1);
-      expect([route.pattern, response.status]).toEqual([route.pattern, 200]);
+      const response = await get(api, url, M1, route.method);
+      // On the memory storage the webhook endpoints answer 501 (docs/webhooks.md#endpoints); adding one reads its body first: 415 without one.
+      const expected = route.id === 'createWebhook' ? 415 : route.pattern.startsWith('/merchant/webhooks') ? 501 : 200;
+      expect([route.method, route.pattern, response.status]).toEqual([route.method, route.pattern, expected]);
     }
     for (const path of ['/', '/merchant', '/merchant/users/a/b', '/healthz/', '/validatesignature/']) {
       expect((await get(api, path, M1)).status).toBe(404);
@@ -48,16 +50,19 @@ describe('the route table', () => {
   it('answers 405 with the Allow header of the route, and HEAD wherever GET is', async () => {
     const { api } = apiWith();
     for (const route of ROUTES) {
-      const path = route.pattern.replace('{shared_user_id}', 'a-001');
-      const response = await get(api, path, M1, 'DELETE');
+      const path = route.pattern.replace('{shared_user_id}', 'a-001').replace('{id}', 'we_1');
+      const response = await get(api, path, M1, 'PUT');
       expect(response.status).toBe(405);
-      expect(response.headers.get('allow')).toBe('GET, HEAD');
+      // Every method of the path: GET, HEAD on all but the webhook paths (GET, HEAD, POST; DELETE; POST).
+      const methods = ROUTES.filter((r) => r.pattern === route.pattern).flatMap((r) => (r.method === 'GET' ? ['GET', 'HEAD'] : [r.method]));
+      expect(response.headers.get('allow')).toBe(methods.join(', '));
     }
+    expect((await get(api, '/merchant/users', M1, 'DELETE')).headers.get('allow')).toBe('GET, HEAD');
   });
 
   it('gives every route a unique id and pattern', () => {
     expect(new Set(ROUTES.map((r) => r.id)).size).toBe(ROUTES.length);
-    expect(new Set(ROUTES.map((r) => r.pattern)).size).toBe(ROUTES.length);
+    expect(new Set(ROUTES.map((r) => `${r.method} ${r.pattern}`)).size).toBe(ROUTES.length);
   });
 });
 

@@ -23,9 +23,11 @@ const EXPECTED: Record<string, string[]> = {
     'MERCHANT_ID_RULE', 'addMerchantKey', 'deleteMerchant', 'keyFingerprint', 'liftThrottleBlocks', 'listMerchantKeys', 'listThrottleBlocks',
     'revokeMerchantKey', 'galeraProblems', 'writeConflictCounts',
     'addRandomMerchantKey', 'eraseShares', 'eraseUser', 'listAuditEvents', 'pruneAuditEvents', 'updateMerchantKey', 'writeAuditEvent',
+    'MysqlWebhookOutbox', 'WebhookAdminError', 'addWebhookEndpoint', 'enableWebhookEndpoint', 'listWebhookDeliveries', 'listWebhookEndpoints', 'redeliverWebhooks',
+    'eraseWebhookEvents', 'removeWebhookEndpoint', 'rotateWebhookSecret', 'sendWebhookTest', 'writeUnsharedEvent',
   ],
   './storage/redis': ['RedisSetupError', 'ScriptNotLoadedError', 'createRedisConnection', 'parseRedisUrl', 'redisConnectionFromClient', 'withRedisState'],
-  './client': ['MerchantClientError', 'MerchantNetworkError', 'MerchantResponseError', 'MerchantTimeoutError', 'createMerchantClient'],
+  './client': ['MerchantClientError', 'MerchantNetworkError', 'MerchantResponseError', 'MerchantTimeoutError', 'WebhookVerificationError', 'createMerchantClient', 'verifyWebhook'],
 };
 
 const pkg = JSON.parse(readFileSync(`${ROOT}package.json`, 'utf8')) as { exports: Record<string, { import: { default: string }; require: { default: string } } | string> };

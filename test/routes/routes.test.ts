@@ -70,10 +70,22 @@ describe('health and the OpenAPI document', () => {
     expect(status).toBe(200);
     expect(body.openapi).toBe('3.1.0');
     expect(body.servers).toEqual([{ url: '/mapi' }]);
-    expect(Object.keys(body.paths).sort()).toEqual(['/healthz', '/merchant/keys', '/merchant/users', '/merchant/users/{shared_user_id}', '/openapi.json', '/readyz', '/validatesignature']);
+    expect(Object.keys(body.paths).sort()).toEqual([
+      '/healthz',
+      '/merchant/keys',
+      '/merchant/users',
+      '/merchant/users/{shared_user_id}',
+      '/merchant/webhooks',
+      '/merchant/webhooks/{id}',
+      '/merchant/webhooks/{id}/rotate-secret',
+      '/merchant/webhooks/{id}/test',
+      '/openapi.json',
+      '/readyz',
+      '/validatesignature',
+    ]);
     expect(body.components.schemas.User.required).toHaveLength(14);
     for (const path of Object.values(body.paths) as Record<string, { responses: Record<string, unknown> }>[]) {
-      expect(Object.keys(path.get!.responses)).toContain('200');
+      for (const operation of Object.values(path).filter((o) => typeof o === 'object')) expect(Object.keys(operation.responses).some((s) => s.startsWith('2'))).toBe(true);
     }
   });
 });

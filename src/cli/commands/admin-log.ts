@@ -9,7 +9,9 @@ import type { CliIo } from '../io.js';
 
 /** Every event an administrative change writes: docs/cli.md lists them, test/cli/mysql-keys.test.ts sees each one hold no key. */
 export const ADMIN_EVENTS = ['merchant_added', 'merchant_status_set', 'merchant_key_rotated', 'merchant_key_revoked', 'merchant_deleted', 'import_completed', 'import_stopped', 'throttle_unblocked', 'merchant_key_added', 'merchant_key_updated', 'user_erased'] as const;
-export type AdminEvent = (typeof ADMIN_EVENTS)[number];
+/** The events of `webhook ...` (docs/webhooks.md#operations); test/webhooks/webhook-cli.test.ts sees each one hold no secret. */
+export const WEBHOOK_ADMIN_EVENTS = ['webhook_endpoint_added', 'webhook_endpoint_removed', 'webhook_secret_rotated', 'webhook_endpoint_enabled', 'webhook_redelivered'] as const;
+export type AdminEvent = (typeof ADMIN_EVENTS)[number] | (typeof WEBHOOK_ADMIN_EVENTS)[number];
 
 /** Writes one `info` event: `{"event":"merchant_key_revoked","merchant_id":...,"msg":...}`. */
 export function logAdminChange(io: CliIo, event: AdminEvent, fields: Record<string, unknown>, message: string): void {

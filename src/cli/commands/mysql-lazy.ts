@@ -6,7 +6,8 @@
  * command needs nothing loaded; test/cli/every-command.test.ts checks them
  * against mysql.ts's own.
  */
-import type { Logger, Storage } from '../../index.js';
+import type { HealthPart, Logger, Storage } from '../../index.js';
+import type { WebhookMetrics } from '../../observe/metrics.js';
 import type { MysqlConfig } from '../config.js';
 import type { CliCommand, CliIo } from '../io.js';
 
@@ -18,6 +19,7 @@ export const MYSQL_SUBCOMMANDS: Readonly<Record<string, readonly string[]>> = {
   throttle: ['list', 'unblock'],
   audit: ['list'],
   user: ['erase'],
+  webhook: ['add', 'list', 'remove', 'rotate-secret', 'enable', 'deliveries', 'redeliver'],
 };
 
 function lazy(name: string): CliCommand {
@@ -33,9 +35,15 @@ export const mysqlCommands: Record<string, CliCommand> = {
   throttle: lazy('throttle'),
   audit: lazy('audit'),
   user: lazy('user'),
+  webhook: lazy('webhook'),
 };
 
 /** The storage `serve` opens when DATABASE_URL is set (mysql.ts). */
 export async function openMysqlStorage(config: MysqlConfig, io: CliIo, logger: Logger): Promise<Storage> {
   return (await load()).openMysqlStorage(config, io, logger);
+}
+
+/** The webhook dispatcher `serve` runs on MySQL (mysql-webhook.ts). */
+export async function startWebhookDispatcher(config: MysqlConfig, io: CliIo, logger: Logger, metrics?: WebhookMetrics): Promise<{ stop(): Promise<void>; health(): unknown; healthPart(): HealthPart } | undefined> {
+  return (await load()).startWebhookDispatcher(config, io, logger, metrics);
 }

@@ -14,6 +14,9 @@ import { merchantCommand } from './mysql-merchant.js';
 import { throttleCommand } from './mysql-throttle.js';
 import { auditCommand, auditRetentionSeconds, pruneAuditTrail } from './mysql-audit.js';
 import { userCommand } from './mysql-user.js';
+import { webhookCommand } from './mysql-webhook.js';
+
+export { startWebhookDispatcher } from './mysql-webhook.js';
 import { parseCommandArgs } from './parse-args.js';
 import type { MysqlConfig } from '../config.js';
 import { configurationProblem, databaseUrl, runMysqlCommand, withDatabase } from './mysql-env.js';
@@ -59,6 +62,7 @@ export const mysqlCommands: Record<string, CliCommand> = {
   throttle: throttleCommand,
   audit: auditCommand,
   user: userCommand,
+  webhook: webhookCommand,
 };
 
 /**

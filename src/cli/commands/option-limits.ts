@@ -23,4 +23,5 @@ export const EXPIRE_OLD_IN = { min: 1, max: 366 * 86_400 } as const;
 export const OPTION_LIMITS: readonly OptionLimit[] = [
   { command: 'import', option: '--batch-size', default: String(BATCH_SIZE.default), min: String(BATCH_SIZE.min), max: String(BATCH_SIZE.max) },
   { command: 'merchant rotate-key', option: '--expire-old-in', default: undefined, min: `${EXPIRE_OLD_IN.min}s`, max: `${EXPIRE_OLD_IN.max / 86_400}d` },
+  { command: 'webhook rotate-secret', option: '--expire-old-in', default: undefined, min: `${EXPIRE_OLD_IN.min}s`, max: `${EXPIRE_OLD_IN.max / 86_400}d` },
 ];

@@ -8,8 +8,8 @@
  */
 import { readFile } from 'node:fs/promises';
 import process from 'node:process';
-import { createJsonLogger, createMerchantApi, type Logger, type MerchantApi, type Storage } from '../../index.js';
-import { createMetrics } from '../../observe/metrics.js';
+import { createJsonLogger, createMerchantApi, type HealthPart, type Logger, type MerchantApi, type Storage } from '../../index.js';
+import { createMetrics, type WebhookMetrics } from '../../observe/metrics.js';
 import { writeConflictCounts } from '../../cli-internal.js';
 import { loadMemoryStorage, MemoryStorage, SeedError, SeedSyntaxError } from '../../storage/memory/index.js';
 import type { Served, ServeOptions } from '../../../adapters/node.js';
@@ -34,6 +34,8 @@ export interface ServeRuntime {
   name: string;
   serve: ServeFunction;
   openMysqlStorage?: OpenMysqlStorage;
+  /** Starts the webhook dispatcher on MySQL (docs/webhooks.md#delivery); undefined where MySQL is not available. */
+  startWebhookDispatcher?: (config: MysqlConfig, io: CliIo, logger: Logger, metrics?: WebhookMetrics) => Promise<{ stop(): Promise<void>; healthPart(): HealthPart } | undefined>;
   /** How this runtime runs WORKERS; undefined: only one process. */
   workers?: WorkerRuntime;
 }
@@ -66,7 +68,12 @@ export async function serveCommand(runtime: ServeRuntime, io: CliIo, args: strin
   // started in (a process before may have accepted it then): listening from the next second on, no
   // request signed once the server is up meets that. MySQL keeps its salts across restarts.
   if (!config.databaseUrl) await new Promise((resolve) => setTimeout(resolve, 1000 - (Date.now() % 1000)));
-  const { served, metricsServer } = await listen(runtime, config, storage, logger, worker);
+  // Started once the API listens (its metrics come from there); until then /healthz has no `webhooks` part.
+  let webhooks: Awaited<ReturnType<NonNullable<ServeRuntime['startWebhookDispatcher']>>>;
+  const healthParts = () => (webhooks === undefined ? undefined : { webhooks: webhooks.healthPart() });
+  const { served, metricsServer, webhookMetrics } = await listen(runtime, config, storage, logger, worker, healthParts);
+  // Every instance on MySQL sends what the outbox holds; instances share the work by claims (docs/webhooks.md#delivery).
+  webhooks = config.databaseUrl && runtime.startWebhookDispatcher ? await runtime.startWebhookDispatcher(config.mysql, io, logger, webhookMetrics) : undefined;
 
   const facts: StartFacts = {
     url: served.url,
@@ -91,7 +98,7 @@ export async function serveCommand(runtime: ServeRuntime, io: CliIo, args: strin
   const signal = await Promise.race([io.stopSignal ?? never, worker?.stopRequested ?? never]);
   logger.info({ event: 'shutdown', signal }, 'finishing in-flight requests');
   logger.flush();
-  await Promise.all([served.close(), metricsServer?.close()]);
+  await Promise.all([served.close(), metricsServer?.close(), webhooks?.stop()]);
   await storage.close();
   logger.info({ event: 'stopped' });
   logger.flush();
@@ -121,7 +128,7 @@ function refuseDemoOnNetwork(config: ServerConfig): void {
  * The handler on the storage, listening, and the metrics on their own listener (or handed to the
  * primary); on a failure, whatever was opened is closed again before the error goes on.
  */
-async function listen(runtime: ServeRuntime, config: ServerConfig, storage: Storage, logger: JsonLogger, worker: WorkerChannel | undefined): Promise<{ served: Served; metricsServer: Served | undefined }> {
+async function listen(runtime: ServeRuntime, config: ServerConfig, storage: Storage, logger: JsonLogger, worker: WorkerChannel | undefined, healthParts: () => Record<string, HealthPart> | undefined): Promise<{ served: Served; metricsServer: Served | undefined; webhookMetrics: WebhookMetrics | undefined }> {
   let served: Served | undefined;
   try {
     const memory = storage instanceof MemoryStorage ? storage : undefined;
@@ -142,6 +149,9 @@ async function listen(runtime: ServeRuntime, config: ServerConfig, storage: Stor
       throttle: config.throttle,
       merchantConcurrency: config.merchantConcurrency,
       fairShare: config.fairShare,
+      // `/merchant/webhooks` checks a URL with the rules `webhook add` and the dispatcher apply.
+      healthParts,
+      webhooks: { allowPrivate: config.mysql.webhooks.allowPrivate, allowHttp: config.mysql.webhooks.allowHttp, maxEndpointsPerMerchant: config.mysql.webhooks.maxEndpointsPerMerchant },
     });
     const tls = config.tls && (await readTlsFiles(config.tls));
     served = await runtime.serve(api, {
@@ -158,7 +168,7 @@ async function listen(runtime: ServeRuntime, config: ServerConfig, storage: Stor
     let metricsServer: Served | undefined;
     if (metrics && worker) worker.answerMetrics(() => metrics.registry.getMetricsAsJSON());
     else if (metrics) metricsServer = await runtime.serve(metrics, { port: config.metricsPort, hostname: config.metricsHost });
-    return { served, metricsServer };
+    return { served, metricsServer, webhookMetrics: metrics?.webhooks };
   } catch (error) {
     await served?.close();
     await storage.close();

@@ -37,3 +37,8 @@ export type { PruneOptions } from './statements/salts.js';
 export { writeConflictCounts } from './write-conflicts.js';
 export { galeraProblems } from './cluster-check.js';
 export type { WriteConflictCounts } from './write-conflicts.js';
+export { MysqlWebhookOutbox } from './webhooks/mysql-outbox.js';
+export { addWebhookEndpoint, enableWebhookEndpoint, listWebhookDeliveries, listWebhookEndpoints, redeliverWebhooks, removeWebhookEndpoint, rotateWebhookSecret, sendWebhookTest, WebhookAdminError } from './webhooks/endpoints.js';
+export type { WebhookDeliverySummary } from './webhooks/endpoints.js';
+export { eraseWebhookEvents, writeUnsharedEvent } from './webhooks/outbox-writes.js';
+export type { AttemptRecord, ClaimOptions, DueDelivery, OutboxStats, WebhookEndpointSummary, WebhookOutbox } from '../webhook-outbox.js';

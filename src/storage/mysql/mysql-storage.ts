@@ -18,6 +18,7 @@ import { selectUserPage, UserReader } from './statements/user-queries.js';
 import type { PagePlan } from '../user-pages.js';
 import { DEFAULTS } from '../../defaults.js';
 import { CausalReads } from './causal-reads.js';
+import { merchantWebhookEndpoints } from './webhooks/merchant-endpoints.js';
 
 /** Options of `MysqlStorage`. */
 export interface MysqlStorageOptions {
@@ -177,6 +178,18 @@ export class MysqlStorage implements Storage {
     } catch (error) {
       throw storageError(error, 'key use');
     }
+  }
+
+  // A merchant's webhook endpoints (`/merchant/webhooks`, docs/webhooks.md#endpoints), scoped to it.
+  readonly listWebhookEndpoints: NonNullable<Storage['listWebhookEndpoints']> = (merchantId) => this.#webhooks().listWebhookEndpoints(merchantId);
+  readonly addWebhookEndpoint: NonNullable<Storage['addWebhookEndpoint']> = (endpoint) => this.#webhooks().addWebhookEndpoint(endpoint);
+  readonly removeWebhookEndpoint: NonNullable<Storage['removeWebhookEndpoint']> = (merchantId, id) => this.#webhooks().removeWebhookEndpoint(merchantId, id);
+  readonly rotateWebhookSecret: NonNullable<Storage['rotateWebhookSecret']> = (merchantId, id, ms) => this.#webhooks().rotateWebhookSecret(merchantId, id, ms);
+  readonly sendWebhookTest: NonNullable<Storage['sendWebhookTest']> = (merchantId, id) => this.#webhooks().sendWebhookTest(merchantId, id);
+  #webhookEndpoints: ReturnType<typeof merchantWebhookEndpoints> | undefined;
+  #webhooks(): ReturnType<typeof merchantWebhookEndpoints> {
+    this.#assertOpen();
+    return (this.#webhookEndpoints ??= merchantWebhookEndpoints(this.#db, this.#masterKey));
   }
 
   async ping(): Promise<void> {

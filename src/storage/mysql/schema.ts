@@ -93,6 +93,53 @@ export interface MerchantApiDatabase {
   user_shares: UserSharesTable;
   used_salts: UsedSaltsTable;
   audit_events: AuditEventsTable;
+  webhook_endpoints: WebhookEndpointsTable;
+  webhook_events: WebhookEventsTable;
+  webhook_deliveries: WebhookDeliveriesTable;
+}
+
+/** A merchant's webhook receiver (migration 0008); the secret sealed as `key-sealing.ts` seals API keys. */
+export interface WebhookEndpointsTable {
+  id: string;
+  merchant_id: string;
+  url: string;
+  /** Event types it receives, comma-separated. */
+  events: string;
+  status: ColumnType<'enabled' | 'disabled', 'enabled' | 'disabled' | undefined, 'enabled' | 'disabled'>;
+  disabled_reason: ColumnType<string | null, string | null | undefined, string | null>;
+  sealed_secret: string;
+  previous_sealed_secret: ColumnType<string | null, string | null | undefined, string | null>;
+  previous_expires_at: ColumnType<string | null, string | null | undefined, string | null>;
+  failing_since: ColumnType<string | null, string | null | undefined, string | null>;
+  created_at: CreatedAt;
+  updated_at: ColumnType<string, string | undefined, string>;
+}
+
+/** One event for one merchant (migration 0008): `data` is the JSON its body carries. */
+export interface WebhookEventsTable {
+  id: string;
+  merchant_id: string;
+  type: string;
+  data: string;
+  created_at: string;
+}
+
+/** One event for one endpoint, and its attempts (migration 0008). */
+export interface WebhookDeliveriesTable {
+  id: Generated<string | number>;
+  event_id: string;
+  endpoint_id: string;
+  merchant_id: string;
+  state: ColumnType<'pending' | 'delivered' | 'failed' | 'cancelled', 'pending' | undefined, 'pending' | 'delivered' | 'failed' | 'cancelled'>;
+  attempts: ColumnType<number, number | undefined, number>;
+  next_attempt_at: string;
+  claim_token: ColumnType<string | null, string | null | undefined, string | null>;
+  leased_until: ColumnType<string | null, string | null | undefined, string | null>;
+  last_attempt_at: ColumnType<string | null, string | null | undefined, string | null>;
+  last_status: ColumnType<number | null, number | null | undefined, number | null>;
+  last_error: ColumnType<string | null, string | null | undefined, string | null>;
+  last_response: ColumnType<Buffer | null, Buffer | null | undefined, Buffer | null>;
+  created_at: string;
 }
 
 /** The user columns other than ids, in the API's order: the record's keys but its shared id. */

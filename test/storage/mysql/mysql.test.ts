@@ -341,6 +341,7 @@ describe.skipIf(!available)('MySQL storage', () => {
           { migrationName: '0005_user_share_updated_at', direction: 'Up', status: 'Success' },
           { migrationName: '0006_replica_heartbeat', direction: 'Up', status: 'Success' },
           { migrationName: '0007_key_limits_audit', direction: 'Up', status: 'Success' },
+          { migrationName: '0008_webhooks', direction: 'Up', status: 'Success' },
           { migrationName: '0009_auth_check_reservations', direction: 'Up', status: 'Success' },
         ]);
         expect((await migrateToLatest(scratch.db)).results).toEqual([]);

@@ -10,6 +10,7 @@ import type { MerchantApiDatabase } from '../schema.js';
 import { writeAuditEvent } from './audit.js';
 import { LIBRARY_ACTOR } from './merchant-admin.js';
 import { retryOnConflict } from '../write-conflicts.js';
+import { eraseWebhookEvents, writeUnsharedEvent } from '../webhooks/outbox-writes.js';
 
 /** One share: which merchant saw the person under which id. */
 export interface ErasedShare {
@@ -55,12 +56,17 @@ function share(row: { merchant_id: string; shared_user_id: string; user_id: stri
  * Removes `shares` in the transaction `trx`, and every person record no share remains for;
  * resolves to how many records went. The one place every erasure removes shares (`user erase`,
  * `import --erase`): what must happen with each removed (merchant_id, shared_user_id) pair
- * inside the erasure's transaction is added here (the webhook issue's `user.unshared`).
+ * inside the erasure's transaction happens here: its events leave the webhook outbox and a
+ * `user.unshared` event is written for the merchant's endpoints that receive it.
  */
 export async function removeShares(trx: Transaction<MerchantApiDatabase>, shares: readonly (ErasedShare & { userId: string })[]): Promise<number> {
   if (shares.length === 0) return 0;
   for (const { merchantId, sharedUserId } of shares) {
     await trx.deleteFrom('user_shares').where('merchant_id', '=', merchantId).where('shared_user_id', '=', sharedUserId).execute();
+    // The outbox keeps no copy of the person's record, and the merchant hears of the removal
+    // (`user.unshared`, docs/webhooks.md): in this transaction, so neither happens without the other.
+    await eraseWebhookEvents(trx, merchantId, sharedUserId);
+    await writeUnsharedEvent(trx, merchantId, sharedUserId);
   }
   const userIds = [...new Set(shares.map((s) => s.userId))];
   const gone = await trx

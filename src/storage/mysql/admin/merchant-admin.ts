@@ -388,6 +388,9 @@ export async function deleteMerchant(db: Kysely<MerchantApiDatabase>, merchantId
     const keys = await trx.deleteFrom('merchant_keys').where('merchant_id', '=', merchantId).executeTakeFirst();
     deleted.keys = Number(keys.numDeletedRows);
     await trx.deleteFrom('used_salts').where('merchant_id', '=', merchantId).execute();
+    // Webhook events hold the merchant's view of its users: they go with it (its endpoints and their
+    // deliveries follow the merchant row by foreign key). Not indexed by merchant: a rare command, a bounded table.
+    await trx.deleteFrom('webhook_events').where('merchant_id', '=', merchantId).execute();
     await trx.deleteFrom('merchants').where('id', '=', merchantId).execute();
     await writeAuditEvent(trx, actor, { action: 'merchant_deleted', merchantId, summary: { keys: deleted.keys, shares: deleted.shares, users: deleted.users } });
   }));

@@ -144,7 +144,7 @@ async function loadShares(trx: Trx, text: Buffer[], rows: number, first: bigint,
  * or the pool refuses LOCAL INFILE. Throws when fewer rows went in or anything was warned about:
  * LOCAL makes the server skip duplicates and cut values with a warning instead of failing.
  */
-async function loadData(trx: Trx, chunks: Buffer[], table: string, columns: string, rows: number, allocation: IdAllocation, set?: string): Promise<string | undefined> {
+export async function loadData(trx: Trx, chunks: Buffer[], table: string, columns: string, rows: number, allocation: IdAllocation, set?: string): Promise<string | undefined> {
   const name = registerInfile(chunks);
   let result;
   try {

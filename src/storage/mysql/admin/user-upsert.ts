@@ -24,10 +24,12 @@
 import { sql, type Transaction } from 'kysely';
 import { compareCodePoints } from '../../order.js';
 import type { SeedUser } from '../../seed/seed.js';
-import { insertNewUsers, UserBatch, type IdAllocation } from './new-users.js';
+import { insertNewUsers, loadData, UserBatch, type IdAllocation } from './new-users.js';
 import { userColumns } from './user-rows.js';
 import { USER_FIELDS, USER_FIELD_MAX_LENGTH, type MerchantApiDatabase } from '../schema.js';
 import { canonicalColumn } from '../sql-values.js';
+import { canonicalStamp, subscribedEndpoints, userChange, writeEvents, type ShareChange } from '../webhooks/outbox-writes.js';
+import { USER_RECORD_KEYS, type ChangedUserRecord } from '../../contract.js';
 
 type Trx = Transaction<MerchantApiDatabase>;
 
@@ -72,8 +74,12 @@ export async function upsertUsers(trx: Trx, batch: SeedUser[] | UserBatch, alloc
     if (unlocked.length > 0) throw new SharingMerchantsFound(unlocked);
   }
   const stamp = await changeStamp(trx, locked);
+  // Webhook events go into the outbox in this transaction (docs/webhooks.md#delivery): one per share changed.
+  const subscribers = await subscribedEndpoints(trx, locked);
+  const events = subscribers.size > 0 ? await shareChanges(trx, subscribers, news, changed, stamp) : [];
   if (changed.length > 0) await updateUsers(trx, changed, stamp);
   if (news.length > 0) await insertNewUsers(trx, news, allocation, stamp, prepared.prepared(news.length));
+  if (events.length > 0) await writeEvents(trx, events, stamp, subscribers, async (table, columns, chunks, rows) => (await loadData(trx, chunks, table, columns, rows, allocation)) !== undefined);
   return { inserted: news.length, updated: changed.length, unchanged: updates.length - changed.length };
 }
 
@@ -144,7 +150,7 @@ async function changeStamp(trx: Trx, merchantIds: ReadonlySet<string>): Promise<
 }
 
 /** The users of `updates` whose stored record differs from the new one (read by primary key). */
-async function changedUsers(trx: Trx, updates: Array<{ id: string; user: SeedUser }>): Promise<Array<{ id: string; user: SeedUser }>> {
+async function changedUsers(trx: Trx, updates: Array<{ id: string; user: SeedUser }>): Promise<ChangedUser[]> {
   const stored = new Map<string, Record<string, string | null>>();
   const dates = new Set<string>(['date_joined', 'deactivated_at', 'agreed_to_terms_and_conditions', 'agreed_to_marketing']);
   const columns = sql.join(USER_FIELDS.map((field) => (dates.has(field) ? sql`${canonicalColumn(field)} AS ${sql.ref(field)}` : sql.ref(field))));
@@ -153,10 +159,49 @@ async function changedUsers(trx: Trx, updates: Array<{ id: string; user: SeedUse
     const { rows } = await sql<Record<string, string | null> & { id: string | number }>`SELECT id, ${columns} FROM users WHERE id IN (${sql.join(ids)})`.execute(trx);
     for (const row of rows) stored.set(String(row.id), row);
   }
-  return updates.filter(({ id, user }) => {
+  const changed: ChangedUser[] = [];
+  for (const { id, user } of updates) {
     const row = stored.get(id);
-    return row === undefined || USER_FIELDS.some((field) => row[field] !== user[field]);
-  });
+    if (row === undefined || USER_FIELDS.some((field) => row[field] !== user[field])) changed.push({ id, user, wasActive: row === undefined || row.deactivated_at === null });
+  }
+  return changed;
+}
+
+/** A user whose record the batch changes, and whether it was active before. */
+interface ChangedUser {
+  id: string;
+  user: SeedUser;
+  wasActive: boolean;
+}
+
+/**
+ * The webhook events of a batch, for the merchants in `subscribers`: `user.shared` for each new
+ * share, and for each changed user one event per share of it, in that merchant's view (its
+ * `shared_user_id`): `user.deactivated` when `deactivated_at` was just set, else `user.updated`.
+ */
+async function shareChanges(trx: Trx, subscribers: ReadonlyMap<string, unknown>, news: SeedUser[], changed: ChangedUser[], stamp: string): Promise<ShareChange[]> {
+  const updatedAt = canonicalStamp(stamp);
+  const record = (user: SeedUser, sharedUserId: string): ChangedUserRecord => {
+    const out = { updated_at: updatedAt } as Record<string, string | null>;
+    for (const key of USER_RECORD_KEYS) out[key] = user[key];
+    out.shared_user_id = sharedUserId;
+    return out as unknown as ChangedUserRecord;
+  };
+  const changes: ShareChange[] = [];
+  for (const user of news) if (subscribers.has(user.merchant_id)) changes.push(userChange(user.merchant_id, 'user.shared', record(user, user.shared_user_id)));
+  const merchants = [...subscribers.keys()];
+  for (let i = 0; i < changed.length; i += 1000) {
+    const chunk = changed.slice(i, i + 1000);
+    const byId = new Map(chunk.map((change) => [change.id, change]));
+    const { rows } = await sql<{ merchant_id: string; shared_user_id: string; user_id: string | number }>`SELECT merchant_id, shared_user_id, user_id FROM user_shares
+      WHERE user_id IN (${sql.join(chunk.map(({ id }) => id))}) AND merchant_id IN (${sql.join(merchants)})`.execute(trx);
+    for (const row of rows) {
+      const change = byId.get(String(row.user_id))!;
+      const type = change.wasActive && change.user.deactivated_at !== null ? 'user.deactivated' : 'user.updated';
+      changes.push(userChange(row.merchant_id, type, record(change.user, row.shared_user_id)));
+    }
+  }
+  return changes;
 }
 
 /** The user ids of the shares that exist among `ids` of `merchantId`. */
@@ -197,7 +242,7 @@ async function existingShares(trx: Trx, merchantId: string, ids: string[]): Prom
 }
 
 /** Updates existing users in place, then the filter columns and `updated_at` of every share of each of them. */
-async function updateUsers(trx: Trx, updates: Array<{ id: string; user: SeedUser }>, stamp: string): Promise<void> {
+async function updateUsers(trx: Trx, updates: ReadonlyArray<{ id: string; user: SeedUser }>, stamp: string): Promise<void> {
   const assignments = Object.fromEntries(USER_FIELDS.map((field) => [field, sql.raw(`VALUES(${field})`)]));
   for (let i = 0; i < updates.length; i += 1000) {
     const chunk = updates.slice(i, i + 1000);

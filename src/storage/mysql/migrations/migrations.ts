@@ -19,6 +19,7 @@ import { userShareUpdatedAt } from './migration-0005.js';
 import { replicaHeartbeat } from './migration-0006.js';
 import { withMigrationLease } from './migration-lease.js';
 import { keyLimitsAudit } from './migration-0007.js';
+import { webhooks } from './migration-0008.js';
 import { authCheckReservations } from './migration-0009.js';
 
 const TEXT = 'VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci';
@@ -103,6 +104,7 @@ export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0005_user_share_updated_at': userShareUpdatedAt,
   '0006_replica_heartbeat': replicaHeartbeat,
   '0007_key_limits_audit': keyLimitsAudit,
+  '0008_webhooks': webhooks,
   '0009_auth_check_reservations': authCheckReservations,
 });
 

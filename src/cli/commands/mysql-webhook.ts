@@ -1,0 +1,276 @@
+/**
+ * `merchant-api webhook add|list|remove|rotate-secret|enable|deliveries|redeliver` on MySQL
+ * (docs/webhooks.md#operations), and the dispatcher `serve` runs on MySQL. A new secret is printed
+ * once and stored only sealed; a URL is checked with the address rules the dispatcher applies
+ * (WEBHOOK_ALLOW_PRIVATE, WEBHOOK_ALLOW_HTTP). Every change writes one log event (admin-log.ts).
+ */
+import type { HealthPart, Logger } from '../../index.js';
+
+import type { WebhookMetrics } from '../../observe/metrics.js';
+import {
+  addWebhookEndpoint,
+  createMysqlKysely,
+  enableWebhookEndpoint,
+  listWebhookDeliveries,
+  listWebhookEndpoints,
+  MysqlWebhookOutbox,
+  type OutboxStats,
+  redeliverWebhooks,
+  removeWebhookEndpoint,
+  rotateWebhookSecret,
+  WebhookAdminError,
+} from '../../storage/mysql/index.js';
+import { checkWebhookUrl, DEFAULT_SUBSCRIBED_EVENTS, isWebhookEventType, resolveWebhookAddress, WebhookAddressError, WebhookDispatcher, type DispatcherHealth } from '../../cli-internal.js';
+import type { CliIo } from '../io.js';
+import { CliUsageError } from '../usage-error.js';
+import type { MysqlConfig } from '../config.js';
+import { logAdminChange } from './admin-log.js';
+import { databaseUrl, runMysqlCommand, withDatabase } from './mysql-env.js';
+import { commandGroup, parseCommandArgs } from './parse-args.js';
+import { parseDuration } from './duration.js';
+
+const USAGE = `Usage: merchant-api webhook <subcommand>
+  add MERCHANT_ID URL [--events a,b] [--json]
+                                   add an endpoint (https, public address); prints its id and secret, once
+  list [--merchant ID] [--json]    endpoints, with status; never a secret
+  remove ID                        remove an endpoint and its deliveries
+  rotate-secret ID [--expire-old-in DURATION] [--json]
+                                   a new secret (printed once); the old one keeps signing until then (default: stops now)
+  enable ID                        enable an endpoint disabled by a 410 or by failing for days
+  deliveries [--endpoint ID] [--state S] [--json]
+                                   the newest deliveries: state, attempts, last status
+  redeliver EVENT_ID | --endpoint ID --since TIME
+                                   send deliveries again, due now, with the same event id`;
+
+export const webhookCommand = commandGroup('webhook', USAGE, {
+  add,
+  list,
+  remove,
+  'rotate-secret': rotate,
+  enable,
+  deliveries,
+  redeliver,
+});
+
+type Options = Parameters<typeof parseCommandArgs>[1];
+
+function parse(args: string[], options: Options, count: number, what: string): Exclude<ReturnType<typeof parseCommandArgs>, 'help'> | 'help' {
+  const parsed = parseCommandArgs(args, options, USAGE);
+  if (parsed !== 'help' && parsed.positionals.length !== count) throw new CliUsageError(`Give ${what}.\n${USAGE}`);
+  return parsed;
+}
+
+function help(io: CliIo): number {
+  io.out(USAGE);
+  return 0;
+}
+
+/** Admin errors are the operator's to fix: one line, exit 1. */
+async function run(io: CliIo, operation: string, config: MysqlConfig, body: (db: Parameters<Parameters<typeof withDatabase>[1]>[0]) => Promise<number>): Promise<number> {
+  return runMysqlCommand(io, operation, () =>
+    withDatabase(config, async (db) => {
+      try {
+        return await body(db);
+      } catch (error) {
+        if (error instanceof WebhookAdminError || error instanceof WebhookAddressError) {
+          io.err(`${operation} failed: ${error.message}`);
+          return 1;
+        }
+        throw error;
+      }
+    }),
+  );
+}
+
+async function add(args: string[], io: CliIo, config: MysqlConfig): Promise<number> {
+  const parsed = parse(args, { events: { type: 'string' }, json: { type: 'boolean' } }, 2, 'the MERCHANT_ID and the URL');
+  if (parsed === 'help') return help(io);
+  const [merchantId, url] = parsed.positionals as [string, string];
+  const events = parsed.values.events === undefined ? [...DEFAULT_SUBSCRIBED_EVENTS] : String(parsed.values.events).split(',').map((e) => e.trim());
+  const unknown = events.filter((event) => !isWebhookEventType(event) || event === 'webhook.test');
+  if (unknown.length > 0 || events.length === 0) throw new CliUsageError(`--events takes user.shared, user.updated, user.deactivated and user.unshared, comma-separated (got "${unknown.join(',')}").`);
+  const policy = { allowPrivate: config.webhooks.allowPrivate, allowHttp: config.webhooks.allowHttp };
+  const key = config.masterKey();
+  return run(io, 'webhook add', config, async (db) => {
+    const checked = checkWebhookUrl(url, policy);
+    await resolveWebhookAddress(checked, policy);
+    const endpoint = await addWebhookEndpoint(db, key, merchantId, checked.href, [...new Set(events)], config.webhooks.maxEndpointsPerMerchant);
+    logAdminChange(io, 'webhook_endpoint_added', { merchant_id: merchantId, endpoint_id: endpoint.id, events: endpoint.events }, 'webhook endpoint added');
+    if (parsed.values.json) io.out(JSON.stringify({ id: endpoint.id, merchant_id: merchantId, url: endpoint.url, events: endpoint.events, secret: endpoint.secret }));
+    else {
+      io.out(`Webhook endpoint ${endpoint.id} added for "${merchantId}": ${endpoint.url} (${endpoint.events.join(', ')}).`);
+      io.out(`Signing secret, shown only now (stored encrypted): ${endpoint.secret}`);
+    }
+    return 0;
+  });
+}
+
+async function list(args: string[], io: CliIo, config: MysqlConfig): Promise<number> {
+  const parsed = parse(args, { merchant: { type: 'string' }, json: { type: 'boolean' } }, 0, 'no positional argument');
+  if (parsed === 'help') return help(io);
+  return run(io, 'webhook list', config, async (db) => {
+    const endpoints = await listWebhookEndpoints(db, parsed.values.merchant as string | undefined);
+    if (parsed.values.json) io.out(JSON.stringify(endpoints));
+    else if (endpoints.length === 0) io.out('No webhook endpoints: add one with `merchant-api webhook add MERCHANT_ID URL`.');
+    else table(io, ['ID', 'MERCHANT', 'STATUS', 'EVENTS', 'URL'], endpoints.map((e) => [e.id, e.merchantId, e.status + (e.disabledReason ? ` (${e.disabledReason})` : ''), e.events.join(','), e.url]));
+    return 0;
+  });
+}
+
+async function remove(args: string[], io: CliIo, config: MysqlConfig): Promise<number> {
+  const parsed = parse(args, {}, 1, 'one endpoint ID');
+  if (parsed === 'help') return help(io);
+  const [id] = parsed.positionals as [string];
+  return run(io, 'webhook remove', config, async (db) => {
+    await removeWebhookEndpoint(db, id);
+    logAdminChange(io, 'webhook_endpoint_removed', { endpoint_id: id }, 'webhook endpoint removed');
+    io.out(`Webhook endpoint ${id} removed, with its deliveries.`);
+    return 0;
+  });
+}
+
+async function rotate(args: string[], io: CliIo, config: MysqlConfig): Promise<number> {
+  const parsed = parse(args, { 'expire-old-in': { type: 'string' }, json: { type: 'boolean' } }, 1, 'one endpoint ID');
+  if (parsed === 'help') return help(io);
+  const [id] = parsed.positionals as [string];
+  const expireText = parsed.values['expire-old-in'] as string | undefined;
+  const seconds = expireText === undefined ? 0 : parseDuration(expireText, '--expire-old-in');
+  const key = config.masterKey();
+  return run(io, 'webhook rotate-secret', config, async (db) => {
+    const { secret, oldExpiresAt } = await rotateWebhookSecret(db, key, id, seconds * 1000);
+    logAdminChange(io, 'webhook_secret_rotated', { endpoint_id: id, old_expires_at: oldExpiresAt }, 'webhook secret rotated');
+    if (parsed.values.json) io.out(JSON.stringify({ id, secret, old_secret_expires_at: oldExpiresAt }));
+    else {
+      io.out(`New signing secret for ${id}, shown only now (stored encrypted): ${secret}`);
+      io.out(oldExpiresAt ? `Until ${oldExpiresAt} (UTC) every delivery carries both signatures.` : 'The old secret no longer signs.');
+    }
+    return 0;
+  });
+}
+
+async function enable(args: string[], io: CliIo, config: MysqlConfig): Promise<number> {
+  const parsed = parse(args, {}, 1, 'one endpoint ID');
+  if (parsed === 'help') return help(io);
+  const [id] = parsed.positionals as [string];
+  return run(io, 'webhook enable', config, async (db) => {
+    await enableWebhookEndpoint(db, id);
+    logAdminChange(io, 'webhook_endpoint_enabled', { endpoint_id: id }, 'webhook endpoint enabled');
+    io.out(`Webhook endpoint ${id} enabled. Deliveries cancelled while it was disabled are sent with \`webhook redeliver --endpoint ${id} --since TIME\`.`);
+    return 0;
+  });
+}
+
+const STATES = ['pending', 'delivered', 'failed', 'cancelled'];
+
+async function deliveries(args: string[], io: CliIo, config: MysqlConfig): Promise<number> {
+  const parsed = parse(args, { endpoint: { type: 'string' }, state: { type: 'string' }, json: { type: 'boolean' } }, 0, 'no positional argument');
+  if (parsed === 'help') return help(io);
+  const state = parsed.values.state as string | undefined;
+  if (state !== undefined && !STATES.includes(state)) throw new CliUsageError(`--state is one of ${STATES.join(', ')} (got "${state}").`);
+  return run(io, 'webhook deliveries', config, async (db) => {
+    const found = await listWebhookDeliveries(db, { endpointId: parsed.values.endpoint as string | undefined, state });
+    if (parsed.values.json) io.out(JSON.stringify(found));
+    else if (found.length === 0) io.out('No deliveries.');
+    else table(io, ['EVENT', 'ENDPOINT', 'TYPE', 'STATE', 'ATTEMPTS', 'LAST', 'CREATED (UTC)'], found.map((d) => [d.eventId, d.endpointId, d.type, d.state, String(d.attempts), d.lastStatus !== null ? String(d.lastStatus) : (d.lastError ?? '-'), d.createdAt.slice(0, 19)]));
+    return 0;
+  });
+}
+
+async function redeliver(args: string[], io: CliIo, config: MysqlConfig): Promise<number> {
+  const parsed = parseCommandArgs(args, { endpoint: { type: 'string' }, since: { type: 'string' } }, USAGE);
+  if (parsed === 'help') return help(io);
+  const endpointId = parsed.values.endpoint as string | undefined;
+  const sinceText = parsed.values.since as string | undefined;
+  let target: { eventId: string } | { endpointId: string; since: string };
+  if (parsed.positionals.length === 1 && endpointId === undefined && sinceText === undefined) target = { eventId: parsed.positionals[0]! };
+  else if (parsed.positionals.length === 0 && endpointId !== undefined && sinceText !== undefined) {
+    const since = new Date(sinceText);
+    if (Number.isNaN(since.getTime())) throw new CliUsageError(`--since is a time such as 2026-11-28T04:00:00Z (got "${sinceText}").`);
+    target = { endpointId, since: since.toISOString().slice(0, 23).replace('T', ' ') };
+  } else throw new CliUsageError(`Give an EVENT_ID, or --endpoint ID with --since TIME.\n${USAGE}`);
+  return run(io, 'webhook redeliver', config, async (db) => {
+    const queued = await redeliverWebhooks(db, target);
+    logAdminChange(io, 'webhook_redelivered', { ...('eventId' in target ? { event_id: target.eventId } : { endpoint_id: target.endpointId, since: target.since }), deliveries: queued }, 'webhook deliveries queued again');
+    io.out(`${queued} deliver${queued === 1 ? 'y' : 'ies'} queued again.`);
+    return 0;
+  });
+}
+
+/** Columns padded to their widest cell. */
+function table(io: CliIo, head: string[], rows: string[][]): void {
+  const all = [head, ...rows];
+  const widths = head.map((_, column) => Math.max(...all.map((row) => row[column]!.length)));
+  for (const row of all) io.out(row.map((cell, column) => cell.padEnd(widths[column]!)).join('  ').trimEnd());
+}
+
+/** The dispatcher of a `serve` instance on MySQL, on a small pool of its own. */
+export interface RunningDispatcher {
+  stop(): Promise<void>;
+  health(): DispatcherHealth;
+  /** The `webhooks` part of `/healthz`'s details: running, in flight, and the outbox as of the last read (every 15 s). */
+  healthPart(): HealthPart;
+}
+
+/**
+ * Starts the dispatcher `serve` runs on MySQL (unless WEBHOOKS=false): attempts logged as
+ * `webhook_attempt` events (ids, status, duration, attempt number: never the secret nor the body),
+ * a disabled endpoint as `webhook_endpoint_disabled`. Warns at start while the address rules are lifted.
+ */
+export async function startWebhookDispatcher(config: MysqlConfig, io: CliIo, logger: Logger, metrics?: WebhookMetrics): Promise<RunningDispatcher | undefined> {
+  const settings = config.webhooks;
+  if (!settings.dispatch) return undefined;
+  if (settings.allowPrivate || settings.allowHttp) {
+    const lifted = [settings.allowPrivate && 'WEBHOOK_ALLOW_PRIVATE', settings.allowHttp && 'WEBHOOK_ALLOW_HTTP'].filter(Boolean).join(' and ');
+    logger.warn({ event: 'webhook_address_rules_lifted', allow_private: settings.allowPrivate, allow_http: settings.allowHttp }, `${lifted} set: webhooks may reach private addresses or plain http; for development and tests only`);
+    io.err(`Warning: ${lifted} set: webhooks may be sent to private addresses or over plain http. For development and tests only.`);
+  }
+  const db = createMysqlKysely(databaseUrl(config), { connectionLimit: 4, connectTimeout: config.storageTimeout, queryTimeout: Math.max(config.storageTimeout, 30_000) });
+  const dispatcher = new WebhookDispatcher({
+    outbox: new MysqlWebhookOutbox({ db, masterKey: config.masterKey() }),
+    policy: { allowPrivate: settings.allowPrivate, allowHttp: settings.allowHttp },
+    retrySchedule: settings.retrySchedule,
+    timeoutMs: settings.timeoutMs,
+    // Longer than any attempt: a live instance's claim is never taken over.
+    leaseMs: Math.max(4 * settings.timeoutMs, 2000),
+    disableAfterFailingMs: settings.disableAfterFailingMs,
+    retentionMs: settings.retentionMs,
+    onAttempt: (attempt) => {
+      metrics?.onAttempt(attempt);
+      const fields = { event: 'webhook_attempt', endpoint_id: attempt.endpointId, event_id: attempt.eventId, merchant_id: attempt.merchantId, type: attempt.type, attempt: attempt.attempt, outcome: attempt.outcome, status: attempt.status ?? null, error: attempt.error ?? null, duration_ms: Math.round(attempt.durationMs) };
+      if (attempt.outcome === 'delivered') logger.info(fields);
+      else logger.warn(fields);
+      if (attempt.disabledEndpoint) logger.warn({ event: 'webhook_endpoint_disabled', endpoint_id: attempt.endpointId, merchant_id: attempt.merchantId, reason: attempt.disabledEndpoint });
+    },
+    onError: (error) => logger.warn({ event: 'webhook_dispatch_failed', error: error instanceof Error ? error.name : 'error', code: (error as { code?: string }).code ?? null }),
+  });
+  dispatcher.start();
+  // The pending count and the oldest due delivery, for the metrics: one grouped read every 15 s.
+  // Read for /healthz too, so with or without metrics.
+  let stats: OutboxStats | undefined;
+  const readStats = async () => {
+    try {
+      stats = await dispatcher.stats();
+      metrics?.setOutbox(stats);
+    } catch {
+      // The database away: the next read tells; the dispatcher logs its own failures.
+    }
+  };
+  const statsTimer = setInterval(() => void readStats(), 15_000);
+  statsTimer.unref?.();
+  void readStats();
+  return {
+    health: () => dispatcher.health(),
+    healthPart: () => {
+      const health = dispatcher.health();
+      const part: HealthPart = { ok: health.running && health.lastError === null, running: health.running, in_flight: health.inFlight };
+      if (health.lastError !== null) part.problem = `the last round failed (${health.lastError})`;
+      if (stats !== undefined) Object.assign(part, { pending: stats.pending, oldest_due_seconds: Math.round(stats.oldestDueAgeMs / 100) / 10 });
+      return part;
+    },
+    async stop() {
+      clearInterval(statsTimer);
+      await dispatcher.stop();
+      await db.destroy().catch(() => undefined);
+    },
+  };
+}

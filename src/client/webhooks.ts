@@ -1,0 +1,105 @@
+/**
+ * `client.webhooks`: the merchant's own webhook endpoints (docs/webhooks.md#endpoints). Reads are
+ * retried as every read is; a change is sent once and never retried (a lost answer could have been
+ * a change made: `list()` tells), so a 503 or a connection failure is thrown at once.
+ */
+import { pct } from '../signing/index.js';
+import { MerchantResponseError } from './errors.js';
+import type { Transport } from './transport.js';
+import type { RequestOptions } from './types.js';
+
+/** The event types an endpoint can receive. */
+export type WebhookEventType = 'user.shared' | 'user.updated' | 'user.deactivated' | 'user.unshared';
+
+/** An endpoint as `list()` answers it: never its secret. */
+export interface WebhookEndpoint {
+  id: string;
+  url: string;
+  events: WebhookEventType[];
+  status: 'enabled' | 'disabled';
+  /** `gone` (it answered 410), `failing` (every attempt failed for days), `operator`; null while enabled. */
+  disabled_reason: string | null;
+  created_at: string;
+}
+
+/** An endpoint just added: with its signing secret, shown only this once. */
+export interface CreatedWebhookEndpoint extends WebhookEndpoint {
+  secret: string;
+}
+
+export interface CreateWebhookOptions extends RequestOptions {
+  /** Default: every user event. */
+  events?: readonly WebhookEventType[];
+}
+
+export interface RotateWebhookSecretOptions extends RequestOptions {
+  /** How long the old secret keeps signing beside the new one: `24h`, `7d`; default: it stops at once. */
+  expireOldIn?: string;
+}
+
+export interface RotatedWebhookSecret {
+  id: string;
+  secret: string;
+  old_secret_expires_at: string | null;
+}
+
+export interface QueuedWebhookTest {
+  event_id: string;
+  endpoint_id: string;
+}
+
+/** `client.webhooks`. */
+export interface WebhooksClient {
+  /** The merchant's endpoints, oldest first. */
+  list(options?: RequestOptions): Promise<WebhookEndpoint[]>;
+  /** Adds an endpoint (https, a public address); the answer holds its secret, shown only now. */
+  create(url: string, options?: CreateWebhookOptions): Promise<CreatedWebhookEndpoint>;
+  /** Removes an endpoint and its deliveries; `MerchantResponseError` 404 when the merchant has none with this id. */
+  remove(id: string, options?: RequestOptions): Promise<void>;
+  /** A new secret, shown only now; with `expireOldIn` the old one keeps signing until then. */
+  rotateSecret(id: string, options?: RotateWebhookSecretOptions): Promise<RotatedWebhookSecret>;
+  /** Queues a `webhook.test` event for the endpoint. */
+  test(id: string, options?: RequestOptions): Promise<QueuedWebhookTest>;
+}
+
+/** The first record of `data` in the success envelope. */
+function firstOf<T>(body: unknown): T {
+  const answer = body as { status?: unknown; data?: unknown };
+  if (typeof answer !== 'object' || answer === null || answer.status !== 'ok' || !Array.isArray(answer.data)) throw new Error('not {"status":"ok","data":[…]}');
+  if (answer.data.length === 0) throw new Error('no record in "data"');
+  return answer.data[0] as T;
+}
+
+function endpointPath(baseUrl: string, id: string): string {
+  if (typeof id !== 'string' || id === '' || id === '.' || id === '..') throw new TypeError('webhooks: the endpoint id must be a non-empty string.');
+  return `${baseUrl}/merchant/webhooks/${pct(id)}`;
+}
+
+export function webhooksClient(baseUrl: string, transport: Transport, auth: () => Record<string, string>): WebhooksClient {
+  const json = { 'content-type': 'application/json' };
+  const change = <T>(method: string, url: string, body: object | undefined, options: RequestOptions): Promise<T> =>
+    transport.call({ method, url, body: body === undefined ? undefined : JSON.stringify(body), once: true }, () => url, { ...auth(), ...(body === undefined ? {} : json) }, options.signal, firstOf<T>);
+  return {
+    list: (options = {}) => {
+      const url = `${baseUrl}/merchant/webhooks`;
+      return transport.call({ method: 'GET', url }, () => url, auth(), options.signal, (body) => {
+        const answer = body as { status?: unknown; data?: unknown };
+        if (typeof answer !== 'object' || answer === null || answer.status !== 'ok' || !Array.isArray(answer.data)) throw new Error('not {"status":"ok","data":[…]}');
+        return answer.data as WebhookEndpoint[];
+      });
+    },
+    create: (url, options = {}) => {
+      if (typeof url !== 'string' || url === '') throw new TypeError('webhooks.create(): url must be a non-empty string.');
+      return change<CreatedWebhookEndpoint>('POST', `${baseUrl}/merchant/webhooks`, options.events === undefined ? { url } : { url, events: options.events }, options);
+    },
+    remove: async (id, options = {}) => {
+      const url = endpointPath(baseUrl, id);
+      await transport.send({ method: 'DELETE', url, once: true }, () => url, auth(), options.signal, async (response) => {
+        await response.body?.cancel().catch(() => undefined);
+        if (response.status !== 204) throw new MerchantResponseError({ status: response.status, code: 'invalid_response', message: `${url} answered ${response.status}, not 204.`, headers: response.headers }, { method: 'DELETE', url });
+      });
+    },
+    rotateSecret: (id, options = {}) => change<RotatedWebhookSecret>('POST', `${endpointPath(baseUrl, id)}/rotate-secret`, options.expireOldIn === undefined ? {} : { expire_old_in: options.expireOldIn }, options),
+    test: (id, options = {}) => change<QueuedWebhookTest>('POST', `${endpointPath(baseUrl, id)}/test`, undefined, options),
+  };
+}

@@ -1,0 +1,164 @@
+/**
+ * Webhook endpoints on MySQL (docs/webhooks.md#endpoints), for the CLI and the merchant API: add,
+ * list, remove, rotate the secret, enable again, send a test event. The URL is checked by the caller
+ * against the address guard of `src/webhooks/` before it comes here; here it is only stored. A
+ * secret is sealed under the master key with the merchant id in the JWE header (`key-sealing.ts`):
+ * shown once when made, never listed. Every operation given a `merchantId` acts only on that
+ * merchant's endpoints: another merchant's id is not found, as one that does not exist.
+ */
+import { randomBytes } from 'node:crypto';
+import { sql, type Kysely } from 'kysely';
+import { sealApiKey, type MasterKey } from '../../sql/key-sealing.js';
+import type { WebhookEndpointSummary } from '../../webhook-outbox.js';
+import type { MerchantApiDatabase } from '../schema.js';
+import { newEventId } from './outbox-writes.js';
+import { DEFAULTS } from '../../../defaults.js';
+
+type Db = Kysely<MerchantApiDatabase>;
+
+/** An endpoint operation that cannot be done, with a `code` callers switch on. */
+export class WebhookAdminError extends Error {
+  override name = 'WebhookAdminError';
+  constructor(
+    readonly code: 'endpoint_not_found' | 'merchant_not_found' | 'too_many_endpoints' | 'endpoint_disabled',
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** A new endpoint id: `we_` + 16 random bytes, base64url. */
+function newEndpointId(): string {
+  return `we_${randomBytes(16).toString('base64url')}`;
+}
+
+/** A new secret: `whsec_` + base64 of 32 random bytes (Standard Webhooks). */
+function newSecret(): string {
+  return `whsec_${randomBytes(32).toString('base64')}`;
+}
+
+const summaryColumns = sql`id, merchant_id, url, events, status, disabled_reason, DATE_FORMAT(created_at, '%Y-%m-%dT%H:%i:%s.%f+00:00') AS created_at`;
+
+function summary(row: { id: string; merchant_id: string; url: string; events: string; status: 'enabled' | 'disabled'; disabled_reason: string | null; created_at: string }): WebhookEndpointSummary {
+  return { id: row.id, merchantId: row.merchant_id, url: row.url, events: row.events.split(','), status: row.status, disabledReason: row.disabled_reason, createdAt: row.created_at };
+}
+
+/**
+ * Adds an endpoint for `merchantId` receiving `events`; returns it with its secret, the only time
+ * the secret is shown. At most `maxPerMerchant` endpoints per merchant (the merchant row is locked,
+ * so two adds at once cannot both take the last place).
+ */
+export async function addWebhookEndpoint(db: Db, masterKey: MasterKey, merchantId: string, url: string, events: readonly string[], maxPerMerchant: number = DEFAULTS.webhooks.maxEndpointsPerMerchant): Promise<WebhookEndpointSummary & { secret: string }> {
+  return db.transaction().execute(async (trx) => {
+    const merchant = await sql<{ id: string }>`SELECT id FROM merchants WHERE id = ${merchantId} FOR UPDATE`.execute(trx);
+    if (merchant.rows.length === 0) throw new WebhookAdminError('merchant_not_found', 'No such merchant.');
+    const { rows } = await sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM webhook_endpoints WHERE merchant_id = ${merchantId}`.execute(trx);
+    if (Number(rows[0]!.n) >= maxPerMerchant) throw new WebhookAdminError('too_many_endpoints', `A merchant has at most ${maxPerMerchant} webhook endpoints.`);
+    const id = newEndpointId();
+    const secret = newSecret();
+    await trx.insertInto('webhook_endpoints').values({ id, merchant_id: merchantId, url, events: events.join(','), sealed_secret: await sealApiKey(masterKey, merchantId, secret) }).execute();
+    const { rows: created } = await sql<Parameters<typeof summary>[0]>`SELECT ${summaryColumns} FROM webhook_endpoints WHERE id = ${id}`.execute(trx);
+    return { ...summary(created[0]!), secret };
+  });
+}
+
+/** Endpoints, of one merchant or all, oldest first; never a secret. */
+export async function listWebhookEndpoints(db: Db, merchantId?: string): Promise<WebhookEndpointSummary[]> {
+  const where = merchantId === undefined ? sql`` : sql`WHERE merchant_id = ${merchantId}`;
+  const { rows } = await sql<Parameters<typeof summary>[0]>`SELECT ${summaryColumns} FROM webhook_endpoints ${where} ORDER BY created_at, id`.execute(db);
+  return rows.map(summary);
+}
+
+/** Removes an endpoint and its deliveries (the events stay until pruned). */
+export async function removeWebhookEndpoint(db: Db, id: string, merchantId?: string): Promise<void> {
+  const scope = merchantId === undefined ? sql`` : sql`AND merchant_id = ${merchantId}`;
+  const result = await sql`DELETE FROM webhook_endpoints WHERE id = ${id} ${scope}`.execute(db);
+  if (Number(result.numAffectedRows ?? 0) === 0) throw new WebhookAdminError('endpoint_not_found', 'No such webhook endpoint.');
+}
+
+/**
+ * Gives an endpoint a new secret, returned once. The old one keeps signing beside it for
+ * `expireOldInMs` (0: it stops at once), so receivers can switch without losing a delivery.
+ */
+export async function rotateWebhookSecret(db: Db, masterKey: MasterKey, id: string, expireOldInMs: number, merchantId?: string): Promise<{ secret: string; oldExpiresAt: string | null }> {
+  return db.transaction().execute(async (trx) => {
+    const scope = merchantId === undefined ? sql`` : sql`AND merchant_id = ${merchantId}`;
+    const { rows } = await sql<{ merchant_id: string; sealed_secret: string }>`SELECT merchant_id, sealed_secret FROM webhook_endpoints WHERE id = ${id} ${scope} FOR UPDATE`.execute(trx);
+    const row = rows[0];
+    if (row === undefined) throw new WebhookAdminError('endpoint_not_found', 'No such webhook endpoint.');
+    const secret = newSecret();
+    const sealed = await sealApiKey(masterKey, row.merchant_id, secret);
+    const micros = Math.max(0, Math.round(expireOldInMs * 1000));
+    await sql`UPDATE webhook_endpoints SET sealed_secret = ${sealed},
+      previous_sealed_secret = ${micros > 0 ? row.sealed_secret : null},
+      previous_expires_at = ${micros > 0 ? sql`UTC_TIMESTAMP(6) + INTERVAL ${micros} MICROSECOND` : null},
+      updated_at = UTC_TIMESTAMP(6) WHERE id = ${id}`.execute(trx);
+    const { rows: after } = await sql<{ expires: string | null }>`SELECT DATE_FORMAT(previous_expires_at, '%Y-%m-%dT%H:%i:%s.%f+00:00') AS expires FROM webhook_endpoints WHERE id = ${id}`.execute(trx);
+    return { secret, oldExpiresAt: after[0]!.expires };
+  });
+}
+
+/** Enables an endpoint again (after a 410 or days of failures); what was cancelled stays cancelled (`redeliver` sends it again). */
+export async function enableWebhookEndpoint(db: Db, id: string, merchantId?: string): Promise<void> {
+  const scope = merchantId === undefined ? sql`` : sql`AND merchant_id = ${merchantId}`;
+  const { rows } = await sql<{ id: string }>`SELECT id FROM webhook_endpoints WHERE id = ${id} ${scope}`.execute(db);
+  if (rows.length === 0) throw new WebhookAdminError('endpoint_not_found', 'No such webhook endpoint.');
+  await sql`UPDATE webhook_endpoints SET status = 'enabled', disabled_reason = NULL, failing_since = NULL, updated_at = UTC_TIMESTAMP(6) WHERE id = ${id}`.execute(db);
+}
+
+/** Queues a `webhook.test` event for one endpoint, due at once; returns its event id. */
+export async function sendWebhookTest(db: Db, id: string, merchantId?: string): Promise<string> {
+  return db.transaction().execute(async (trx) => {
+    const scope = merchantId === undefined ? sql`` : sql`AND merchant_id = ${merchantId}`;
+    const { rows } = await sql<{ merchant_id: string; status: string; now: string }>`SELECT merchant_id, status, DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%d %H:%i:%s.%f') AS now FROM webhook_endpoints WHERE id = ${id} ${scope}`.execute(trx);
+    const row = rows[0];
+    if (row === undefined) throw new WebhookAdminError('endpoint_not_found', 'No such webhook endpoint.');
+    if (row.status !== 'enabled') throw new WebhookAdminError('endpoint_disabled', 'The webhook endpoint is disabled; enable it first.');
+    const eventId = newEventId();
+    await trx.insertInto('webhook_events').values({ id: eventId, merchant_id: row.merchant_id, type: 'webhook.test', data: JSON.stringify({ endpoint_id: id }), created_at: row.now }).execute();
+    await trx.insertInto('webhook_deliveries').values({ event_id: eventId, endpoint_id: id, merchant_id: row.merchant_id, next_attempt_at: row.now, created_at: row.now }).execute();
+    return eventId;
+  });
+}
+
+/** A delivery as `webhook deliveries` lists it: ids, state and the last attempt; never the body. */
+export interface WebhookDeliverySummary {
+  id: string;
+  eventId: string;
+  endpointId: string;
+  merchantId: string;
+  type: string;
+  state: string;
+  attempts: number;
+  nextAttemptAt: string | null;
+  lastStatus: number | null;
+  lastError: string | null;
+  createdAt: string;
+}
+
+/** The newest deliveries first, of one endpoint and/or in one state; at most `limit`. */
+export async function listWebhookDeliveries(db: Db, options: { endpointId?: string; merchantId?: string; state?: string; limit?: number } = {}): Promise<WebhookDeliverySummary[]> {
+  const conditions = [sql`1 = 1`];
+  if (options.endpointId !== undefined) conditions.push(sql`d.endpoint_id = ${options.endpointId}`);
+  if (options.merchantId !== undefined) conditions.push(sql`d.merchant_id = ${options.merchantId}`);
+  if (options.state !== undefined) conditions.push(sql`d.state = ${options.state}`);
+  const { rows } = await sql<{ id: string | number; event_id: string; endpoint_id: string; merchant_id: string; type: string; state: string; attempts: number; next_at: string | null; last_status: number | null; last_error: string | null; created: string }>`SELECT d.id, d.event_id, d.endpoint_id, d.merchant_id, e.type, d.state, d.attempts,
+      CASE WHEN d.state = 'pending' THEN DATE_FORMAT(d.next_attempt_at, '%Y-%m-%dT%H:%i:%s.%f+00:00') END AS next_at, d.last_status, d.last_error,
+      DATE_FORMAT(d.created_at, '%Y-%m-%dT%H:%i:%s.%f+00:00') AS created
+    FROM webhook_deliveries d INNER JOIN webhook_events e ON e.id = d.event_id
+    WHERE ${sql.join(conditions, sql` AND `)} ORDER BY d.id DESC LIMIT ${options.limit ?? 100}`.execute(db);
+  return rows.map((row) => ({ id: String(row.id), eventId: row.event_id, endpointId: row.endpoint_id, merchantId: row.merchant_id, type: row.type, state: row.state, attempts: Number(row.attempts), nextAttemptAt: row.next_at, lastStatus: row.last_status === null ? null : Number(row.last_status), lastError: row.last_error, createdAt: row.created }));
+}
+
+/**
+ * Sends deliveries again, due at once, with the same event id (receivers deduplicate on it): every
+ * delivery of `eventId`, or of `endpointId` created since `since` (`DATETIME(6)` text). Those of a
+ * disabled endpoint stay as they are until it is enabled. Returns how many were queued.
+ */
+export async function redeliverWebhooks(db: Db, target: { eventId: string } | { endpointId: string; since: string }): Promise<number> {
+  const where = 'eventId' in target ? sql`d.event_id = ${target.eventId}` : sql`d.endpoint_id = ${target.endpointId} AND d.created_at >= ${target.since}`;
+  const result = await sql`UPDATE webhook_deliveries d INNER JOIN webhook_endpoints p ON p.id = d.endpoint_id
+    SET d.state = 'pending', d.next_attempt_at = UTC_TIMESTAMP(6), d.claim_token = NULL, d.leased_until = NULL
+    WHERE ${where} AND p.status = 'enabled' AND (d.state <> 'pending' OR d.leased_until IS NULL)`.execute(db);
+  return Number(result.numAffectedRows ?? 0);
+}

@@ -1,0 +1,45 @@
+/**
+ * The webhook operations of the storage contract (`Storage.listWebhookEndpoints` and the rest),
+ * for `/merchant/webhooks`: the endpoint functions of `endpoints.ts`, which the CLI uses too, each
+ * scoped to the authenticated merchant, their refusals turned into the API's errors. A storage
+ * failure is a `StorageUnavailableError`; another merchant's endpoint is not found, like none.
+ */
+import type { Kysely } from 'kysely';
+import { MerchantApiError } from '../../../errors.js';
+import type { OptionalStorageOperation, Storage } from '../../contract.js';
+import type { MasterKey } from '../../sql/key-sealing.js';
+import type { NewWebhookEndpoint, RotatedWebhookSecret, WebhookEndpointSummary } from '../../webhook-endpoints.js';
+import type { MerchantApiDatabase } from '../schema.js';
+import { storageError } from '../sql-values.js';
+import { addWebhookEndpoint, listWebhookEndpoints, removeWebhookEndpoint, rotateWebhookSecret, sendWebhookTest, WebhookAdminError } from './endpoints.js';
+
+type Db = Kysely<MerchantApiDatabase>;
+
+/** Runs one endpoint operation: not found as `undefined`, the limit and a disabled endpoint as 409, anything else a 503. */
+async function scoped<T>(what: string, body: () => Promise<T>): Promise<T | undefined> {
+  try {
+    return await body();
+  } catch (error) {
+    if (error instanceof WebhookAdminError) {
+      if (error.code === 'endpoint_not_found' || error.code === 'merchant_not_found') return undefined;
+      throw new MerchantApiError('conflict', error.message);
+    }
+    throw storageError(error, what);
+  }
+}
+
+export function merchantWebhookEndpoints(db: Db, masterKey: MasterKey): Required<Pick<Storage, OptionalStorageOperation>> {
+  return {
+    listWebhookEndpoints: async (merchantId: string): Promise<WebhookEndpointSummary[]> => (await scoped('webhook endpoint list', () => listWebhookEndpoints(db, merchantId))) ?? [],
+    addWebhookEndpoint: async (endpoint: NewWebhookEndpoint) => {
+      const added = await scoped('webhook endpoint add', () => addWebhookEndpoint(db, masterKey, endpoint.merchantId, endpoint.url, endpoint.events, endpoint.maxPerMerchant));
+      // The merchant was deleted while it asked: as any request of a merchant that is gone.
+      if (added === undefined) throw new MerchantApiError('unauthorized', 'Valid merchant credentials are required (HTTP Basic: merchant id and API key).');
+      return added;
+    },
+    removeWebhookEndpoint: async (merchantId: string, endpointId: string): Promise<boolean> => (await scoped('webhook endpoint remove', () => removeWebhookEndpoint(db, endpointId, merchantId).then(() => true))) ?? false,
+    rotateWebhookSecret: (merchantId: string, endpointId: string, expireOldInMs: number): Promise<RotatedWebhookSecret | undefined> =>
+      scoped('webhook secret rotation', () => rotateWebhookSecret(db, masterKey, endpointId, expireOldInMs, merchantId)),
+    sendWebhookTest: (merchantId: string, endpointId: string): Promise<string | undefined> => scoped('webhook test', () => sendWebhookTest(db, endpointId, merchantId)),
+  };
+}

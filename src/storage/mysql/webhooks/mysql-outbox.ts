@@ -1,0 +1,222 @@
+/**
+ * The webhook outbox on MySQL (docs/webhooks.md#delivery), for the dispatcher every `serve`
+ * instance runs. A claim is one transaction: the endpoints with due deliveries (one loose index
+ * read of `webhook_deliveries_due`), then for each, its row locked with `SKIP LOCKED` (an endpoint
+ * another instance is claiming for is skipped this round) and its deliveries in flight counted, at
+ * most its share of the round's due ids (`FOR UPDATE SKIP LOCKED`, by primary key), which are then
+ * updated: a claim token, and `next_attempt_at` moved to the end of the lease. Endpoints take
+ * turns, so a merchant with 10,000 due deliveries delays another's first one by one round at most.
+ * A claim whose instance died is due again when its lease ends; one whose instance lives is sent
+ * once, since only the holder of the token records it.
+ */
+import { randomBytes } from 'node:crypto';
+import { sql, type Kysely, type Transaction } from 'kysely';
+import { openApiKey, type MasterKey } from '../../sql/key-sealing.js';
+import type { AttemptRecord, ClaimOptions, DueDelivery, OutboxStats, WebhookOutbox } from '../../webhook-outbox.js';
+import type { MerchantApiDatabase } from '../schema.js';
+
+type Db = Kysely<MerchantApiDatabase>;
+
+/** A deadlock or lock wait timeout: the transaction was rolled back and may run again. */
+function isDeadlock(error: unknown): boolean {
+  const errno = (error as { errno?: number }).errno;
+  return errno === 1213 || errno === 1205;
+}
+
+/** `Date` → `DATETIME(6)` text in UTC. */
+function sqlTime(date: Date): string {
+  return `${date.toISOString().slice(0, 23).replace('T', ' ')}000`;
+}
+
+export class MysqlWebhookOutbox implements WebhookOutbox {
+  readonly #db: Db;
+  readonly #masterKey: MasterKey;
+  /** Opened secrets by their sealed text: a JWE is opened once per process, not once per attempt. */
+  readonly #opened = new Map<string, string>();
+
+  constructor(options: { db: Db; masterKey: MasterKey }) {
+    this.#db = options.db;
+    this.#masterKey = options.masterKey;
+  }
+
+  async claimDue(options: ClaimOptions): Promise<DueDelivery[]> {
+    // Two instances claiming at once may deadlock on the gaps of the due index: the loser tries again.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.#claim(options);
+      } catch (error) {
+        if (attempt >= 3 || !isDeadlock(error)) throw error;
+      }
+    }
+  }
+
+  async #claim(options: ClaimOptions): Promise<DueDelivery[]> {
+    const token = randomBytes(16).toString('base64url');
+    const claimed = await this.#db.transaction().execute(async (trx) => {
+      const { rows: due } = await sql<{ endpoint_id: string; first_due: string }>`SELECT endpoint_id, MIN(next_attempt_at) AS first_due FROM webhook_deliveries
+        WHERE state = 'pending' GROUP BY endpoint_id HAVING MIN(next_attempt_at) <= UTC_TIMESTAMP(6)`.execute(trx);
+      if (due.length === 0) return 0;
+      // Shuffled: instances claiming at once start at different endpoints; each endpoint gets a share of the round.
+      const endpoints = due.map((row) => row.endpoint_id).sort(() => Math.random() - 0.5).slice(0, options.limit);
+      const share = Math.max(1, Math.ceil(options.limit / endpoints.length));
+      const micros = Math.round(options.leaseMs * 1000);
+      let total = 0;
+      for (const endpointId of endpoints) {
+        if (total >= options.limit) break;
+        const { rows: locked } = await sql<{ id: string }>`SELECT id FROM webhook_endpoints WHERE id = ${endpointId} AND status = 'enabled' FOR UPDATE SKIP LOCKED`.execute(trx);
+        if (locked.length === 0) continue;
+        const { rows: flying } = await sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM webhook_deliveries
+          WHERE endpoint_id = ${endpointId} AND state = 'pending' AND leased_until > UTC_TIMESTAMP(6)`.execute(trx);
+        const room = Math.min(share, options.maxInFlightPerEndpoint - Number(flying[0]!.n), options.limit - total);
+        if (room <= 0) continue;
+        const { rows: ids } = await sql<{ id: string | number }>`SELECT id FROM webhook_deliveries
+          WHERE endpoint_id = ${endpointId} AND state = 'pending' AND next_attempt_at <= UTC_TIMESTAMP(6)
+          ORDER BY next_attempt_at LIMIT ${room} FOR UPDATE SKIP LOCKED`.execute(trx);
+        if (ids.length === 0) continue;
+        await sql`UPDATE webhook_deliveries SET claim_token = ${token},
+          leased_until = UTC_TIMESTAMP(6) + INTERVAL ${micros} MICROSECOND, next_attempt_at = UTC_TIMESTAMP(6) + INTERVAL ${micros} MICROSECOND
+          WHERE id IN (${sql.join(ids.map((row) => row.id))})`.execute(trx);
+        total += ids.length;
+      }
+      return total;
+    });
+    if (claimed === 0) return [];
+    const { rows } = await sql<{
+      id: string | number;
+      event_id: string;
+      endpoint_id: string;
+      merchant_id: string;
+      attempts: number;
+      type: string;
+      data: string;
+      event_at: string;
+      url: string;
+      sealed_secret: string;
+      previous_sealed_secret: string | null;
+      previous_valid: number | null;
+      failing_ms: string | number | null;
+    }>`SELECT d.id, d.event_id, d.endpoint_id, d.merchant_id, d.attempts, e.type, e.data,
+        DATE_FORMAT(e.created_at, '%Y-%m-%dT%H:%i:%s.%f+00:00') AS event_at,
+        p.url, p.sealed_secret, p.previous_sealed_secret, p.previous_expires_at > UTC_TIMESTAMP(6) AS previous_valid,
+        FLOOR(TIMESTAMPDIFF(MICROSECOND, p.failing_since, UTC_TIMESTAMP(6)) / 1000) AS failing_ms
+      FROM webhook_deliveries d
+      INNER JOIN webhook_events e ON e.id = d.event_id
+      INNER JOIN webhook_endpoints p ON p.id = d.endpoint_id
+      WHERE d.claim_token = ${token} AND d.state = 'pending'
+      ORDER BY d.id`.execute(this.#db);
+    const deliveries: DueDelivery[] = [];
+    for (const row of rows) {
+      const secrets: string[] = [];
+      try {
+        secrets.push(await this.#open(row.merchant_id, row.sealed_secret));
+        if (row.previous_sealed_secret !== null && Number(row.previous_valid) === 1) secrets.push(await this.#open(row.merchant_id, row.previous_sealed_secret));
+      } catch {
+        // A secret that does not open (another MASTER_KEY, an altered row) holds back only its own
+        // delivery: noted on it, and claimed again when the lease ends.
+        await sql`UPDATE webhook_deliveries SET last_error = 'secret_unreadable' WHERE id = ${row.id} AND claim_token = ${token}`.execute(this.#db);
+        continue;
+      }
+      deliveries.push({
+        id: String(row.id),
+        eventId: row.event_id,
+        endpointId: row.endpoint_id,
+        merchantId: row.merchant_id,
+        url: row.url,
+        type: row.type,
+        eventTimestamp: row.event_at,
+        data: row.data,
+        attempts: Number(row.attempts),
+        secrets,
+        ...(row.failing_ms !== null ? { failingForMs: Number(row.failing_ms) } : {}),
+        claimToken: token,
+      });
+    }
+    return deliveries;
+  }
+
+  async recordAttempt(record: AttemptRecord): Promise<void> {
+    const { delivery } = record;
+    const state = record.outcome === 'delivered' ? 'delivered' : record.outcome === 'failed' ? 'failed' : 'pending';
+    const next = record.nextAttemptAt ? sqlTime(record.nextAttemptAt) : null;
+    const update = (db: Db | Transaction<MerchantApiDatabase>) =>
+      sql`UPDATE webhook_deliveries SET state = ${state}, attempts = attempts + 1,
+          next_attempt_at = COALESCE(${next}, next_attempt_at), claim_token = NULL, leased_until = NULL,
+          last_attempt_at = UTC_TIMESTAMP(6), last_status = ${record.status ?? null}, last_error = ${record.error ?? null},
+          last_response = ${record.responseBody === undefined ? null : Buffer.from(record.responseBody, 'utf8').subarray(0, 256)}
+        WHERE id = ${delivery.id} AND claim_token = ${delivery.claimToken}`.execute(db);
+    // The usual case, a delivery to an endpoint that was not failing: the endpoint's row stays as it
+    // is, so one statement, and attempts to one endpoint never queue on its row.
+    if (record.outcome === 'delivered' && delivery.failingForMs === undefined && record.disableEndpoint === undefined) {
+      await update(this.#db);
+      return;
+    }
+    // Locks in the claim's order, the endpoint's row before its deliveries', so the two never wait crosswise;
+    // a deadlock all the same (a claim's range lock) is tried again: the record must not wait for the lease.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.#db.transaction().execute(async (trx) => {
+          const { rows: held } = await sql<{ id: string }>`SELECT p.id FROM webhook_endpoints p
+            WHERE p.id = ${delivery.endpointId} FOR UPDATE`.execute(trx);
+          if (held.length === 0) return;
+          const result = await update(trx);
+          // The lease ran out and another instance holds the delivery now: its record counts, not this one.
+          if (Number(result.numAffectedRows ?? 0) === 0) return;
+          if (record.outcome === 'delivered') {
+            await sql`UPDATE webhook_endpoints SET failing_since = NULL WHERE id = ${delivery.endpointId} AND failing_since IS NOT NULL`.execute(trx);
+          } else if (delivery.failingForMs === undefined) {
+            await sql`UPDATE webhook_endpoints SET failing_since = COALESCE(failing_since, UTC_TIMESTAMP(6)) WHERE id = ${delivery.endpointId}`.execute(trx);
+          }
+          if (record.disableEndpoint !== undefined) {
+            await sql`UPDATE webhook_endpoints SET status = 'disabled', disabled_reason = ${record.disableEndpoint}, updated_at = UTC_TIMESTAMP(6) WHERE id = ${delivery.endpointId}`.execute(trx);
+            await sql`UPDATE webhook_deliveries SET state = 'cancelled', claim_token = NULL, leased_until = NULL WHERE endpoint_id = ${delivery.endpointId} AND state = 'pending'`.execute(trx);
+          }
+        });
+        return;
+      } catch (error) {
+        if (attempt >= 5 || !isDeadlock(error)) throw error;
+      }
+    }
+  }
+
+  async prune(before: Date): Promise<number> {
+    const cutoff = sqlTime(before);
+    let deleted = 0;
+    // In bounded steps: a week of a busy outbox is not one statement's undo log.
+    for (;;) {
+      const result = await sql`DELETE FROM webhook_deliveries WHERE created_at < ${cutoff} AND state <> 'pending' ORDER BY created_at LIMIT 5000`.execute(this.#db);
+      const n = Number(result.numAffectedRows ?? 0);
+      deleted += n;
+      if (n < 5000) break;
+    }
+    for (;;) {
+      const result = await sql`DELETE FROM webhook_events WHERE created_at < ${cutoff}
+        AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = webhook_events.id) ORDER BY created_at LIMIT 5000`.execute(this.#db);
+      if (Number(result.numAffectedRows ?? 0) < 5000) break;
+    }
+    return deleted;
+  }
+
+  async stats(): Promise<OutboxStats> {
+    // Per endpoint, along `webhook_deliveries_due`: the pending rows and the first time one is due.
+    const { rows } = await sql<{ n: number | string; waited_ms: number | string | null }>`SELECT COUNT(*) AS n,
+        FLOOR(TIMESTAMPDIFF(MICROSECOND, MIN(next_attempt_at), UTC_TIMESTAMP(6)) / 1000) AS waited_ms
+      FROM webhook_deliveries WHERE state = 'pending' GROUP BY endpoint_id`.execute(this.#db);
+    let pending = 0;
+    let oldestDueAgeMs = 0;
+    for (const row of rows) {
+      pending += Number(row.n);
+      if (row.waited_ms !== null) oldestDueAgeMs = Math.max(oldestDueAgeMs, Number(row.waited_ms));
+    }
+    return { pending, oldestDueAgeMs };
+  }
+
+  async #open(merchantId: string, sealed: string): Promise<string> {
+    let secret = this.#opened.get(sealed);
+    if (secret === undefined) {
+      secret = await openApiKey(this.#masterKey, merchantId, sealed);
+      if (this.#opened.size >= 10_000) this.#opened.clear();
+      this.#opened.set(sealed, secret);
+    }
+    return secret;
+  }
+}

@@ -1,0 +1,139 @@
+/**
+ * Writing webhook events into the outbox inside the transaction of the change that made them
+ * (docs/webhooks.md#delivery): nothing is sent for a change that rolled back, nothing is lost for
+ * one that committed. One event per share changed, for merchants with an enabled endpoint that
+ * receives its type; each event gets one delivery per such endpoint. A merchant without endpoints
+ * costs one indexed read per batch, and an import where no merchant has one writes nothing more.
+ */
+import { randomBytes } from 'node:crypto';
+import { sql, type Kysely, type Transaction } from 'kysely';
+import type { ChangedUserRecord } from '../../contract.js';
+import { unsharedEventData, userEventData } from '../../webhook-outbox.js';
+import type { MerchantApiDatabase } from '../schema.js';
+import { InfileWriter } from '../admin/infile.js';
+
+/**
+ * Loads rows in bulk (the import's `LOAD DATA LOCAL INFILE` from memory): true when it did, false
+ * when LOCAL INFILE is not available here (the rows then go in multi-row INSERTs).
+ */
+export type BulkLoad = (table: string, columns: string, chunks: Buffer[], rows: number) => Promise<boolean>;
+
+/** Rows from which a bulk load pays (below it, one INSERT is as quick). */
+const BULK_FROM = 200;
+
+type Db = Kysely<MerchantApiDatabase> | Transaction<MerchantApiDatabase>;
+
+export type UserEventType = 'user.shared' | 'user.updated' | 'user.deactivated';
+
+/** One change of one share, in that merchant's view. */
+export interface ShareChange {
+  merchantId: string;
+  type: UserEventType | 'user.unshared';
+  /** The event's `data`, JSON text (`userEventData`, `unsharedEventData`). */
+  data: string;
+}
+
+let sequence = 0;
+
+/**
+ * A new event id: `evt_`, the time in ms and a counter as hex (ordered, as KSUIDs are: an import's
+ * events go in at the end of the primary key instead of all over it), then 18 random bytes,
+ * base64url: 40 characters, unguessable.
+ */
+export function newEventId(): string {
+  sequence = (sequence + 1) % 0x1000000;
+  return `evt_${Date.now().toString(16).padStart(12, '0')}${sequence.toString(16).padStart(6, '0')}${randomBytes(18).toString('base64url')}`;
+}
+
+/** `DATETIME(6)` text in UTC → the API's canonical timestamp. */
+export function canonicalStamp(stamp: string): string {
+  return `${stamp.slice(0, 10)}T${stamp.slice(11, 26)}+00:00`;
+}
+
+/** The enabled endpoints of `merchantIds`, each with the event types it receives. */
+export async function subscribedEndpoints(db: Db, merchantIds: Iterable<string>): Promise<Map<string, Array<{ id: string; events: Set<string> }>>> {
+  const ids = [...merchantIds];
+  const found = new Map<string, Array<{ id: string; events: Set<string> }>>();
+  for (let i = 0; i < ids.length; i += 1000) {
+    const { rows } = await sql<{ id: string; merchant_id: string; events: string }>`SELECT id, merchant_id, events FROM webhook_endpoints
+      WHERE merchant_id IN (${sql.join(ids.slice(i, i + 1000))}) AND status = 'enabled'`.execute(db);
+    for (const row of rows) {
+      const list = found.get(row.merchant_id) ?? [];
+      list.push({ id: row.id, events: new Set(row.events.split(',')) });
+      found.set(row.merchant_id, list);
+    }
+  }
+  return found;
+}
+
+/**
+ * Writes an event per change that some endpoint of its merchant receives, and its deliveries, due
+ * at once. `stamp` (`DATETIME(6)` text) is the event's time. Returns how many events were written.
+ */
+export async function writeEvents(db: Db, changes: readonly ShareChange[], stamp: string, endpoints?: Map<string, Array<{ id: string; events: Set<string> }>>, bulk?: BulkLoad): Promise<number> {
+  if (changes.length === 0) return 0;
+  const subscribers = endpoints ?? (await subscribedEndpoints(db, new Set(changes.map((change) => change.merchantId))));
+  if (subscribers.size === 0) return 0;
+  const events: Array<{ id: string; merchant_id: string; type: string; data: string; created_at: string }> = [];
+  const deliveries: Array<{ event_id: string; endpoint_id: string; merchant_id: string; next_attempt_at: string; created_at: string }> = [];
+  for (const change of changes) {
+    const receivers = subscribers.get(change.merchantId)?.filter((endpoint) => endpoint.events.has(change.type));
+    if (!receivers || receivers.length === 0) continue;
+    const id = newEventId();
+    events.push({ id, merchant_id: change.merchantId, type: change.type, data: change.data, created_at: stamp });
+    for (const endpoint of receivers) deliveries.push({ event_id: id, endpoint_id: endpoint.id, merchant_id: change.merchantId, next_attempt_at: stamp, created_at: stamp });
+  }
+  if (bulk && events.length >= BULK_FROM) {
+    const eventRows = new InfileWriter();
+    for (const e of events) eventRows.row([e.id, e.merchant_id, e.type, e.data, e.created_at]);
+    if (await bulk('webhook_events', 'id, merchant_id, type, data, created_at', eventRows.finish(), events.length)) {
+      const deliveryRows = new InfileWriter();
+      for (const d of deliveries) deliveryRows.row([d.event_id, d.endpoint_id, d.merchant_id, d.next_attempt_at, d.created_at]);
+      if (await bulk('webhook_deliveries', 'event_id, endpoint_id, merchant_id, next_attempt_at, created_at', deliveryRows.finish(), deliveries.length)) return events.length;
+      // LOCAL INFILE went away between the two statements: the deliveries go in by INSERT.
+      await insertRows(db, 'webhook_deliveries', deliveries);
+      return events.length;
+    }
+  }
+  await insertRows(db, 'webhook_events', events);
+  await insertRows(db, 'webhook_deliveries', deliveries);
+  return events.length;
+}
+
+async function insertRows<T extends 'webhook_events' | 'webhook_deliveries'>(db: Db, table: T, rows: readonly object[]): Promise<void> {
+  for (let i = 0; i < rows.length; i += 1000) await db.insertInto(table).values(rows.slice(i, i + 1000) as never).execute();
+}
+
+/** The event of a user record shared with a merchant, in that merchant's view. */
+export function userChange(merchantId: string, type: UserEventType, record: ChangedUserRecord): ShareChange {
+  return { merchantId, type, data: userEventData(record) };
+}
+
+/**
+ * Writes a `user.unshared` event for the share (`merchantId`, `sharedUserId`) inside `trx`, the
+ * transaction that removes the share (the erasure command of issue 31 calls it); nothing when no
+ * endpoint of the merchant receives it. Returns the number of events written (0 or 1).
+ */
+export async function writeUnsharedEvent(trx: Transaction<MerchantApiDatabase>, merchantId: string, sharedUserId: string): Promise<number> {
+  const { rows } = await sql<{ now: string }>`SELECT DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%d %H:%i:%s.%f') AS now`.execute(trx);
+  const stamp = rows[0]!.now;
+  return writeEvents(trx, [{ merchantId, type: 'user.unshared', data: unsharedEventData(sharedUserId, canonicalStamp(stamp)) }], stamp);
+}
+
+/**
+ * Deletes, inside `trx`, the webhook events that hold the record of the share (`merchantId`,
+ * `sharedUserId`), `user.shared`, `user.updated` and `user.deactivated`, with their deliveries,
+ * sent or not: an erasure leaves no copy of the person in the outbox (issue 31 calls it before
+ * `writeUnsharedEvent`). Returns how many events went. A scan of the merchant's events: a rare
+ * command over a table pruned after `WEBHOOK_RETENTION`.
+ */
+export async function eraseWebhookEvents(trx: Transaction<MerchantApiDatabase>, merchantId: string, sharedUserId: string): Promise<number> {
+  const { rows } = await sql<{ id: string }>`SELECT id FROM webhook_events WHERE merchant_id = ${merchantId}
+    AND type IN ('user.shared', 'user.updated', 'user.deactivated')
+    AND JSON_UNQUOTE(JSON_EXTRACT(data, '$.shared_user_id')) = ${sharedUserId} FOR UPDATE`.execute(trx);
+  if (rows.length === 0) return 0;
+  const ids = rows.map((row) => row.id);
+  await sql`DELETE FROM webhook_deliveries WHERE event_id IN (${sql.join(ids)})`.execute(trx);
+  await sql`DELETE FROM webhook_events WHERE id IN (${sql.join(ids)})`.execute(trx);
+  return ids.length;
+}

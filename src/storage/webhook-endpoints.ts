@@ -1,0 +1,39 @@
+/**
+ * A merchant's webhook endpoints as the storage contract names them (`Storage.listWebhookEndpoints`
+ * and the rest, docs/webhooks.md#endpoints): what is listed, what is added, what a rotation answers,
+ * and the refusal of a storage that keeps no webhooks.
+ */
+import { MerchantApiError } from '../errors.js';
+
+/** An endpoint as listed: never its secret. */
+export interface WebhookEndpointSummary {
+  id: string;
+  merchantId: string;
+  url: string;
+  /** The event types it receives. */
+  events: string[];
+  status: 'enabled' | 'disabled';
+  /** Why it is disabled: `gone` (410), `failing` (every attempt failed too long), `operator`. */
+  disabledReason: string | null;
+  createdAt: string;
+}
+
+/** An endpoint a merchant adds (`Storage.addWebhookEndpoint`): the URL already checked against the address rules. */
+export interface NewWebhookEndpoint {
+  merchantId: string;
+  url: string;
+  events: readonly string[];
+  /** The most endpoints the merchant may have; one more is 409 `conflict`. */
+  maxPerMerchant: number;
+}
+
+/** A secret rotated (`Storage.rotateWebhookSecret`): the new one, shown once, and when the old one stops signing. */
+export interface RotatedWebhookSecret {
+  secret: string;
+  /** When the old secret stops signing, RFC 3339; null when it stopped at once. */
+  oldExpiresAt: string | null;
+}
+
+/** What a storage without webhooks answers their operations with (the memory storage): 501 `not_implemented`. */
+export const WEBHOOKS_NEED_MYSQL = new MerchantApiError('not_implemented', 'Webhooks need the MySQL storage; this server keeps none.');
+
