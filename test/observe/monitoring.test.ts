@@ -173,9 +173,9 @@ describe.skipIf(!promtoolAvailable())('promtool', () => {
     expect(checked.stdout).toContain('SUCCESS: 1 rule files found');
   });
 
-  it('accepts every panel query as PromQL (each as a recording rule, Grafana\'s $__rate_interval as 5m)', () => {
+  it('accepts every panel query as PromQL (each as a recording rule, Grafana\'s $__rate_interval as 5m and $__range as 1h)', () => {
     const recorded = join(scratch, 'panels.yml');
-    const rules = dashboardExpressions.map(({ expr }, at) => `      - record: panel_query_${at}\n        expr: ${JSON.stringify(expr.replaceAll('$__rate_interval', '5m'))}`);
+    const rules = dashboardExpressions.map(({ expr }, at) => `      - record: panel_query_${at}\n        expr: ${JSON.stringify(expr.replaceAll('$__rate_interval', '5m').replaceAll('$__range', '1h'))}`);
     writeFileSync(recorded, `groups:\n  - name: panels\n    rules:\n${rules.join('\n')}\n`);
     const checked = promtool('check', 'rules', recorded);
     expect([checked.status, checked.stderr]).toEqual([0, '']);

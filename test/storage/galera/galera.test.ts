@@ -41,7 +41,8 @@ async function caughtUp(cluster: GaleraCluster): Promise<void> {
 function onRandomNodes(storages: readonly Storage[]): Storage {
   const pick = () => storages[Math.floor(Math.random() * storages.length)]!;
   const random = { close: async () => void (await Promise.all(storages.map((storage) => storage.close()))) } as Record<string, unknown>;
-  for (const operation of STORAGE_OPERATIONS) random[operation] = (...args: unknown[]) => (pick()[operation] as (...a: unknown[]) => unknown)(...args);
+  // The request's operations, and the optional one the contract suite calls beside them.
+  for (const operation of [...STORAGE_OPERATIONS, 'recordKeyUse'] as const) random[operation] = (...args: unknown[]) => (pick()[operation] as (...a: unknown[]) => unknown)(...args);
   return random as unknown as Storage;
 }
 
