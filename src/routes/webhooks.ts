@@ -12,7 +12,7 @@ import { readJsonBody } from '../http/json-body.js';
 import { parseQuery } from '../http/query.js';
 import { reply, type Reply } from '../http/responses.js';
 import { printable } from '../listing/printable.js';
-import type { WebhookEndpointSummary } from '../storage/webhook-endpoints.js';
+import { WEBHOOKS_NEED_MYSQL, type WebhookEndpointSummary } from '../storage/webhook-endpoints.js';
 import { checkWebhookUrl, resolveWebhookAddress, systemResolve, WebhookAddressError, type Resolve } from '../webhooks/address-guard.js';
 import { DEFAULT_SUBSCRIBED_EVENTS, isWebhookEventType } from '../webhooks/events.js';
 import { parseDurationMs } from '../webhooks/retry-schedule.js';
@@ -76,12 +76,18 @@ function onlyMembers(body: Record<string, unknown>, known: readonly string[]): v
   throw new MerchantApiError('unknown_parameter', details[0]!.message, { details });
 }
 
+/** What every one of these endpoints checks first: a storage without webhooks answers 501, whatever the request. */
+function supported(deps: HandlerDeps): void {
+  if (!deps.webhooks.supported) throw WEBHOOKS_NEED_MYSQL;
+}
+
 function invalid(param: string, message: string): MerchantApiError {
   return new MerchantApiError('invalid_parameter', message, { param });
 }
 
 /** `GET /merchant/webhooks`: the merchant's endpoints, oldest first, without secrets. */
 export async function listWebhooks(ctx: RequestContext, input: RouteInput, deps: HandlerDeps): Promise<Reply> {
+  supported(deps);
   noQuery(input.search);
   const endpoints = await deps.storage(ctx).listWebhookEndpoints(input.merchant!.id);
   return ok(200, endpoints.map(endpointJson));
@@ -101,6 +107,7 @@ function eventsOf(value: unknown): string[] {
 
 /** `POST /merchant/webhooks` with `{"url", "events"}`: 201 with the endpoint and its secret, shown only now. */
 export async function createWebhook(ctx: RequestContext, input: RouteInput, deps: HandlerDeps): Promise<Reply> {
+  supported(deps);
   noQuery(input.search);
   const body = await readJsonBody(ctx.request);
   onlyMembers(body, ['url', 'events']);
@@ -125,6 +132,7 @@ export async function createWebhook(ctx: RequestContext, input: RouteInput, deps
 
 /** `DELETE /merchant/webhooks/{id}`: 204, the endpoint and its deliveries gone. */
 export async function removeWebhook(ctx: RequestContext, input: RouteInput, deps: HandlerDeps): Promise<Reply> {
+  supported(deps);
   noQuery(input.search);
   const merchantId = input.merchant!.id;
   const id = input.params.id!;
@@ -135,6 +143,7 @@ export async function removeWebhook(ctx: RequestContext, input: RouteInput, deps
 
 /** `POST /merchant/webhooks/{id}/rotate-secret` with `{"expire_old_in": "24h"}` (optional; default: the old secret stops now). */
 export async function rotateWebhookSecret(ctx: RequestContext, input: RouteInput, deps: HandlerDeps): Promise<Reply> {
+  supported(deps);
   noQuery(input.search);
   const body = await readJsonBody(ctx.request, undefined, { optional: true });
   onlyMembers(body, ['expire_old_in']);
@@ -154,6 +163,7 @@ export async function rotateWebhookSecret(ctx: RequestContext, input: RouteInput
 
 /** `POST /merchant/webhooks/{id}/test`: 202, a `webhook.test` event queued for the endpoint; its id. Takes no body. */
 export async function testWebhook(ctx: RequestContext, input: RouteInput, deps: HandlerDeps): Promise<Reply> {
+  supported(deps);
   noQuery(input.search);
   const merchantId = input.merchant!.id;
   const id = input.params.id!;

@@ -253,6 +253,15 @@ export async function startGaleraCluster(): Promise<GaleraCluster> {
       nodes,
       async createDatabase(name) {
         await nodes.find((node) => node.running)!.query(`CREATE DATABASE \`${name}\` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci`);
+        // DDL commits on every node in one order, but a node applies it from its queue: until it has,
+        // a connection to it naming the database fails (seen under load). Wait for every running node.
+        for (const node of nodes.filter((n) => n.running)) {
+          const deadline = Date.now() + 15_000;
+          while ((await node.query(`SELECT 1 FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = '${name}'`)).length === 0) {
+            if (Date.now() > deadline) throw new Error(`Galera node on port ${node.ports.sql} did not apply CREATE DATABASE ${name} within 15 s`);
+            await new Promise((resolve) => setTimeout(resolve, 50));
+          }
+        }
       },
       stop,
     };

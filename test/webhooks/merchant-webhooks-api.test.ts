@@ -33,6 +33,9 @@ describe('/merchant/webhooks on the memory storage', () => {
     expect(list.body).toEqual({ status: 'error', data: [], errors: [{ code: 'not_implemented', message: 'Webhooks need the MySQL storage; this server keeps none.' }] });
     const add = await call(api, `${ORIGIN}/merchant/webhooks`, { ...json({ url: 'http://127.0.0.1:9/hook' }), headers: { ...auth, 'content-type': 'application/json' } });
     expect(add.status).toBe(501);
+    // Before anything else: no body read, no name resolved (a name that cannot resolve would be a 400 otherwise).
+    const unresolvable = await call(api, `${ORIGIN}/merchant/webhooks`, { ...json({ url: 'https://no-such-host.invalid/hook' }), headers: { ...auth, 'content-type': 'text/plain' } });
+    expect(unresolvable.status).toBe(501);
     for (const [method, path] of [['DELETE', '/merchant/webhooks/we_1'], ['POST', '/merchant/webhooks/we_1/test'], ['POST', '/merchant/webhooks/we_1/rotate-secret']] as const) {
       expect((await call(api, `${ORIGIN}${path}`, { method, headers: auth })).status, path).toBe(501);
     }
