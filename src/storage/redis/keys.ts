@@ -1,5 +1,5 @@
 /**
- * The names of the keys the Redis state writes (docs/scaling.md#keys-and-memory).
+ * The names of the keys the Redis state writes (docs/scaling.md#sizing).
  *
  * A salt's key is a fixed-length hash of (merchant id, salt) under the
  * prefix: no merchant id or salt in the clear in a key name, and the same
