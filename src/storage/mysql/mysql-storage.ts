@@ -18,6 +18,7 @@ import { selectUserPage, UserReader } from './statements/user-queries.js';
 import type { PagePlan } from '../user-pages.js';
 import { DEFAULTS } from '../../defaults.js';
 import { CausalReads } from './causal-reads.js';
+import { retryOnConflict } from './write-conflicts.js';
 import { merchantWebhookEndpoints } from './webhooks/merchant-endpoints.js';
 
 /** Options of `MysqlStorage`. */
@@ -156,14 +157,17 @@ export class MysqlStorage implements Storage {
     this.#assertOpen();
     if (!isStorableId(merchantId)) return [];
     try {
-      const rows = await this.#db
-        .selectFrom('merchant_keys as k')
-        .select(['k.key_id', 'k.name', 'k.scopes', 'k.allow_from', canonicalColumn<string>('k.created_at').as('created_at'), canonicalColumn('k.expires_at').as('expires_at'), canonicalColumn('k.last_used_at').as('last_used_at')])
-        .where('k.merchant_id', '=', merchantId)
-        .where('k.revoked_at', 'is', null)
-        .where((eb) => eb.or([eb('k.expires_at', 'is', null), eb('k.expires_at', '>', sql<string>`UTC_TIMESTAMP(6)`)]))
-        .orderBy('k.id')
-        .execute();
+      // On a Galera node, after the cluster's latest commit (as the merchant read): a key's last use
+      // written through another node is what an operator reads before revoking it.
+      const rows = await this.#causal.execute(
+        this.#db
+          .selectFrom('merchant_keys as k')
+          .select(['k.key_id', 'k.name', 'k.scopes', 'k.allow_from', canonicalColumn<string>('k.created_at').as('created_at'), canonicalColumn('k.expires_at').as('expires_at'), canonicalColumn('k.last_used_at').as('last_used_at')])
+          .where('k.merchant_id', '=', merchantId)
+          .where('k.revoked_at', 'is', null)
+          .where((eb) => eb.or([eb('k.expires_at', 'is', null), eb('k.expires_at', '>', sql<string>`UTC_TIMESTAMP(6)`)]))
+          .orderBy('k.id'),
+      );
       return rows.map(keyInfoOf);
     } catch (error) {
       throw storageError(error, 'key list');
@@ -174,7 +178,8 @@ export class MysqlStorage implements Storage {
   async recordKeyUse(uses: readonly KeyUse[]): Promise<void> {
     this.#assertOpen();
     try {
-      await recordKeyUses(this.#db, uses);
+      // A write conflict (a deadlock, or a Galera node's write of the same key first) wrote nothing: run it again.
+      await retryOnConflict(() => recordKeyUses(this.#db, uses));
     } catch (error) {
       throw storageError(error, 'key use');
     }
