@@ -9,6 +9,7 @@
  * IPv4 address.
  */
 import { isIP } from 'node:net';
+import { ipv6Text } from '../storage/key-limits.js';
 
 /** Longest key: an IPv6 prefix (`ffff:...:ffff/127`, 43 characters) fits; any other value is cut here. */
 export const MAX_ADDRESS_KEY_LENGTH = 64;
@@ -46,7 +47,7 @@ export function addressKey(address: string, ipv6PrefixLength: number): string {
     const kept = Math.min(16, Math.max(0, ipv6PrefixLength - i * 16));
     groups[i] = groups[i]! & (kept === 0 ? 0 : (0xffff << (16 - kept)) & 0xffff);
   }
-  const network = canonical(groups);
+  const network = ipv6Text(groups);
   return ipv6PrefixLength >= 128 ? network : `${network}/${ipv6PrefixLength}`;
 }
 
@@ -71,21 +72,3 @@ function ipv6Groups(address: string): number[] {
   return groups;
 }
 
-/** RFC 5952 text: lower-case hex, no leading zeros, the longest run of two or more zero groups (the first of equals) as `::`. */
-function canonical(groups: number[]): string {
-  let bestStart = -1;
-  let bestLength = 1;
-  for (let i = 0; i < 8; ) {
-    if (groups[i] !== 0) {
-      i++;
-      continue;
-    }
-    let end = i;
-    while (end < 8 && groups[end] === 0) end++;
-    if (end - i > bestLength) [bestStart, bestLength] = [i, end - i];
-    i = end;
-  }
-  const hex = groups.map((group) => group.toString(16));
-  if (bestStart < 0) return hex.join(':');
-  return `${hex.slice(0, bestStart).join(':')}::${hex.slice(bestStart + bestLength).join(':')}`;
-}

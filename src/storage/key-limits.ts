@@ -150,7 +150,15 @@ export function canonicalNetwork(network: IpNetwork): string {
   }
   const groups: number[] = [];
   for (const word of network.words) groups.push(word >>> 16, word & 0xffff);
-  // RFC 5952: the longest run of two or more zero groups (the first of equals) becomes `::`.
+  return `${ipv6Text(groups)}/${network.prefix}`;
+}
+
+/**
+ * RFC 5952 text of eight 16-bit groups: lower-case hex, no leading zeros, the longest run of two or
+ * more zero groups (the first of equals) as `::`. Also how the throttle names an IPv6 network
+ * (src/limits/address-key.ts).
+ */
+export function ipv6Text(groups: readonly number[]): string {
   let bestStart = -1;
   let bestLength = 1;
   for (let i = 0; i < 8; ) {
@@ -158,14 +166,14 @@ export function canonicalNetwork(network: IpNetwork): string {
       i++;
       continue;
     }
-    let j = i;
-    while (j < 8 && groups[j] === 0) j++;
-    if (j - i > bestLength) (bestStart = i), (bestLength = j - i);
-    i = j;
+    let end = i;
+    while (end < 8 && groups[end] === 0) end++;
+    if (end - i > bestLength) [bestStart, bestLength] = [i, end - i];
+    i = end;
   }
   const hex = groups.map((group) => group.toString(16));
-  const text = bestStart === -1 ? hex.join(':') : `${hex.slice(0, bestStart).join(':')}::${hex.slice(bestStart + bestLength).join(':')}`;
-  return `${text}/${network.prefix}`;
+  if (bestStart < 0) return hex.join(':');
+  return `${hex.slice(0, bestStart).join(':')}::${hex.slice(bestStart + bestLength).join(':')}`;
 }
 
 /**
