@@ -266,6 +266,29 @@ describe.skipIf(!available)('merchant-api CLI on MySQL', () => {
     }
   });
 
+  it('checks DATABASE_READ_URL at start as it checks DATABASE_URL: configuration refuses (exit 2, no password), an outage reads from the primary', async () => {
+    const server = new URL(MYSQL_URL);
+    const replica = (path: string, auth = 'root') => `mysql://${auth}@${server.host}${path}`;
+    const unknownDb = await run(['serve'], { DATABASE_READ_URL: replica('/merchant_api_no_such_replica_db') });
+    expect(unknownDb).toMatchObject({
+      code: 2,
+      err: `serve: the database "merchant_api_no_such_replica_db" does not exist on ${server.host} (DATABASE_READ_URL): create it, or fix the name. Refusing to start.`,
+    });
+    const wrong = await run(['serve'], { DATABASE_READ_URL: replica(`/${database.name}`, 'merchant_api_no_such_user:secret-pw-41d') });
+    expect(wrong).toMatchObject({ code: 2, err: expect.stringMatching(/^serve: access denied for user "merchant_api_no_such_user" on .* \(DATABASE_READ_URL\): a wrong user or password\. Refusing to start\.$/) });
+    expect(wrong.err).not.toContain('secret-pw-41d');
+
+    const io = capture({ ...env, DATABASE_READ_URL: 'mysql://root@127.0.0.1:1/nothing?connectTimeout=1000' });
+    const storage = await openMysqlStorage(readMysqlConfig(io.env), io);
+    try {
+      expect(io.errors.join('\n')).toMatch(/Warning: the replica of DATABASE_READ_URL does not answer \(ECONNREFUSED\); user reads go to the primary until it does\./);
+      const answer = await createMerchantApi({ storage, logger: silentLogger }).fetch(new Request(`${BASE}/readyz`));
+      expect(answer.status).toBe(200);
+    } finally {
+      await storage.close();
+    }
+  });
+
   it('works through the built bin: node dist/cli.js', async () => {
     const exec = promisify(execFile);
     const { stdout } = await exec(process.execPath, ['dist/cli.js', 'migrate', '--status'], { env: { ...process.env, ...env } });

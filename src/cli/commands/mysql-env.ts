@@ -57,13 +57,14 @@ export async function runMysqlCommand(io: CliIo, operation: string, body: () => 
 }
 
 /**
- * A driver error that DATABASE_URL causes, named with its database, user and
+ * A driver error that DATABASE_URL (or `options.variable`) causes, named with its database, user and
  * host (never its password); undefined for any other error. With
  * `dnsAgainIsTransient` (serve, which keeps running and retries), EAI_AGAIN,
  * a resolver that did not answer, is left to the caller as an outage: only
  * ENOTFOUND says the name does not exist.
  */
-export function configurationProblem(error: unknown, url: string | undefined, options: { dnsAgainIsTransient?: boolean } = {}): string | undefined {
+export function configurationProblem(error: unknown, url: string | undefined, options: { dnsAgainIsTransient?: boolean; variable?: string } = {}): string | undefined {
+  const variable = options.variable ?? 'DATABASE_URL';
   if (!url || !URL.canParse(url)) return undefined;
   const { host, hostname, username, pathname } = new URL(url);
   const user = decodeURIComponent(username);
@@ -72,16 +73,16 @@ export function configurationProblem(error: unknown, url: string | undefined, op
   const code = codes.find((c): c is string => typeof c === 'string' && c !== 'storage_unavailable');
   switch (code) {
     case 'ER_BAD_DB_ERROR':
-      return `the database "${database}" does not exist on ${host} (DATABASE_URL): create it, or fix the name.`;
+      return `the database "${database}" does not exist on ${host} (${variable}): create it, or fix the name.`;
     case 'ER_ACCESS_DENIED_ERROR':
-      return `access denied for user "${user}" on ${host} (DATABASE_URL): a wrong user or password.`;
+      return `access denied for user "${user}" on ${host} (${variable}): a wrong user or password.`;
     case 'ER_DBACCESS_DENIED_ERROR':
-      return `user "${user}" may not use the database "${database}" on ${host} (DATABASE_URL): grant it the privileges (docs/mysql.md).`;
+      return `user "${user}" may not use the database "${database}" on ${host} (${variable}): grant it the privileges (docs/mysql.md).`;
     case 'EAI_AGAIN':
       if (options.dnsAgainIsTransient) return undefined;
     // falls through
     case 'ENOTFOUND':
-      return `the host "${hostname}" of DATABASE_URL is not found (DNS ${code}).`;
+      return `the host "${hostname}" of ${variable} is not found (DNS ${code}).`;
     default:
       return undefined;
   }
