@@ -66,7 +66,7 @@ describe.skipIf(!available)('webhooks through the CLI and serve on MySQL', () =>
     endpointId = endpoint.id;
     receiver.secrets.push(endpoint.secret);
     const listed = await cli(['webhook', 'list', '--json']);
-    expect(JSON.parse(listed.out)).toEqual([expect.objectContaining({ id: endpointId, merchantId: 'shop', status: 'enabled' })]);
+    expect(JSON.parse(listed.out)).toEqual([expect.objectContaining({ id: endpointId, merchant_id: 'shop', status: 'enabled' })]);
     expect(listed.out).not.toContain('whsec_');
   });
 

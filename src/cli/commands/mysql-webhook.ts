@@ -112,7 +112,7 @@ async function list(args: string[], io: CliIo, config: MysqlConfig): Promise<num
   if (parsed === 'help') return help(io);
   return run(io, 'webhook list', config, async (db) => {
     const endpoints = await listWebhookEndpoints(db, parsed.values.merchant as string | undefined);
-    if (parsed.values.json) io.out(JSON.stringify(endpoints));
+    if (parsed.values.json) io.out(JSON.stringify(endpoints.map(endpointJson)));
     else if (endpoints.length === 0) io.out('No webhook endpoints: add one with `merchant-api webhook add MERCHANT_ID URL`.');
     else table(io, ['ID', 'MERCHANT', 'STATUS', 'EVENTS', 'URL'], endpoints.map((e) => [e.id, e.merchantId, e.status + (e.disabledReason ? ` (${e.disabledReason})` : ''), e.events.join(','), e.url]));
     return 0;
@@ -174,9 +174,9 @@ async function deliveries(args: string[], io: CliIo, config: MysqlConfig): Promi
   if (state !== undefined && !STATES.includes(state)) throw new CliUsageError(`--state is one of ${STATES.join(', ')} (got "${state}").`);
   return run(io, 'webhook deliveries', config, async (db) => {
     const found = await listWebhookDeliveries(db, { endpointId: parsed.values.endpoint as string | undefined, state });
-    if (parsed.values.json) io.out(JSON.stringify(found));
+    if (parsed.values.json) io.out(JSON.stringify(found.map(deliveryJson)));
     else if (found.length === 0) io.out('No deliveries.');
-    else table(io, ['EVENT', 'ENDPOINT', 'TYPE', 'STATE', 'ATTEMPTS', 'LAST', 'CREATED (UTC)'], found.map((d) => [d.eventId, d.endpointId, d.type, d.state, String(d.attempts), d.lastStatus !== null ? String(d.lastStatus) : (d.lastError ?? '-'), d.createdAt.slice(0, 19)]));
+    else table(io, ['EVENT', 'ENDPOINT', 'TYPE', 'STATE', 'ATTEMPTS', 'LAST', 'CREATED (UTC)'], found.map((d) => [d.eventId, d.endpointId, d.type, d.state, String(d.attempts), d.lastStatus !== null ? String(d.lastStatus) : (d.lastError ?? '-'), d.createdAt]));
     return 0;
   });
 }
@@ -203,6 +203,16 @@ async function redeliver(args: string[], io: CliIo, config: MysqlConfig): Promis
     io.out(`${queued} deliver${queued === 1 ? 'y' : 'ies'} queued again.`);
     return 0;
   });
+}
+
+/** An endpoint as `webhook list --json` prints it: snake_case as every command's JSON; never a secret. */
+function endpointJson(e: Awaited<ReturnType<typeof listWebhookEndpoints>>[number]): Record<string, unknown> {
+  return { id: e.id, merchant_id: e.merchantId, url: e.url, events: e.events, status: e.status, disabled_reason: e.disabledReason, created_at: e.createdAt };
+}
+
+/** A delivery as `webhook deliveries --json` prints it; times canonical UTC, as stored. */
+function deliveryJson(d: Awaited<ReturnType<typeof listWebhookDeliveries>>[number]): Record<string, unknown> {
+  return { id: d.id, event_id: d.eventId, endpoint_id: d.endpointId, merchant_id: d.merchantId, type: d.type, state: d.state, attempts: d.attempts, next_attempt_at: d.nextAttemptAt, last_status: d.lastStatus, last_error: d.lastError, created_at: d.createdAt };
 }
 
 /** Columns padded to their widest cell. */
