@@ -122,7 +122,12 @@ describe.skipIf(!available)('every command prints times in one format, equal to 
     expect(deliveries[0]!.created_at).toBe(await stored('webhook_deliveries', 'created_at', 'id', deliveries[0]!.id));
     expect(deliveries[0]!.next_attempt_at).toBe(await stored('webhook_deliveries', 'next_attempt_at', 'id', deliveries[0]!.id));
     expect((await cli(['webhook', 'deliveries'])).out).toContain(deliveries[0]!.created_at);
-    expect((await cli(['webhook', 'redeliver', '--endpoint', endpoint.id, '--since', '2000-01-01T00:00:00Z'])).code).toBe(0);
+    await database.db.updateTable('webhook_deliveries').set({ state: 'failed' }).execute();
+    const redelivered = await cli(['webhook', 'redeliver', '--endpoint', endpoint.id, '--since', '2000-01-01T01:00:00.123456+01:00']);
+    expect(redelivered.code).toBe(0);
+    // Its log event names the time as given, in the one format, to the microsecond.
+    const logged = JSON.parse(redelivered.err.split('\n').find((line) => line.includes('"webhook_redelivered"'))!) as { since: string };
+    expect(logged.since).toBe('2000-01-01T00:00:00.123456+00:00');
   }, 120_000);
 
   it('throttle list: a block stored in whole seconds, printed in the one format', async () => {

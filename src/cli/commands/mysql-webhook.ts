@@ -20,7 +20,7 @@ import {
   rotateWebhookSecret,
   WebhookAdminError,
 } from '../../storage/mysql/index.js';
-import { checkWebhookUrl, DEFAULT_SUBSCRIBED_EVENTS, isWebhookEventType, resolveWebhookAddress, WebhookAddressError, WebhookDispatcher, type DispatcherHealth } from '../../cli-internal.js';
+import { canonicalTimestamp, checkWebhookUrl, DEFAULT_SUBSCRIBED_EVENTS, isWebhookEventType, resolveWebhookAddress, WebhookAddressError, WebhookDispatcher, type DispatcherHealth } from '../../cli-internal.js';
 import type { CliIo } from '../io.js';
 import { CliUsageError } from '../usage-error.js';
 import type { MysqlConfig } from '../config.js';
@@ -187,11 +187,13 @@ async function redeliver(args: string[], io: CliIo, config: MysqlConfig): Promis
   const endpointId = parsed.values.endpoint as string | undefined;
   const sinceText = parsed.values.since as string | undefined;
   let target: { eventId: string } | { endpointId: string; since: string };
+  // The time as given, to the microsecond, for the log event (canonical, as every command prints times).
+  let since: string | undefined;
   if (parsed.positionals.length === 1 && endpointId === undefined && sinceText === undefined) target = { eventId: parsed.positionals[0]! };
   else if (parsed.positionals.length === 0 && endpointId !== undefined && sinceText !== undefined) {
-    const since = new Date(sinceText);
-    if (Number.isNaN(since.getTime())) throw new CliUsageError(`--since is a time such as 2026-11-28T04:00:00Z (got "${sinceText}").`);
-    target = { endpointId, since: since.toISOString().slice(0, 23).replace('T', ' ') };
+    since = canonicalTimestamp(sinceText);
+    if (since === undefined) throw new CliUsageError(`--since is a time such as 2026-11-28T04:00:00Z (got "${sinceText}").`);
+    target = { endpointId, since: `${since.slice(0, 10)} ${since.slice(11, 26)}` };
   } else throw new CliUsageError(`Give an EVENT_ID, or --endpoint ID with --since TIME.\n${USAGE}`);
   return run(io, 'webhook redeliver', config, async (db) => {
     const queued = await redeliverWebhooks(db, target, actorOf(parsed.values, io));
@@ -199,7 +201,7 @@ async function redeliver(args: string[], io: CliIo, config: MysqlConfig): Promis
       io.out('No delivery to send again (none found, or its endpoint is disabled); nothing changed.');
       return 0;
     }
-    logAdminChange(io, 'webhook_redelivered', { ...('eventId' in target ? { event_id: target.eventId } : { endpoint_id: target.endpointId, since: target.since }), deliveries: queued }, 'webhook deliveries queued again');
+    logAdminChange(io, 'webhook_redelivered', { ...('eventId' in target ? { event_id: target.eventId } : { endpoint_id: target.endpointId, since }), deliveries: queued }, 'webhook deliveries queued again');
     io.out(`${queued} deliver${queued === 1 ? 'y' : 'ies'} queued again.`);
     return 0;
   });
