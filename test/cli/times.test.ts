@@ -111,7 +111,8 @@ describe.skipIf(!available)('every command prints times in one format, equal to 
   }, 120_000);
 
   it('webhook add, rotate-secret, list and deliveries', async () => {
-    const endpoint = await json<{ id: string }>(['webhook', 'add', 'times-shop', 'http://127.0.0.1:9/hook']);
+    const endpoint = await json<{ id: string; created_at: string }>(['webhook', 'add', 'times-shop', 'http://127.0.0.1:9/hook']);
+    expect(endpoint.created_at).toBe(await stored('webhook_endpoints', 'created_at', 'id', endpoint.id));
     const rotated = await json<{ old_secret_expires_at: string }>(['webhook', 'rotate-secret', endpoint.id, '--expire-old-in', '1h']);
     expect(rotated.old_secret_expires_at).toBe(await stored('webhook_endpoints', 'previous_expires_at', 'id', endpoint.id));
     const listed = await json<Array<{ id: string; created_at: string }>>(['webhook', 'list']);
@@ -155,5 +156,12 @@ describe.skipIf(!available)('every command prints times in one format, equal to 
     const all = [...answers].flatMap(([command, answer]) => timesIn(answer).map(([path, value]) => ({ command, path, value })));
     expect(all.length).toBeGreaterThan(30);
     expect(all.filter(({ value }) => typeof value !== 'string' || !CANONICAL.test(value))).toEqual([]);
+  });
+
+  it('and every member name of every answer is snake_case (docs/cli.md: one language)', () => {
+    const names = (value: unknown): string[] =>
+      Array.isArray(value) ? value.flatMap(names) : value !== null && typeof value === 'object' ? Object.entries(value).flatMap(([key, item]) => [key, ...names(item)]) : [];
+    const all = [...answers].flatMap(([command, answer]) => names(answer).map((name) => `${command}: ${name}`));
+    expect(all.filter((entry) => !/: [a-z][a-z0-9_]*$/.test(entry))).toEqual([]);
   });
 });

@@ -98,7 +98,7 @@ async function add(args: string[], io: CliIo, config: MysqlConfig): Promise<numb
     await resolveWebhookAddress(checked, policy);
     const endpoint = await addWebhookEndpoint(db, key, merchantId, checked.href, [...new Set(events)], config.webhooks.maxEndpointsPerMerchant, actorOf(parsed.values, io));
     logAdminChange(io, 'webhook_endpoint_added', { merchant_id: merchantId, endpoint_id: endpoint.id, events: endpoint.events }, 'webhook endpoint added');
-    if (parsed.values.json) io.out(JSON.stringify({ id: endpoint.id, merchant_id: merchantId, url: endpoint.url, events: endpoint.events, secret: endpoint.secret }));
+    if (parsed.values.json) io.out(JSON.stringify({ id: endpoint.id, merchant_id: merchantId, url: endpoint.url, events: endpoint.events, created_at: endpoint.createdAt, secret: endpoint.secret }));
     else {
       io.out(`Webhook endpoint ${endpoint.id} added for "${merchantId}": ${endpoint.url} (${endpoint.events.join(', ')}).`);
       io.out(`Signing secret, shown only now (stored encrypted): ${endpoint.secret}`);
