@@ -12,6 +12,8 @@ export { LOG_LEVELS } from './observe/logger.js';
 export { addressKey, MAX_IPV6_PREFIX, MIN_IPV6_PREFIX } from './limits/address-key.js';
 export type { ThrottleOptions } from './limits/throttle.js';
 export { merchantIdProblem } from './storage/contract.js';
+// The one time format every command prints (docs/cli.md#times).
+export { canonicalTimestamp, formatEpochSeconds } from './storage/timestamps.js';
 export { MAX_MAX_SALTS } from './storage/memory/salts.js';
 export { redact } from './storage/mysql/admin/redact.js';
 export { storageError } from './storage/mysql/storage-error.js';

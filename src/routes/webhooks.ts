@@ -3,7 +3,8 @@
  * removes its webhook endpoints, rotates a secret and queues a test event. Another merchant's
  * endpoint is 404, as one that does not exist. A URL passes the address rules the dispatcher
  * applies at every attempt, here before it is stored; every change is logged as the CLI logs it
- * (never the secret). The storage does the rest (`Storage.addWebhookEndpoint`, ...); one without
+ * (never the secret), and recorded in the storage's audit trail as done by the merchant and the key
+ * that signed the request (`merchantActor`). The storage does the rest (`Storage.addWebhookEndpoint`, ...); one without
  * webhooks answers 501 `not_implemented`.
  */
 import { MerchantApiError } from '../errors.js';
@@ -53,6 +54,16 @@ const ENDPOINT_NOT_FOUND = new MerchantApiError('not_found', 'This merchant has 
 /** The answer of a list or a change: the envelope, `data` holding `items`. */
 function ok(status: number, items: readonly object[]): Reply {
   return reply(status, JSON.stringify({ status: 'ok', data: items, errors: [] }));
+}
+
+/**
+ * Who the audit trail records a merchant's change as: `merchant:ID key:KEY_ID`, the key that
+ * signed the request (its id, never the key), or `merchant:ID` for a key without an id.
+ */
+export function merchantActor(ctx: RequestContext, input: RouteInput): string {
+  const merchant = input.merchant!;
+  const keyId = merchant.keyIds?.[ctx.keyIndex];
+  return keyId === undefined ? `merchant:${merchant.id}` : `merchant:${merchant.id} key:${keyId}`;
 }
 
 /** An endpoint as a merchant sees it: never the secret. */
@@ -125,7 +136,7 @@ export async function createWebhook(ctx: RequestContext, input: RouteInput, deps
     throw error;
   }
   const merchantId = input.merchant!.id;
-  const endpoint = await deps.storage(ctx).addWebhookEndpoint({ merchantId, url: checked.href, events, maxPerMerchant: deps.webhooks.maxEndpointsPerMerchant });
+  const endpoint = await deps.storage(ctx).addWebhookEndpoint({ merchantId, url: checked.href, events, maxPerMerchant: deps.webhooks.maxEndpointsPerMerchant, actor: merchantActor(ctx, input) });
   deps.logger.info({ event: 'webhook_endpoint_added', request_id: ctx.requestId, merchant_id: merchantId, endpoint_id: endpoint.id, events: endpoint.events }, 'webhook endpoint added');
   return ok(201, [{ ...endpointJson(endpoint), secret: endpoint.secret }]);
 }
@@ -136,7 +147,7 @@ export async function removeWebhook(ctx: RequestContext, input: RouteInput, deps
   noQuery(input.search);
   const merchantId = input.merchant!.id;
   const id = input.params.id!;
-  if (!(await deps.storage(ctx).removeWebhookEndpoint(merchantId, id))) throw ENDPOINT_NOT_FOUND;
+  if (!(await deps.storage(ctx).removeWebhookEndpoint(merchantId, id, { actor: merchantActor(ctx, input) }))) throw ENDPOINT_NOT_FOUND;
   deps.logger.info({ event: 'webhook_endpoint_removed', request_id: ctx.requestId, merchant_id: merchantId, endpoint_id: id }, 'webhook endpoint removed');
   return reply(204, '');
 }
@@ -155,7 +166,7 @@ export async function rotateWebhookSecret(ctx: RequestContext, input: RouteInput
   }
   const merchantId = input.merchant!.id;
   const id = input.params.id!;
-  const rotated = await deps.storage(ctx).rotateWebhookSecret(merchantId, id, expireOldInMs);
+  const rotated = await deps.storage(ctx).rotateWebhookSecret(merchantId, id, expireOldInMs, { actor: merchantActor(ctx, input) });
   if (rotated === undefined) throw ENDPOINT_NOT_FOUND;
   deps.logger.info({ event: 'webhook_secret_rotated', request_id: ctx.requestId, merchant_id: merchantId, endpoint_id: id, old_expires_at: rotated.oldExpiresAt }, 'webhook secret rotated');
   return ok(200, [{ id, secret: rotated.secret, old_secret_expires_at: rotated.oldExpiresAt }]);

@@ -6,7 +6,7 @@
  */
 import type { KeyLimits, KeyScope } from './key-limits.js';
 import type { ThrottleStore } from './throttle-store.js';
-import type { NewWebhookEndpoint, RotatedWebhookSecret, WebhookEndpointSummary } from './webhook-endpoints.js';
+import type { NewWebhookEndpoint, RotatedWebhookSecret, WebhookChangeOptions, WebhookEndpointSummary } from './webhook-endpoints.js';
 
 export type { KeyLimits, KeyScope } from './key-limits.js';
 
@@ -244,15 +244,16 @@ export interface Storage {
    * Optional: a merchant's webhook endpoints (docs/webhooks.md#endpoints), for `/merchant/webhooks`.
    * Each acts only on `merchantId`'s endpoints: another merchant's id is not found. A storage
    * without them answers those paths 501 `not_implemented` (the guard says so); the MySQL storage has them.
+   * A change's `actor` (`NewWebhookEndpoint.actor`, `WebhookChangeOptions`) is for a storage's audit trail.
    */
   /** The merchant's endpoints, oldest first; never a secret. */
   listWebhookEndpoints?(merchantId: string): Promise<WebhookEndpointSummary[]>;
   /** Adds an endpoint (its URL already checked); its secret is in the answer, the only time it is shown. A merchant at its limit: 409 `conflict`. */
   addWebhookEndpoint?(endpoint: NewWebhookEndpoint): Promise<WebhookEndpointSummary & { secret: string }>;
   /** Removes an endpoint with its deliveries: false when the merchant has none with this id. */
-  removeWebhookEndpoint?(merchantId: string, endpointId: string): Promise<boolean>;
+  removeWebhookEndpoint?(merchantId: string, endpointId: string, options?: WebhookChangeOptions): Promise<boolean>;
   /** A new secret, the old one still signing for `expireOldInMs`; undefined when the merchant has no endpoint with this id. */
-  rotateWebhookSecret?(merchantId: string, endpointId: string, expireOldInMs: number): Promise<RotatedWebhookSecret | undefined>;
+  rotateWebhookSecret?(merchantId: string, endpointId: string, expireOldInMs: number, options?: WebhookChangeOptions): Promise<RotatedWebhookSecret | undefined>;
   /** Queues a `webhook.test` event for the endpoint; its event id, or undefined when not found. A disabled endpoint: 409 `conflict`. */
   sendWebhookTest?(merchantId: string, endpointId: string): Promise<string | undefined>;
 }

@@ -33,9 +33,9 @@ export interface StorageGuardOptions<C> {
   gate?: StorageGate<C>;
 }
 
-/** The most arguments a storage operation takes (`getUser(merchantId, id)`, `rotateWebhookSecret(merchantId, id, ms)`): checked by the build. */
+/** The most arguments a storage operation takes (`getUser(merchantId, id)`, `rotateWebhookSecret(merchantId, id, ms, options)`): checked by the build. */
 type MostArguments = MustFit<Parameters<NonNullable<Storage[StorageOperation]>>['length']>;
-type MustFit<N extends 0 | 1 | 2 | 3> = N;
+type MustFit<N extends 0 | 1 | 2 | 3 | 4> = N;
 
 /** The per-request views of `storage`: `views(ctx).getUser(...)`. */
 export function storageViews<C>(storage: Storage, options: StorageGuardOptions<C>): (context: C) => StorageView {
@@ -65,15 +65,15 @@ class GuardedView<C> {
   static {
     for (const operation of STORAGE_OPERATIONS) {
       Object.defineProperty(this.prototype, operation, {
-        // Three parameters, the most any operation has, rather than `...args`: no array per call. The
+        // Four parameters, the most any operation has, rather than `...args`: no array per call. The
         // storage gets as many arguments as the caller gave (a missing option stays missing).
-        value: function guarded(this: GuardedView<unknown>, a?: unknown, b?: unknown, c?: unknown): Promise<unknown> {
+        value: function guarded(this: GuardedView<unknown>, a?: unknown, b?: unknown, c?: unknown, d?: unknown): Promise<unknown> {
           const count = arguments.length;
           return this.#run(operation, this.#context, (storage) => {
             const method = (storage as unknown as Partial<Operations>)[operation];
             // An optional operation the storage lacks (webhooks on the memory storage): passed through as its documented 501.
             if (method === undefined) return Promise.reject(WEBHOOKS_NEED_MYSQL);
-            return count === 0 ? method.call(storage) : count === 1 ? method.call(storage, a) : count === 2 ? method.call(storage, a, b) : method.call(storage, a, b, c);
+            return count === 0 ? method.call(storage) : count === 1 ? method.call(storage, a) : count === 2 ? method.call(storage, a, b) : count === 3 ? method.call(storage, a, b, c) : method.call(storage, a, b, c, d);
           });
         },
         writable: true,

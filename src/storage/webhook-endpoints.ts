@@ -25,6 +25,14 @@ export interface NewWebhookEndpoint {
   events: readonly string[];
   /** The most endpoints the merchant may have; one more is 409 `conflict`. */
   maxPerMerchant: number;
+  /** Who the audit trail records the change as (a storage that keeps one): `merchant:ID key:KEY_ID` from the API. */
+  actor?: string;
+}
+
+/** The options of an endpoint change (`removeWebhookEndpoint`, `rotateWebhookSecret`). */
+export interface WebhookChangeOptions {
+  /** Who the audit trail records the change as (a storage that keeps one): `merchant:ID key:KEY_ID` from the API. */
+  actor?: string;
 }
 
 /** A secret rotated (`Storage.rotateWebhookSecret`): the new one, shown once, and when the old one stops signing. */

@@ -66,7 +66,7 @@ describe.skipIf(!available)('webhooks through the CLI and serve on MySQL', () =>
     endpointId = endpoint.id;
     receiver.secrets.push(endpoint.secret);
     const listed = await cli(['webhook', 'list', '--json']);
-    expect(JSON.parse(listed.out)).toEqual([expect.objectContaining({ id: endpointId, merchantId: 'shop', status: 'enabled' })]);
+    expect(JSON.parse(listed.out)).toEqual([expect.objectContaining({ id: endpointId, merchant_id: 'shop', status: 'enabled' })]);
     expect(listed.out).not.toContain('whsec_');
   });
 
@@ -119,7 +119,9 @@ describe.skipIf(!available)('webhooks through the CLI and serve on MySQL', () =>
     expect(receiver.received[2]!.headers['webhook-id']).toBe(eventId);
     expect(receiver.received[2]!.verifiedBy).toEqual([0, 1]);
     expect((await cli(['webhook', 'redeliver', '--endpoint', endpointId, '--since', '2000-01-01T00:00:00Z'])).code).toBe(0);
-    expect((await cli(['webhook', 'enable', endpointId])).code).toBe(0);
+    expect(await cli(['webhook', 'enable', endpointId])).toMatchObject({ code: 0, out: `Webhook endpoint ${endpointId} was enabled already; nothing changed.` });
+    await database.db.updateTable('webhook_endpoints').set({ status: 'disabled', disabled_reason: 'gone' }).where('id', '=', endpointId).execute();
+    expect(await cli(['webhook', 'enable', endpointId])).toMatchObject({ code: 0, out: expect.stringMatching(/^Webhook endpoint \S+ enabled\./) });
     expect(await cli(['webhook', 'enable', 'we_nope'])).toMatchObject({ code: 1, err: expect.stringMatching(/No such webhook endpoint/) });
     expect(await cli(['webhook', 'remove', endpointId])).toMatchObject({ code: 0 });
     expect(JSON.parse((await cli(['webhook', 'list', '--json'])).out)).toEqual([]);

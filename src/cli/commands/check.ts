@@ -6,8 +6,10 @@
  * server's `Date` header), the base URL or path, TLS, or reachability.
  *
  * The key comes from MERCHANT_API_KEY (read in config.ts) or, on a terminal,
- * from a prompt that does not echo; never from an argument. Exit codes: 0
- * when both calls work, 1 when one does not, 2 for a usage problem.
+ * from a prompt that does not echo; never from an argument. The whole report
+ * goes to standard output (a redirected report stays whole; only a usage
+ * problem is on standard error), and the exit code names the outcome
+ * (`CHECK_EXIT`, docs/cli.md#check).
  */
 import process from 'node:process';
 import { createMerchantClient, MerchantResponseError, MerchantNetworkError, MerchantTimeoutError, type MerchantClient } from '../../client/index.js';
@@ -27,6 +29,50 @@ export interface CheckDeps {
   now?: () => number;
   /** Per request (default 10,000 ms). */
   timeoutMs?: number;
+}
+
+/**
+ * The exit code of each outcome (docs/cli.md#check); with several problems, the first reported.
+ * 2 is every command's usage problem.
+ */
+export const CHECK_EXIT = {
+  ok: 0,
+  /** The key or the merchant: a wrong key or merchant id, a disabled merchant, a key without the scope, outside its networks. */
+  credentials: 1,
+  usage: 2,
+  /** The server cannot be reached: refused, a name that does not resolve, no answer in time, TLS. */
+  unreachable: 3,
+  /** A wrong base URL or path, or a server that signs another URL (PUBLIC_URL behind a proxy). */
+  url: 4,
+  /** The clock differs from the server's by more than it accepts. */
+  clock: 5,
+  /** The server answers but refuses for now or fails: 429, 503, another status. */
+  server: 6,
+} as const;
+type CheckOutcome = Exclude<keyof typeof CHECK_EXIT, 'ok' | 'usage'>;
+
+/** The report, on one stream: ok lines and problems in the order found; the outcome is the first problem's. */
+class Report {
+  outcome: CheckOutcome | undefined;
+  constructor(private readonly io: CliIo) {}
+  line(text: string): void {
+    this.io.out(text);
+  }
+  problem(outcome: CheckOutcome, text: string): void {
+    this.outcome ??= outcome;
+    this.io.out(`  PROBLEM  ${text}`);
+  }
+  get exitCode(): number {
+    return this.outcome === undefined ? CHECK_EXIT.ok : CHECK_EXIT[this.outcome];
+  }
+}
+
+/** What kind of problem an answer of the server is, for the exit code. */
+function answerOutcome(error: MerchantResponseError): CheckOutcome {
+  if (['not_found', 'invalid_response', 'redirected'].includes(error.code)) return 'url';
+  if (error.code === 'timestamp_out_of_window') return 'clock';
+  if (error.status === 401 || error.status === 403) return 'credentials';
+  return 'server';
 }
 
 /** The server's default TIMESTAMP_TOLERANCE: the check cannot see the server's own setting. */
@@ -53,39 +99,42 @@ export async function checkCommand(args: string[], io: CliIo, deps: CheckDeps = 
     userAgent: 'merchant-api-check',
   });
   const base = client.baseUrl;
-  io.out(`Checking ${base} for merchant "${merchantId}".`);
+  const report = new Report(io);
+  report.line(`Checking ${base} for merchant "${merchantId}".`);
 
   // 1. The user list, with HTTP Basic: it tells a wrong key from a wrong URL, and a key it
   // refuses is not tried again on /validatesignature, so a wrong key counts as one failed
   // authentication against the server's throttle, not two.
-  const users = await checkUsers(client, io, merchantId);
-  if (users === 'stop') return 1;
+  const users = await checkUsers(client, report, merchantId);
+  if (users === 'stop') return report.exitCode;
   // 2. The signature.
   let signature: unknown;
   try {
     await client.validateSignature();
-    io.out('  ok       signature: this key signs requests the server accepts (GET /validatesignature)');
+    report.line('  ok       signature: this key signs requests the server accepts (GET /validatesignature)');
   } catch (error) {
     signature = error;
   }
   if (signature !== undefined && !(signature instanceof MerchantResponseError)) {
-    io.err(`  PROBLEM  ${unreachable(signature, base)}`);
-    return 1;
+    report.problem('unreachable', unreachable(signature, base));
+    return report.exitCode;
   }
   const offset = clock.offsetSeconds();
-  reportClock(io, offset, signature);
+  reportClock(report, offset, signature);
   if (signature instanceof MerchantResponseError) {
-    const words = ['not_found', 'invalid_response', 'redirected'].includes(signature.code) ? wrongUrl(signature, base) : `signature: ${signatureWords(signature, merchantId, base, users === undefined, offset)}`;
-    io.err(`  PROBLEM  ${words}${requestIdWords(signature)}`);
+    const urlProblem = ['not_found', 'invalid_response', 'redirected'].includes(signature.code);
+    const words = urlProblem ? wrongUrl(signature, base) : `signature: ${signatureWords(signature, merchantId, base, users === undefined, offset)}`;
+    // A signature over another URL with a key the user list accepts: the URL is wrong, not the key.
+    const outcome = signature.code === 'signature_mismatch' && users === undefined ? 'url' : answerOutcome(signature);
+    report.problem(outcome, `${words}${requestIdWords(signature)}`);
   }
   if (users !== undefined) {
-    io.err(`  PROBLEM  user list: ${usersWords(users, merchantId, base)}${requestIdWords(users)}`);
+    report.problem(answerOutcome(users), `user list: ${usersWords(users, merchantId, base)}${requestIdWords(users)}`);
   }
   if (signature === undefined && users === undefined) {
-    io.out('Everything works: this merchant can sign requests and read its users.');
-    return 0;
+    report.line('Everything works: this merchant can sign requests and read its users.');
   }
-  return 1;
+  return report.exitCode;
 }
 
 /** MERCHANT_API_KEY, or the key typed at the prompt; never an argument. */
@@ -117,39 +166,39 @@ function clockFromAnswers(baseFetch: typeof fetch, now: () => number): { fetch: 
  * The first step: undefined when the user list answers, its error when the signature is still
  * worth checking, `'stop'` when the problem is reported and the signature is not to be tried.
  */
-async function checkUsers(client: MerchantClient, io: CliIo, merchantId: string): Promise<MerchantResponseError | undefined | 'stop'> {
+async function checkUsers(client: MerchantClient, report: Report, merchantId: string): Promise<MerchantResponseError | undefined | 'stop'> {
   const base = client.baseUrl;
   let first: number;
   try {
     first = await firstPage(client);
   } catch (users) {
     if (!(users instanceof MerchantResponseError)) {
-      io.err(`  PROBLEM  ${unreachable(users, base)}`);
-      io.err('  skipped  signature: not checked, the server cannot be reached.');
+      report.problem('unreachable', unreachable(users, base));
+      report.line('  skipped  signature: not checked, the server cannot be reached.');
       return 'stop';
     }
     if (['not_found', 'invalid_response', 'redirected'].includes(users.code)) {
-      io.err(`  PROBLEM  ${wrongUrl(users, base)}`);
-      io.err('  skipped  signature: not checked at a URL that is not the Merchant API.');
+      report.problem('url', wrongUrl(users, base));
+      report.line('  skipped  signature: not checked at a URL that is not the Merchant API.');
       return 'stop';
     }
     if (users.code === 'unauthorized') {
-      io.err(`  PROBLEM  user list: ${usersWords(users, merchantId, base)}${requestIdWords(users)}`);
-      io.err('  skipped  signature: not checked with a key the server refused (a second try would count a second failed authentication against its throttle).');
+      report.problem('credentials', `user list: ${usersWords(users, merchantId, base)}${requestIdWords(users)}`);
+      report.line('  skipped  signature: not checked with a key the server refused (a second try would count a second failed authentication against its throttle).');
       return 'stop';
     }
     return users;
   }
-  io.out(`  ok       user list: this key reads GET /merchant/users (HTTP Basic); ${first === 0 ? 'no user shares data with this merchant yet' : 'the first page has a user'}`);
+  report.line(`  ok       user list: this key reads GET /merchant/users (HTTP Basic); ${first === 0 ? 'no user shares data with this merchant yet' : 'the first page has a user'}`);
   return undefined;
 }
 
 /** The clock, measured from the answers' Date headers: a skew the signature step already reports is not repeated; one it survived (a server with a wider tolerance) is a warning. */
-function reportClock(io: CliIo, offset: number | undefined, signature: unknown): void {
+function reportClock(report: Report, offset: number | undefined, signature: unknown): void {
   if (offset === undefined || (signature instanceof MerchantResponseError && signature.code === 'timestamp_out_of_window')) return;
-  if (Math.abs(offset) < DEFAULT_TOLERANCE_S) io.out(`  ok       clock: ${clockWords(offset)}`);
-  else if (signature === undefined) io.out(`  warning  clock: ${clockWords(offset)}`);
-  else io.err(`  PROBLEM  clock: ${clockWords(offset)}`);
+  if (Math.abs(offset) < DEFAULT_TOLERANCE_S) report.line(`  ok       clock: ${clockWords(offset)}`);
+  else if (signature === undefined) report.line(`  warning  clock: ${clockWords(offset)}`);
+  else report.problem('clock', `clock: ${clockWords(offset)}`);
 }
 
 async function firstPage(client: MerchantClient): Promise<number> {

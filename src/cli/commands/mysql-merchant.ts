@@ -70,12 +70,13 @@ async function add(args: string[], io: CliIo, config: MysqlConfig): Promise<numb
   return runMysqlCommand(io, 'merchant add', () =>
     withDatabase(config, async (db) => {
       const status = parsed.values.disabled ? 'disabled' : 'active';
-      const { apiKey, keyId, fingerprint } = await addMerchant(db, key, id, { status, key: settings, actor: actorOf(parsed.values, io) });
+      const { apiKey, keyId, fingerprint, expiresAt } = await addMerchant(db, key, id, { status, key: settings, actor: actorOf(parsed.values, io) });
       logAdminChange(io, 'merchant_added', { merchant_id: id, status, key_id: keyId }, 'merchant added with a new key');
-      if (parsed.values.json) io.out(JSON.stringify({ merchant_id: id, status, api_key: apiKey, key_id: keyId, fingerprint }));
+      if (parsed.values.json) io.out(JSON.stringify({ merchant_id: id, status, api_key: apiKey, key_id: keyId, fingerprint, expires_at: expiresAt }));
       else {
         io.out(`Merchant "${id}" added (${status}).`);
         io.out(`API key ${keyId} (fingerprint ${fingerprint}), shown only now (stored encrypted): ${apiKey}`);
+        if (expiresAt !== null) io.out(`It works until ${expiresAt}.`);
       }
       return 0;
     }),
@@ -146,7 +147,7 @@ async function keys(args: string[], io: CliIo, config: MysqlConfig): Promise<num
       table(
         io,
         ['KEY ID', 'NAME', 'FINGERPRINT', 'STATE', 'SCOPES', 'CREATED (UTC)', 'LAST USED (UTC)', 'REVOKED (UTC)', 'EXPIRES (UTC)', 'ALLOW FROM'],
-        found.map((k) => [k.key_id, k.name ?? '-', k.fingerprint, state(k), k.scopes.join(','), k.created_at.slice(0, 19), k.last_used_at?.slice(0, 19) ?? '-', k.revoked_at?.slice(0, 19) ?? '-', k.expires_at?.slice(0, 19) ?? '-', k.allow_from.join(',') || 'anywhere']),
+        found.map((k) => [k.key_id, k.name ?? '-', k.fingerprint, state(k), k.scopes.join(','), k.created_at, k.last_used_at ?? '-', k.revoked_at ?? '-', k.expires_at ?? '-', k.allow_from.join(',') || 'anywhere']),
       );
       return 0;
     }),
@@ -255,7 +256,7 @@ async function list(args: string[], io: CliIo, config: MysqlConfig): Promise<num
         return 0;
       }
       if (merchants.length === 0) io.out('No merchants yet: add one with `merchant-api merchant add ID`.');
-      else table(io, ['ID', 'STATUS', 'ACTIVE KEYS', 'REVOKED KEYS', 'CREATED (UTC)'], merchants.map((m) => [m.id, m.status, String(m.activeKeys), String(m.revokedKeys), m.createdAt.slice(0, 19)]));
+      else table(io, ['ID', 'STATUS', 'ACTIVE KEYS', 'REVOKED KEYS', 'CREATED (UTC)'], merchants.map((m) => [m.id, m.status, String(m.activeKeys), String(m.revokedKeys), m.createdAt]));
       return 0;
     }),
   );

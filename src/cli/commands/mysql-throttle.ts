@@ -11,7 +11,7 @@ import { isIP } from 'node:net';
 import { ACTOR_OPTION, actorOf } from './actor.js';
 import { liftThrottleBlocks, writeAuditEvent, listThrottleBlocks, type ThrottleBlock } from '../../storage/mysql/index.js';
 import { createRedisConnection } from '../../storage/redis/index.js';
-import { addressKey, isShareableAddress, merchantIdProblem } from '../../cli-internal.js';
+import { addressKey, formatEpochSeconds, isShareableAddress, merchantIdProblem } from '../../cli-internal.js';
 import { liftRedisThrottleBlocks, listRedisThrottleBlocks } from '../../cli-internal-redis.js';
 import type { CliIo } from '../io.js';
 import { CliUsageError } from '../usage-error.js';
@@ -115,7 +115,7 @@ async function list(args: string[], io: CliIo, config: MysqlConfig): Promise<num
     const found = await withStores(config, async (store) => ({ store, blocks: await store.list(now) }));
     const blocks = found.flatMap(({ store, blocks }) => blocks.map((b) => ({ ...b, store: store.name })));
     if (parsed.values.json) {
-      io.out(JSON.stringify(blocks.map(({ store, ...b }) => ({ ...b, ...(named ? { store } : {}), blocked_until: new Date(b.blocked_until * 1000).toISOString(), seconds_left: b.blocked_until - now }))));
+      io.out(JSON.stringify(blocks.map(({ store, ...b }) => ({ ...b, ...(named ? { store } : {}), blocked_until: formatEpochSeconds(b.blocked_until), seconds_left: b.blocked_until - now }))));
       return 0;
     }
     if (blocks.length === 0) {
@@ -123,7 +123,7 @@ async function list(args: string[], io: CliIo, config: MysqlConfig): Promise<num
       return 0;
     }
     const header = ['ADDRESS', 'MERCHANT', 'BLOCKED UNTIL (UTC)', 'SECONDS LEFT', 'BLOCKS', ...(named ? ['STORE'] : [])];
-    const rows = [header, ...blocks.map((b) => [b.address, b.merchant_id ?? '(every merchant)', new Date(b.blocked_until * 1000).toISOString().slice(0, 19), String(b.blocked_until - now), b.scope === 'pair' ? String(b.blocks) : '-', ...(named ? [b.store] : [])])];
+    const rows = [header, ...blocks.map((b) => [b.address, b.merchant_id ?? '(every merchant)', formatEpochSeconds(b.blocked_until), String(b.blocked_until - now), b.scope === 'pair' ? String(b.blocks) : '-', ...(named ? [b.store] : [])])];
     const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
     for (const row of rows) io.out(row.map((cell, column) => cell.padEnd(widths[column]!)).join('  ').trimEnd());
     for (const { store, blocks: some } of found) if (some.length === LIST_LIMIT) io.out(`(the ${LIST_LIMIT} longest blocks${both ? ` of ${store.name}` : ''}; there may be more)`);

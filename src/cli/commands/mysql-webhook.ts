@@ -20,11 +20,12 @@ import {
   rotateWebhookSecret,
   WebhookAdminError,
 } from '../../storage/mysql/index.js';
-import { checkWebhookUrl, DEFAULT_SUBSCRIBED_EVENTS, isWebhookEventType, resolveWebhookAddress, WebhookAddressError, WebhookDispatcher, type DispatcherHealth } from '../../cli-internal.js';
+import { canonicalTimestamp, checkWebhookUrl, DEFAULT_SUBSCRIBED_EVENTS, isWebhookEventType, resolveWebhookAddress, WebhookAddressError, WebhookDispatcher, type DispatcherHealth } from '../../cli-internal.js';
 import type { CliIo } from '../io.js';
 import { CliUsageError } from '../usage-error.js';
 import type { MysqlConfig } from '../config.js';
 import { logAdminChange } from './admin-log.js';
+import { ACTOR_OPTION, actorOf } from './actor.js';
 import { databaseUrl, runMysqlCommand, withDatabase } from './mysql-env.js';
 import { commandGroup, parseCommandArgs } from './parse-args.js';
 import { parseDuration } from './duration.js';
@@ -40,7 +41,8 @@ const USAGE = `Usage: merchant-api webhook <subcommand>
   deliveries [--endpoint ID] [--state S] [--json]
                                    the newest deliveries: state, attempts, last status
   redeliver EVENT_ID | --endpoint ID --since TIME
-                                   send deliveries again, due now, with the same event id`;
+                                   send deliveries again, due now, with the same event id
+Every change takes --actor NAME (else MERCHANT_API_ACTOR, else the OS user) for the audit trail.`;
 
 export const webhookCommand = commandGroup('webhook', USAGE, {
   add,
@@ -83,7 +85,7 @@ async function run(io: CliIo, operation: string, config: MysqlConfig, body: (db:
 }
 
 async function add(args: string[], io: CliIo, config: MysqlConfig): Promise<number> {
-  const parsed = parse(args, { events: { type: 'string' }, json: { type: 'boolean' } }, 2, 'the MERCHANT_ID and the URL');
+  const parsed = parse(args, { events: { type: 'string' }, json: { type: 'boolean' }, ...ACTOR_OPTION }, 2, 'the MERCHANT_ID and the URL');
   if (parsed === 'help') return help(io);
   const [merchantId, url] = parsed.positionals as [string, string];
   const events = parsed.values.events === undefined ? [...DEFAULT_SUBSCRIBED_EVENTS] : String(parsed.values.events).split(',').map((e) => e.trim());
@@ -94,9 +96,9 @@ async function add(args: string[], io: CliIo, config: MysqlConfig): Promise<numb
   return run(io, 'webhook add', config, async (db) => {
     const checked = checkWebhookUrl(url, policy);
     await resolveWebhookAddress(checked, policy);
-    const endpoint = await addWebhookEndpoint(db, key, merchantId, checked.href, [...new Set(events)], config.webhooks.maxEndpointsPerMerchant);
+    const endpoint = await addWebhookEndpoint(db, key, merchantId, checked.href, [...new Set(events)], config.webhooks.maxEndpointsPerMerchant, actorOf(parsed.values, io));
     logAdminChange(io, 'webhook_endpoint_added', { merchant_id: merchantId, endpoint_id: endpoint.id, events: endpoint.events }, 'webhook endpoint added');
-    if (parsed.values.json) io.out(JSON.stringify({ id: endpoint.id, merchant_id: merchantId, url: endpoint.url, events: endpoint.events, secret: endpoint.secret }));
+    if (parsed.values.json) io.out(JSON.stringify({ id: endpoint.id, merchant_id: merchantId, url: endpoint.url, events: endpoint.events, created_at: endpoint.createdAt, secret: endpoint.secret }));
     else {
       io.out(`Webhook endpoint ${endpoint.id} added for "${merchantId}": ${endpoint.url} (${endpoint.events.join(', ')}).`);
       io.out(`Signing secret, shown only now (stored encrypted): ${endpoint.secret}`);
@@ -110,7 +112,7 @@ async function list(args: string[], io: CliIo, config: MysqlConfig): Promise<num
   if (parsed === 'help') return help(io);
   return run(io, 'webhook list', config, async (db) => {
     const endpoints = await listWebhookEndpoints(db, parsed.values.merchant as string | undefined);
-    if (parsed.values.json) io.out(JSON.stringify(endpoints));
+    if (parsed.values.json) io.out(JSON.stringify(endpoints.map(endpointJson)));
     else if (endpoints.length === 0) io.out('No webhook endpoints: add one with `merchant-api webhook add MERCHANT_ID URL`.');
     else table(io, ['ID', 'MERCHANT', 'STATUS', 'EVENTS', 'URL'], endpoints.map((e) => [e.id, e.merchantId, e.status + (e.disabledReason ? ` (${e.disabledReason})` : ''), e.events.join(','), e.url]));
     return 0;
@@ -118,11 +120,11 @@ async function list(args: string[], io: CliIo, config: MysqlConfig): Promise<num
 }
 
 async function remove(args: string[], io: CliIo, config: MysqlConfig): Promise<number> {
-  const parsed = parse(args, {}, 1, 'one endpoint ID');
+  const parsed = parse(args, { ...ACTOR_OPTION }, 1, 'one endpoint ID');
   if (parsed === 'help') return help(io);
   const [id] = parsed.positionals as [string];
   return run(io, 'webhook remove', config, async (db) => {
-    await removeWebhookEndpoint(db, id);
+    await removeWebhookEndpoint(db, id, undefined, actorOf(parsed.values, io));
     logAdminChange(io, 'webhook_endpoint_removed', { endpoint_id: id }, 'webhook endpoint removed');
     io.out(`Webhook endpoint ${id} removed, with its deliveries.`);
     return 0;
@@ -130,14 +132,14 @@ async function remove(args: string[], io: CliIo, config: MysqlConfig): Promise<n
 }
 
 async function rotate(args: string[], io: CliIo, config: MysqlConfig): Promise<number> {
-  const parsed = parse(args, { 'expire-old-in': { type: 'string' }, json: { type: 'boolean' } }, 1, 'one endpoint ID');
+  const parsed = parse(args, { 'expire-old-in': { type: 'string' }, json: { type: 'boolean' }, ...ACTOR_OPTION }, 1, 'one endpoint ID');
   if (parsed === 'help') return help(io);
   const [id] = parsed.positionals as [string];
   const expireText = parsed.values['expire-old-in'] as string | undefined;
   const seconds = expireText === undefined ? 0 : parseDuration(expireText, '--expire-old-in');
   const key = config.masterKey();
   return run(io, 'webhook rotate-secret', config, async (db) => {
-    const { secret, oldExpiresAt } = await rotateWebhookSecret(db, key, id, seconds * 1000);
+    const { secret, oldExpiresAt } = await rotateWebhookSecret(db, key, id, seconds * 1000, undefined, actorOf(parsed.values, io));
     logAdminChange(io, 'webhook_secret_rotated', { endpoint_id: id, old_expires_at: oldExpiresAt }, 'webhook secret rotated');
     if (parsed.values.json) io.out(JSON.stringify({ id, secret, old_secret_expires_at: oldExpiresAt }));
     else {
@@ -149,11 +151,14 @@ async function rotate(args: string[], io: CliIo, config: MysqlConfig): Promise<n
 }
 
 async function enable(args: string[], io: CliIo, config: MysqlConfig): Promise<number> {
-  const parsed = parse(args, {}, 1, 'one endpoint ID');
+  const parsed = parse(args, { ...ACTOR_OPTION }, 1, 'one endpoint ID');
   if (parsed === 'help') return help(io);
   const [id] = parsed.positionals as [string];
   return run(io, 'webhook enable', config, async (db) => {
-    await enableWebhookEndpoint(db, id);
+    if (!(await enableWebhookEndpoint(db, id, undefined, actorOf(parsed.values, io)))) {
+      io.out(`Webhook endpoint ${id} was enabled already; nothing changed.`);
+      return 0;
+    }
     logAdminChange(io, 'webhook_endpoint_enabled', { endpoint_id: id }, 'webhook endpoint enabled');
     io.out(`Webhook endpoint ${id} enabled. Deliveries cancelled while it was disabled are sent with \`webhook redeliver --endpoint ${id} --since TIME\`.`);
     return 0;
@@ -169,31 +174,47 @@ async function deliveries(args: string[], io: CliIo, config: MysqlConfig): Promi
   if (state !== undefined && !STATES.includes(state)) throw new CliUsageError(`--state is one of ${STATES.join(', ')} (got "${state}").`);
   return run(io, 'webhook deliveries', config, async (db) => {
     const found = await listWebhookDeliveries(db, { endpointId: parsed.values.endpoint as string | undefined, state });
-    if (parsed.values.json) io.out(JSON.stringify(found));
+    if (parsed.values.json) io.out(JSON.stringify(found.map(deliveryJson)));
     else if (found.length === 0) io.out('No deliveries.');
-    else table(io, ['EVENT', 'ENDPOINT', 'TYPE', 'STATE', 'ATTEMPTS', 'LAST', 'CREATED (UTC)'], found.map((d) => [d.eventId, d.endpointId, d.type, d.state, String(d.attempts), d.lastStatus !== null ? String(d.lastStatus) : (d.lastError ?? '-'), d.createdAt.slice(0, 19)]));
+    else table(io, ['EVENT', 'ENDPOINT', 'TYPE', 'STATE', 'ATTEMPTS', 'LAST', 'CREATED (UTC)'], found.map((d) => [d.eventId, d.endpointId, d.type, d.state, String(d.attempts), d.lastStatus !== null ? String(d.lastStatus) : (d.lastError ?? '-'), d.createdAt]));
     return 0;
   });
 }
 
 async function redeliver(args: string[], io: CliIo, config: MysqlConfig): Promise<number> {
-  const parsed = parseCommandArgs(args, { endpoint: { type: 'string' }, since: { type: 'string' } }, USAGE);
+  const parsed = parseCommandArgs(args, { endpoint: { type: 'string' }, since: { type: 'string' }, ...ACTOR_OPTION }, USAGE);
   if (parsed === 'help') return help(io);
   const endpointId = parsed.values.endpoint as string | undefined;
   const sinceText = parsed.values.since as string | undefined;
   let target: { eventId: string } | { endpointId: string; since: string };
+  // The time as given, to the microsecond, for the log event (canonical, as every command prints times).
+  let since: string | undefined;
   if (parsed.positionals.length === 1 && endpointId === undefined && sinceText === undefined) target = { eventId: parsed.positionals[0]! };
   else if (parsed.positionals.length === 0 && endpointId !== undefined && sinceText !== undefined) {
-    const since = new Date(sinceText);
-    if (Number.isNaN(since.getTime())) throw new CliUsageError(`--since is a time such as 2026-11-28T04:00:00Z (got "${sinceText}").`);
-    target = { endpointId, since: since.toISOString().slice(0, 23).replace('T', ' ') };
+    since = canonicalTimestamp(sinceText);
+    if (since === undefined) throw new CliUsageError(`--since is a time such as 2026-11-28T04:00:00Z (got "${sinceText}").`);
+    target = { endpointId, since: `${since.slice(0, 10)} ${since.slice(11, 26)}` };
   } else throw new CliUsageError(`Give an EVENT_ID, or --endpoint ID with --since TIME.\n${USAGE}`);
   return run(io, 'webhook redeliver', config, async (db) => {
-    const queued = await redeliverWebhooks(db, target);
-    logAdminChange(io, 'webhook_redelivered', { ...('eventId' in target ? { event_id: target.eventId } : { endpoint_id: target.endpointId, since: target.since }), deliveries: queued }, 'webhook deliveries queued again');
+    const queued = await redeliverWebhooks(db, target, actorOf(parsed.values, io));
+    if (queued === 0) {
+      io.out('No delivery to send again (none found, or its endpoint is disabled); nothing changed.');
+      return 0;
+    }
+    logAdminChange(io, 'webhook_redelivered', { ...('eventId' in target ? { event_id: target.eventId } : { endpoint_id: target.endpointId, since }), deliveries: queued }, 'webhook deliveries queued again');
     io.out(`${queued} deliver${queued === 1 ? 'y' : 'ies'} queued again.`);
     return 0;
   });
+}
+
+/** An endpoint as `webhook list --json` prints it: snake_case as every command's JSON; never a secret. */
+function endpointJson(e: Awaited<ReturnType<typeof listWebhookEndpoints>>[number]): Record<string, unknown> {
+  return { id: e.id, merchant_id: e.merchantId, url: e.url, events: e.events, status: e.status, disabled_reason: e.disabledReason, created_at: e.createdAt };
+}
+
+/** A delivery as `webhook deliveries --json` prints it; times canonical UTC, as stored. */
+function deliveryJson(d: Awaited<ReturnType<typeof listWebhookDeliveries>>[number]): Record<string, unknown> {
+  return { id: d.id, event_id: d.eventId, endpoint_id: d.endpointId, merchant_id: d.merchantId, type: d.type, state: d.state, attempts: d.attempts, next_attempt_at: d.nextAttemptAt, last_status: d.lastStatus, last_error: d.lastError, created_at: d.createdAt };
 }
 
 /** Columns padded to their widest cell. */

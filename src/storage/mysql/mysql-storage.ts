@@ -188,8 +188,8 @@ export class MysqlStorage implements Storage {
   // A merchant's webhook endpoints (`/merchant/webhooks`, docs/webhooks.md#endpoints), scoped to it.
   readonly listWebhookEndpoints: NonNullable<Storage['listWebhookEndpoints']> = (merchantId) => this.#webhooks().listWebhookEndpoints(merchantId);
   readonly addWebhookEndpoint: NonNullable<Storage['addWebhookEndpoint']> = (endpoint) => this.#webhooks().addWebhookEndpoint(endpoint);
-  readonly removeWebhookEndpoint: NonNullable<Storage['removeWebhookEndpoint']> = (merchantId, id) => this.#webhooks().removeWebhookEndpoint(merchantId, id);
-  readonly rotateWebhookSecret: NonNullable<Storage['rotateWebhookSecret']> = (merchantId, id, ms) => this.#webhooks().rotateWebhookSecret(merchantId, id, ms);
+  readonly removeWebhookEndpoint: NonNullable<Storage['removeWebhookEndpoint']> = (merchantId, id, options) => this.#webhooks().removeWebhookEndpoint(merchantId, id, options);
+  readonly rotateWebhookSecret: NonNullable<Storage['rotateWebhookSecret']> = (merchantId, id, ms, options) => this.#webhooks().rotateWebhookSecret(merchantId, id, ms, options);
   readonly sendWebhookTest: NonNullable<Storage['sendWebhookTest']> = (merchantId, id) => this.#webhooks().sendWebhookTest(merchantId, id);
   #webhookEndpoints: ReturnType<typeof merchantWebhookEndpoints> | undefined;
   #webhooks(): ReturnType<typeof merchantWebhookEndpoints> {

@@ -13,6 +13,13 @@ export function toSqlDatetime(canonical: string): string {
   return `${canonical.slice(0, 10)} ${canonical.slice(11, 26)}`;
 }
 
+/** `2019-12-12 12:19:17.193` (UTC, up to 6 fraction digits) -> `2019-12-12T12:19:17.193000+00:00`. */
+export function fromSqlDatetime(text: string): string {
+  const [date, time = '00:00:00'] = text.split(' ');
+  const [whole, fraction = ''] = time.split('.');
+  return `${date}T${whole}.${fraction.padEnd(6, '0').slice(0, 6)}+00:00`;
+}
+
 /** The canonical form of a UTC `DATETIME(6)` column, formatted by the server so no driver setting can lose digits. */
 export function canonicalColumn<T extends string | null = string | null>(column: string): RawBuilder<T> {
   return sql<T>`DATE_FORMAT(${sql.ref(column)}, '%Y-%m-%dT%H:%i:%s.%f+00:00')`;

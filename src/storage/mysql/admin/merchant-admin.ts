@@ -198,18 +198,21 @@ export async function updateMerchantKey(outer: Kysely<MerchantApiDatabase>, merc
  * Adds a merchant with a new random key; resolves to that key, which is
  * stored only sealed, so show it to the operator once.
  */
-export async function addMerchant(db: Kysely<MerchantApiDatabase>, masterKey: MasterKey, id: string, options: { status?: 'active' | 'disabled'; key?: KeySettings; actor?: string } = {}): Promise<NewKey> {
+export async function addMerchant(db: Kysely<MerchantApiDatabase>, masterKey: MasterKey, id: string, options: { status?: 'active' | 'disabled'; key?: KeySettings; actor?: string } = {}): Promise<NewKey & { expiresAt: string | null }> {
   assertMerchantId(id);
   const apiKey = generateApiKey();
   const row = await newKeyRow(masterKey, id, apiKey, options.key);
-  await retryOnConflict(() => db.transaction().execute(async (trx) => {
+  const expiresAt = await retryOnConflict(() => db.transaction().execute(async (trx) => {
     const existing = await trx.selectFrom('merchants').select('id').where('id', '=', id).forUpdate().executeTakeFirst();
     if (existing) throw new MerchantAdminError('merchant_exists', `Merchant "${id}" already exists.`);
     await trx.insertInto('merchants').values({ id, status: options.status ?? 'active' }).execute();
     await trx.insertInto('merchant_keys').values(row).execute();
-    await writeAuditEvent(trx, options.actor ?? LIBRARY_ACTOR, { action: 'merchant_added', merchantId: id, keyId: row.key_id, summary: { status: options.status ?? 'active', ...settingsSummary(options.key) } });
+    // The key's end as stored, so what is printed and recorded is what the servers compare.
+    const end = await keyEnd(trx, row.key_id);
+    await writeAuditEvent(trx, options.actor ?? LIBRARY_ACTOR, { action: 'merchant_added', merchantId: id, keyId: row.key_id, summary: { status: options.status ?? 'active', ...settingsSummary(options.key, end ?? undefined) } });
+    return end;
   }));
-  return { apiKey, keyId: row.key_id, fingerprint: row.fingerprint };
+  return { apiKey, keyId: row.key_id, fingerprint: row.fingerprint, expiresAt };
 }
 
 /**

@@ -4,15 +4,20 @@
  * against the address guard of `src/webhooks/` before it comes here; here it is only stored. A
  * secret is sealed under the master key with the merchant id in the JWE header (`key-sealing.ts`):
  * shown once when made, never listed. Every operation given a `merchantId` acts only on that
- * merchant's endpoints: another merchant's id is not found, as one that does not exist.
+ * merchant's endpoints: another merchant's id is not found, as one that does not exist. Every
+ * change writes its audit event (`webhook_endpoint_added`, ...) in its own transaction, under the
+ * `actor` given (the CLI's `--actor`, the API's `merchant:ID key:KEY_ID`; `library` without one).
  */
 import { randomBytes } from 'node:crypto';
-import { sql, type Kysely } from 'kysely';
+import { sql, type Kysely, type Transaction } from 'kysely';
 import { sealApiKey, type MasterKey } from '../../sql/key-sealing.js';
 import type { WebhookEndpointSummary } from '../../webhook-outbox.js';
 import type { MerchantApiDatabase } from '../schema.js';
 import { newEventId } from './outbox-writes.js';
 import { DEFAULTS } from '../../../defaults.js';
+import { writeAuditEvent } from '../admin/audit.js';
+import { fromSqlDatetime } from '../sql-values.js';
+import { LIBRARY_ACTOR } from '../admin/merchant-admin.js';
 
 type Db = Kysely<MerchantApiDatabase>;
 
@@ -44,11 +49,24 @@ function summary(row: { id: string; merchant_id: string; url: string; events: st
 }
 
 /**
+ * What the audit trail keeps of an endpoint's URL: its origin (scheme, host, port). A receiver's URL
+ * often carries a token in its path or query (`/hooks/T0/B0/XXXX`, `?token=...`) or credentials
+ * before the host, and the trail must never hold a secret; the endpoint id names the endpoint.
+ */
+export function auditedUrl(url: string): string {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return 'invalid';
+  }
+}
+
+/**
  * Adds an endpoint for `merchantId` receiving `events`; returns it with its secret, the only time
  * the secret is shown. At most `maxPerMerchant` endpoints per merchant (the merchant row is locked,
- * so two adds at once cannot both take the last place).
+ * so two adds at once cannot both take the last place). Audited as `webhook_endpoint_added`.
  */
-export async function addWebhookEndpoint(db: Db, masterKey: MasterKey, merchantId: string, url: string, events: readonly string[], maxPerMerchant: number = DEFAULTS.webhooks.maxEndpointsPerMerchant): Promise<WebhookEndpointSummary & { secret: string }> {
+export async function addWebhookEndpoint(db: Db, masterKey: MasterKey, merchantId: string, url: string, events: readonly string[], maxPerMerchant: number = DEFAULTS.webhooks.maxEndpointsPerMerchant, actor: string = LIBRARY_ACTOR): Promise<WebhookEndpointSummary & { secret: string }> {
   return db.transaction().execute(async (trx) => {
     const merchant = await sql<{ id: string }>`SELECT id FROM merchants WHERE id = ${merchantId} FOR UPDATE`.execute(trx);
     if (merchant.rows.length === 0) throw new WebhookAdminError('merchant_not_found', 'No such merchant.');
@@ -58,6 +76,7 @@ export async function addWebhookEndpoint(db: Db, masterKey: MasterKey, merchantI
     const secret = newSecret();
     await trx.insertInto('webhook_endpoints').values({ id, merchant_id: merchantId, url, events: events.join(','), sealed_secret: await sealApiKey(masterKey, merchantId, secret) }).execute();
     const { rows: created } = await sql<Parameters<typeof summary>[0]>`SELECT ${summaryColumns} FROM webhook_endpoints WHERE id = ${id}`.execute(trx);
+    await writeAuditEvent(trx, actor, { action: 'webhook_endpoint_added', merchantId, summary: { endpoint_id: id, url_origin: auditedUrl(url), events: [...events] } });
     return { ...summary(created[0]!), secret };
   });
 }
@@ -69,23 +88,31 @@ export async function listWebhookEndpoints(db: Db, merchantId?: string): Promise
   return rows.map(summary);
 }
 
-/** Removes an endpoint and its deliveries (the events stay until pruned). */
-export async function removeWebhookEndpoint(db: Db, id: string, merchantId?: string): Promise<void> {
+/** The endpoint `id` (of `merchantId` when given), locked for the change; not found throws. */
+async function lockedEndpoint(trx: Transaction<MerchantApiDatabase>, id: string, merchantId: string | undefined): Promise<{ merchant_id: string; url: string; status: string; sealed_secret: string }> {
   const scope = merchantId === undefined ? sql`` : sql`AND merchant_id = ${merchantId}`;
-  const result = await sql`DELETE FROM webhook_endpoints WHERE id = ${id} ${scope}`.execute(db);
-  if (Number(result.numAffectedRows ?? 0) === 0) throw new WebhookAdminError('endpoint_not_found', 'No such webhook endpoint.');
+  const { rows } = await sql<{ merchant_id: string; url: string; status: string; sealed_secret: string }>`SELECT merchant_id, url, status, sealed_secret FROM webhook_endpoints WHERE id = ${id} ${scope} FOR UPDATE`.execute(trx);
+  const row = rows[0];
+  if (row === undefined) throw new WebhookAdminError('endpoint_not_found', 'No such webhook endpoint.');
+  return row;
+}
+
+/** Removes an endpoint and its deliveries (the events stay until pruned). Audited as `webhook_endpoint_removed`. */
+export async function removeWebhookEndpoint(db: Db, id: string, merchantId?: string, actor: string = LIBRARY_ACTOR): Promise<void> {
+  await db.transaction().execute(async (trx) => {
+    const row = await lockedEndpoint(trx, id, merchantId);
+    await sql`DELETE FROM webhook_endpoints WHERE id = ${id}`.execute(trx);
+    await writeAuditEvent(trx, actor, { action: 'webhook_endpoint_removed', merchantId: row.merchant_id, summary: { endpoint_id: id, url_origin: auditedUrl(row.url) } });
+  });
 }
 
 /**
  * Gives an endpoint a new secret, returned once. The old one keeps signing beside it for
  * `expireOldInMs` (0: it stops at once), so receivers can switch without losing a delivery.
  */
-export async function rotateWebhookSecret(db: Db, masterKey: MasterKey, id: string, expireOldInMs: number, merchantId?: string): Promise<{ secret: string; oldExpiresAt: string | null }> {
+export async function rotateWebhookSecret(db: Db, masterKey: MasterKey, id: string, expireOldInMs: number, merchantId?: string, actor: string = LIBRARY_ACTOR): Promise<{ secret: string; oldExpiresAt: string | null }> {
   return db.transaction().execute(async (trx) => {
-    const scope = merchantId === undefined ? sql`` : sql`AND merchant_id = ${merchantId}`;
-    const { rows } = await sql<{ merchant_id: string; sealed_secret: string }>`SELECT merchant_id, sealed_secret FROM webhook_endpoints WHERE id = ${id} ${scope} FOR UPDATE`.execute(trx);
-    const row = rows[0];
-    if (row === undefined) throw new WebhookAdminError('endpoint_not_found', 'No such webhook endpoint.');
+    const row = await lockedEndpoint(trx, id, merchantId);
     const secret = newSecret();
     const sealed = await sealApiKey(masterKey, row.merchant_id, secret);
     const micros = Math.max(0, Math.round(expireOldInMs * 1000));
@@ -94,16 +121,26 @@ export async function rotateWebhookSecret(db: Db, masterKey: MasterKey, id: stri
       previous_expires_at = ${micros > 0 ? sql`UTC_TIMESTAMP(6) + INTERVAL ${micros} MICROSECOND` : null},
       updated_at = UTC_TIMESTAMP(6) WHERE id = ${id}`.execute(trx);
     const { rows: after } = await sql<{ expires: string | null }>`SELECT DATE_FORMAT(previous_expires_at, '%Y-%m-%dT%H:%i:%s.%f+00:00') AS expires FROM webhook_endpoints WHERE id = ${id}`.execute(trx);
-    return { secret, oldExpiresAt: after[0]!.expires };
+    const oldExpiresAt = after[0]!.expires;
+    await writeAuditEvent(trx, actor, { action: 'webhook_secret_rotated', merchantId: row.merchant_id, summary: { endpoint_id: id, old_expires_at: oldExpiresAt } });
+    return { secret, oldExpiresAt };
   });
 }
 
-/** Enables an endpoint again (after a 410 or days of failures); what was cancelled stays cancelled (`redeliver` sends it again). */
-export async function enableWebhookEndpoint(db: Db, id: string, merchantId?: string): Promise<void> {
-  const scope = merchantId === undefined ? sql`` : sql`AND merchant_id = ${merchantId}`;
-  const { rows } = await sql<{ id: string }>`SELECT id FROM webhook_endpoints WHERE id = ${id} ${scope}`.execute(db);
-  if (rows.length === 0) throw new WebhookAdminError('endpoint_not_found', 'No such webhook endpoint.');
-  await sql`UPDATE webhook_endpoints SET status = 'enabled', disabled_reason = NULL, failing_since = NULL, updated_at = UTC_TIMESTAMP(6) WHERE id = ${id}`.execute(db);
+/**
+ * Enables an endpoint again (after a 410 or days of failures); what was cancelled stays cancelled
+ * (`redeliver` sends it again). Resolves to false, changing and recording nothing, when it was
+ * enabled already; else audited as `webhook_endpoint_enabled` with the reason it was disabled.
+ */
+export async function enableWebhookEndpoint(db: Db, id: string, merchantId?: string, actor: string = LIBRARY_ACTOR): Promise<boolean> {
+  return db.transaction().execute(async (trx) => {
+    const row = await lockedEndpoint(trx, id, merchantId);
+    if (row.status === 'enabled') return false;
+    const { rows } = await sql<{ reason: string | null }>`SELECT disabled_reason AS reason FROM webhook_endpoints WHERE id = ${id}`.execute(trx);
+    await sql`UPDATE webhook_endpoints SET status = 'enabled', disabled_reason = NULL, failing_since = NULL, updated_at = UTC_TIMESTAMP(6) WHERE id = ${id}`.execute(trx);
+    await writeAuditEvent(trx, actor, { action: 'webhook_endpoint_enabled', merchantId: row.merchant_id, summary: { endpoint_id: id, disabled_reason: rows[0]?.reason ?? null } });
+    return true;
+  });
 }
 
 /** Queues a `webhook.test` event for one endpoint, due at once; returns its event id. */
@@ -153,12 +190,24 @@ export async function listWebhookDeliveries(db: Db, options: { endpointId?: stri
 /**
  * Sends deliveries again, due at once, with the same event id (receivers deduplicate on it): every
  * delivery of `eventId`, or of `endpointId` created since `since` (`DATETIME(6)` text). Those of a
- * disabled endpoint stay as they are until it is enabled. Returns how many were queued.
+ * disabled endpoint stay as they are until it is enabled. Returns how many were queued; when some
+ * were, audited as `webhook_redelivered` (one event per merchant whose deliveries it queued).
  */
-export async function redeliverWebhooks(db: Db, target: { eventId: string } | { endpointId: string; since: string }): Promise<number> {
+export async function redeliverWebhooks(db: Db, target: { eventId: string } | { endpointId: string; since: string }, actor: string = LIBRARY_ACTOR): Promise<number> {
   const where = 'eventId' in target ? sql`d.event_id = ${target.eventId}` : sql`d.endpoint_id = ${target.endpointId} AND d.created_at >= ${target.since}`;
-  const result = await sql`UPDATE webhook_deliveries d INNER JOIN webhook_endpoints p ON p.id = d.endpoint_id
-    SET d.state = 'pending', d.next_attempt_at = UTC_TIMESTAMP(6), d.claim_token = NULL, d.leased_until = NULL
-    WHERE ${where} AND p.status = 'enabled' AND (d.state <> 'pending' OR d.leased_until IS NULL)`.execute(db);
-  return Number(result.numAffectedRows ?? 0);
+  return db.transaction().execute(async (trx) => {
+    // Which merchants' deliveries are about to be queued again: read first, under the same lock the update takes.
+    const { rows: merchants } = await sql<{ merchant_id: string; n: number | string }>`SELECT d.merchant_id, COUNT(*) AS n FROM webhook_deliveries d INNER JOIN webhook_endpoints p ON p.id = d.endpoint_id
+      WHERE ${where} AND p.status = 'enabled' AND (d.state <> 'pending' OR d.leased_until IS NULL) GROUP BY d.merchant_id ORDER BY d.merchant_id FOR UPDATE`.execute(trx);
+    const result = await sql`UPDATE webhook_deliveries d INNER JOIN webhook_endpoints p ON p.id = d.endpoint_id
+      SET d.state = 'pending', d.next_attempt_at = UTC_TIMESTAMP(6), d.claim_token = NULL, d.leased_until = NULL
+      WHERE ${where} AND p.status = 'enabled' AND (d.state <> 'pending' OR d.leased_until IS NULL)`.execute(trx);
+    const queued = Number(result.numAffectedRows ?? 0);
+    if (queued === 0) return 0;
+    const targetSummary: Record<string, string> = 'eventId' in target ? { event_id: target.eventId } : { endpoint_id: target.endpointId, since: fromSqlDatetime(target.since) };
+    for (const merchant of merchants) {
+      await writeAuditEvent(trx, actor, { action: 'webhook_redelivered', merchantId: merchant.merchant_id, summary: { ...targetSummary, deliveries: Number(merchant.n) } });
+    }
+    return queued;
+  });
 }
