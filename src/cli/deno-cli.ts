@@ -2,7 +2,7 @@
 import process from 'node:process';
 import { serve } from '../../adapters/deno.js';
 import { CliUsageError } from './usage-error.js';
-import { mysqlCommands, openMysqlStorage } from './commands/mysql-lazy.js';
+import { mysqlCommands, openMysqlStorage, startWebhookDispatcher } from './commands/mysql-lazy.js';
 import { processIo } from './process-io.js';
 import { runCli } from './run.js';
 import { WORKER_ARGUMENT } from './workers/channel.js';
@@ -32,6 +32,6 @@ const workers = spawnedWorkers(
   },
 );
 
-process.exitCode = await runCli(process.argv.slice(2), processIo(), { name: 'deno', serve, openMysqlStorage, commands: mysqlCommands, workers });
+process.exitCode = await runCli(process.argv.slice(2), processIo(), { name: 'deno', serve, openMysqlStorage, startWebhookDispatcher, commands: mysqlCommands, workers });
 // Pools, timers and signal handlers may remain; the command has finished.
 process.exit();
