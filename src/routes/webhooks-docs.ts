@@ -32,7 +32,7 @@ function ok(description: string, items: Json, count?: number): Json {
 const idParameter: Json = { name: 'id', in: 'path', required: true, description: 'The endpoint id (`we_...`).', schema: { type: 'string', minLength: 1 } };
 
 const notFound = response('This merchant has no endpoint with this id: one of another merchant is the same answer.', envelopeError(['not_found']));
-const notImplemented = response('The storage behind this server keeps no webhooks (the memory storage): they need MySQL.', envelopeError(['not_implemented']));
+const notImplemented = response('The storage behind this server keeps no webhooks (a storage of its own without the optional webhook operations; the memory and MySQL storages have them).', envelopeError(['not_implemented']));
 const jsonBodyErrors = {
   '413': response(`The body is larger than ${MAX_JSON_BODY_BYTES} bytes.`, envelopeError(['payload_too_large'])),
   '415': response('The body is not sent as `Content-Type: application/json`.', envelopeError(['unsupported_media_type'])),
