@@ -8,7 +8,7 @@
  */
 import type { HealthPart, Logger } from '../index.js';
 import type { WebhookMetrics } from '../observe/metrics.js';
-import { WebhookDispatcher, type DispatcherHealth, type OutboxStats, type WebhookOutbox } from '../cli-internal.js';
+import { tlsRootsPermitted, WebhookDispatcher, type DispatcherHealth, type OutboxStats, type WebhookOutbox } from '../cli-internal.js';
 import type { CliIo } from './io.js';
 import type { WebhookConfig } from './webhook-config.js';
 
@@ -26,6 +26,10 @@ export function runWebhookDispatcher(outbox: WebhookOutbox, settings: WebhookCon
     const lifted = [settings.allowPrivate && 'WEBHOOK_ALLOW_PRIVATE', settings.allowHttp && 'WEBHOOK_ALLOW_HTTP'].filter(Boolean).join(' and ');
     logger.warn({ event: 'webhook_address_rules_lifted', allow_private: settings.allowPrivate, allow_http: settings.allowHttp }, `${lifted} set: webhooks may reach private addresses or plain http; for development and tests only`);
     io.err(`Warning: ${lifted} set: webhooks may be sent to private addresses or over plain http. For development and tests only.`);
+  }
+  if (!tlsRootsPermitted()) {
+    logger.warn({ event: 'webhook_https_not_permitted' }, 'Deno without --allow-sys: https webhook attempts fail until the server runs with it');
+    io.err('Warning: on Deno, webhooks to https endpoints need --allow-sys (its node:tls reads the root certificates under it); until then every https attempt fails and is retried.');
   }
   const dispatcher = new WebhookDispatcher({
     outbox,
