@@ -3,12 +3,13 @@
  * storage has: MySQL's (`commands/mysql-webhook.ts` opens it on a pool of its own) or the memory
  * storage's queue. Attempts are logged as `webhook_attempt` events (ids, status, duration, attempt
  * number: never the secret nor the body), a disabled endpoint as `webhook_endpoint_disabled`; it
- * warns at start while the address rules are lifted; the outbox is read every 15 s for the metrics
+ * warns at start while the address rules are lifted, and once on Deno without `--allow-sys` when an
+ * https attempt fails for it; the outbox is read every 15 s for the metrics
  * and `/healthz`.
  */
 import type { HealthPart, Logger } from '../index.js';
 import type { WebhookMetrics } from '../observe/metrics.js';
-import { tlsRootsPermitted, WebhookDispatcher, type DispatcherHealth, type OutboxStats, type WebhookOutbox } from '../cli-internal.js';
+import { WebhookDispatcher, type DispatcherHealth, type OutboxStats, type WebhookOutbox } from '../cli-internal.js';
 import type { CliIo } from './io.js';
 import type { WebhookConfig } from './webhook-config.js';
 
@@ -27,10 +28,15 @@ export function runWebhookDispatcher(outbox: WebhookOutbox, settings: WebhookCon
     logger.warn({ event: 'webhook_address_rules_lifted', allow_private: settings.allowPrivate, allow_http: settings.allowHttp }, `${lifted} set: webhooks may reach private addresses or plain http; for development and tests only`);
     io.err(`Warning: ${lifted} set: webhooks may be sent to private addresses or over plain http. For development and tests only.`);
   }
-  if (!tlsRootsPermitted()) {
+  // Deno without --allow-sys (send-attempt.ts): said once, at the first https attempt it fails, so
+  // that a server with no https endpoint is not warned about it.
+  let warnedTls = false;
+  const warnTls = () => {
+    if (warnedTls) return;
+    warnedTls = true;
     logger.warn({ event: 'webhook_https_not_permitted' }, 'Deno without --allow-sys: https webhook attempts fail until the server runs with it');
     io.err('Warning: on Deno, webhooks to https endpoints need --allow-sys (its node:tls reads the root certificates under it); until then every https attempt fails and is retried.');
-  }
+  };
   const dispatcher = new WebhookDispatcher({
     outbox,
     policy: { allowPrivate: settings.allowPrivate, allowHttp: settings.allowHttp },
@@ -45,6 +51,7 @@ export function runWebhookDispatcher(outbox: WebhookOutbox, settings: WebhookCon
       const fields = { event: 'webhook_attempt', endpoint_id: attempt.endpointId, event_id: attempt.eventId, merchant_id: attempt.merchantId, type: attempt.type, attempt: attempt.attempt, outcome: attempt.outcome, status: attempt.status ?? null, error: attempt.error ?? null, duration_ms: Math.round(attempt.durationMs) };
       if (attempt.outcome === 'delivered') logger.info(fields);
       else logger.warn(fields);
+      if (attempt.error === 'tls_roots_not_permitted') warnTls();
       if (attempt.disabledEndpoint) logger.warn({ event: 'webhook_endpoint_disabled', endpoint_id: attempt.endpointId, merchant_id: attempt.merchantId, reason: attempt.disabledEndpoint });
     },
     onError: (error) => logger.warn({ event: 'webhook_dispatch_failed', error: error instanceof Error ? error.name : 'error', code: (error as { code?: string }).code ?? null }),

@@ -113,11 +113,40 @@ describe('serve delivers on every runtime', () => {
         await server.waitFor(/"event":"webhook_attempt".*"outcome":"delivered"/);
         expect(server.output()).toContain('WEBHOOK_ALLOW_PRIVATE and WEBHOOK_ALLOW_HTTP set');
         expect(server.output()).not.toContain('whsec_');
+        // /healthz shows the memory queue's dispatcher, `dropped` included.
+        const health = await (await fetch(`${server.url}/healthz`)).json();
+        expect(health.details.webhooks).toMatchObject({ ok: true, running: true, in_flight: 0, dropped: 0 });
       } finally {
         seed.remove();
       }
     }, 60_000);
   }
+});
+
+describe('serve on Deno without --allow-sys', () => {
+  const servers: ServerProcess[] = [];
+  afterEach(async () => {
+    await Promise.all(servers.splice(0).map((s) => s.stop()));
+  });
+
+  it('fails an https endpoint\'s attempts and warns once, and goes on serving', async () => {
+    const seed = writeSeed({ merchants: [{ id: MERCHANT.id, status: 'active', keys: [MERCHANT.key] }], users: [] });
+    try {
+      // The permissions of `npm run start:deno`: no --allow-sys.
+      const server = await startServer('deno', CLI.deno, { SEED_FILE: seed.path, ...LIFTED }, ['serve']);
+      servers.push(server);
+      const added = await fetch(`${server.url}/merchant/webhooks`, { method: 'POST', headers: { ...AUTH, 'content-type': 'application/json' }, body: JSON.stringify({ url: 'https://localhost:9/hook' }) });
+      expect(added.status).toBe(201);
+      const { id } = (await added.json()).data[0];
+      for (let i = 0; i < 2; i++) expect((await fetch(`${server.url}/merchant/webhooks/${id}/test`, { method: 'POST', headers: AUTH })).status).toBe(202);
+      await server.waitFor(/"error":"tls_roots_not_permitted"[^\n]*\n[^]*"error":"tls_roots_not_permitted"/);
+      expect(server.output().match(/webhooks to https endpoints need --allow-sys/g)).toHaveLength(1);
+      expect((await fetch(`${server.url}/healthz`)).status).toBe(200);
+      expect(server.child.exitCode).toBeNull();
+    } finally {
+      seed.remove();
+    }
+  }, 60_000);
 });
 
 const available = await mysqlAvailable();
