@@ -119,6 +119,7 @@ export const testWebhookDoc: OperationDoc = {
   tag: 'Webhooks',
   description: 'Queues a `webhook.test` event for the endpoint, sent at once by the dispatcher like any event. Reads no body.',
   readsQuery: true,
+  tooManyRequests: 'On the memory storage, also: the merchant holds half of the webhook queue (`RateLimit-Policy: "webhook_queue"`); a full queue is 503 (docs/webhooks.md#on-the-memory-storage).',
   parameters: [idParameter],
   badRequest: `A query parameter (it takes none), or ${MALFORMED_QUERY}`,
   badRequestCodes: ['unknown_parameter', 'malformed_request'],

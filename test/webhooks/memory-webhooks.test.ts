@@ -228,7 +228,7 @@ describe('webhooks on the memory storage', () => {
     expect(full.body.errors[0].message).toBe('This server holds at most 4 webhook endpoints in all.');
   });
 
-  it('bounds the queue: a merchant holds at most half of it; what finds no room is dropped and counted, and a test is refused 503', async () => {
+  it('bounds the queue: a merchant holds at most half of it; what finds no room is dropped and counted, and a test is refused (429 at the half, 503 full)', async () => {
     const dropped: string[] = [];
     const { storage, api } = setup({ webhooks: { maxPendingDeliveries: 10, onDropped: (merchantId) => dropped.push(merchantId) } });
     const a = await storage.addWebhookEndpoint({ merchantId: 'wa', url: 'http://127.0.0.1:9/a', events: ALL, maxPerMerchant: 10 });
@@ -238,16 +238,23 @@ describe('webhooks on the memory storage', () => {
     expect(dropped).toEqual(['wa', 'wa', 'wa']);
     // The change itself stands: the listing has every user.
     expect(await storage.listUsers({ merchantId: 'wa', filter: {}, order: 'shared_user_id', limit: 100 })).toHaveLength(8);
+    // As the replay store answers a merchant holding its half: 429, with the reason and when to try again.
     const refused = await call(api, `${ORIGIN}/merchant/webhooks/${a.id}/test`, { method: 'POST', headers: A });
-    expect(refused.status).toBe(503);
-    // The envelope of every 503 of the storage (the reason goes to the log, as the replay store's does).
-    expect(refused.body.errors[0]).toEqual({ code: 'storage_unavailable', message: 'The storage is unavailable; try again shortly.' });
+    expect(refused.status).toBe(429);
+    expect(refused.body.errors[0]).toMatchObject({ code: 'too_many_requests', message: "This merchant has 5 webhook deliveries waiting, the most one merchant may (half of the queue's 10); try again once some are sent." });
+    expect(refused.response.headers.get('retry-after')).toBe('60');
     // The other merchant still has its room.
     expect((await call(api, `${ORIGIN}/merchant/webhooks/${b.id}/test`, { method: 'POST', headers: B })).status).toBe(202);
     for (let i = 0; i < 4; i++) storage.putUser('wb', record('wb', `b-${i}`));
     expect(await storage.webhookOutbox.stats()).toMatchObject({ pending: 10, dropped: 3 });
     storage.putUser('wb', record('wb', 'b-full'));
     expect(await storage.webhookOutbox.stats()).toMatchObject({ pending: 10, dropped: 4 });
+    // Full, with a third merchant that holds nothing: 503.
+    storage.putMerchant({ id: 'wc', status: 'active', keys: ['key-c'] });
+    const c = await storage.addWebhookEndpoint({ merchantId: 'wc', url: 'http://127.0.0.1:9/c', events: ALL, maxPerMerchant: 10 });
+    const full = await call(api, `${ORIGIN}/merchant/webhooks/${c.id}/test`, { method: 'POST', headers: basic('wc', 'key-c') });
+    expect(full.status).toBe(503);
+    expect(full.body.errors[0].code).toBe('storage_unavailable');
     // Removing an endpoint frees its room.
     expect(await storage.removeWebhookEndpoint('wa', a.id)).toBe(true);
     expect((await storage.webhookOutbox.stats()).pending).toBe(5);

@@ -32,6 +32,9 @@ export interface MemoryWebhookOptions {
   onDropped?: (merchantId: string, endpointId: string) => void;
 }
 
+/** When a refused test event may be asked for again: deliveries take seconds to go. */
+const RETRY_AFTER_FULL_S = 60;
+
 export const MEMORY_WEBHOOK_DEFAULTS = { maxEndpoints: 10_000, maxPendingDeliveries: 100_000, maxFinishedDeliveries: 10_000 } as const;
 
 interface Endpoint {
@@ -181,12 +184,12 @@ export class MemoryWebhooks implements WebhookOutbox {
     return { secret: endpoint.secret, oldExpiresAt: keep ? canonical(endpoint.previousExpiresAt) : null };
   }
 
-  /** Queues a `webhook.test` for one endpoint; a disabled one is 409, a queue without room 503. */
+  /** Queues a `webhook.test` for one endpoint; a disabled one is 409; a merchant holding its half of the queue 429, a full queue 503. */
   test(merchantId: string, endpointId: string): string | undefined {
     const endpoint = this.#own(merchantId, endpointId);
     if (endpoint === undefined) return undefined;
     if (endpoint.status !== 'enabled') throw new MerchantApiError('conflict', 'The webhook endpoint is disabled; enable it first.');
-    if (!this.#hasRoom(merchantId)) throw new StorageUnavailableError('The webhook queue of this server is full; try again later.');
+    this.#refuseWithoutRoom(merchantId);
     const now = Date.now();
     const event: WebhookEvent = { id: newEventId(), merchantId, type: 'webhook.test', timestamp: canonical(now), data: JSON.stringify({ endpoint_id: endpoint.id }) };
     this.#queue(event, endpoint, now);
@@ -344,7 +347,24 @@ export class MemoryWebhooks implements WebhookOutbox {
   }
 
   #hasRoom(merchantId: string): boolean {
-    return this.#pending < this.#o.maxPendingDeliveries && (this.#pendingOf.get(merchantId) ?? 0) < Math.max(1, Math.floor(this.#o.maxPendingDeliveries / 2));
+    return this.#pending < this.#o.maxPendingDeliveries && (this.#pendingOf.get(merchantId) ?? 0) < this.#merchantShare();
+  }
+
+  /** As the replay store answers (./salts.ts): a merchant holding its half, 429; a full queue, 503. */
+  #refuseWithoutRoom(merchantId: string): void {
+    const share = this.#merchantShare();
+    const own = this.#pendingOf.get(merchantId) ?? 0;
+    if (own >= share) {
+      throw new MerchantApiError('too_many_requests', `This merchant has ${own} webhook deliveries waiting, the most one merchant may (half of the queue's ${this.#o.maxPendingDeliveries}); try again once some are sent.`, {
+        retryAfter: RETRY_AFTER_FULL_S,
+        policy: { name: 'webhook_queue', quota: share },
+      });
+    }
+    if (this.#pending >= this.#o.maxPendingDeliveries) throw new StorageUnavailableError(`The webhook queue is full: ${this.#o.maxPendingDeliveries} deliveries waiting.`, { retryAfter: RETRY_AFTER_FULL_S });
+  }
+
+  #merchantShare(): number {
+    return Math.max(1, Math.floor(this.#o.maxPendingDeliveries / 2));
   }
 
   #queue(event: WebhookEvent, endpoint: Endpoint, now: number): void {
