@@ -28,3 +28,4 @@ export { WebhookDispatcher } from './webhooks/dispatcher.js';
 export type { AttemptEvent, DispatcherHealth } from './webhooks/dispatcher.js';
 export { isWebhookEventType, DEFAULT_SUBSCRIBED_EVENTS, WEBHOOK_EVENT_TYPES } from './webhooks/events.js';
 export { parseDurationMs, parseRetrySchedule } from './webhooks/retry-schedule.js';
+export type { OutboxStats, WebhookOutbox } from './storage/webhook-outbox.js';

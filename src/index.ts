@@ -28,3 +28,7 @@ export type { FairShareOptions } from './limits/fair-share.js';
 export type { TarpitOptions } from './limits/tarpit.js';
 export type { DocsAssets, SwaggerUiFile } from './routes/docs/assets.js';
 export type { ThrottleOptions } from './limits/throttle.js';
+// The webhook dispatcher `serve` runs, for an embedder sending a storage's outbox itself (docs/webhooks.md#embedding).
+export { WebhookDispatcher } from './webhooks/dispatcher.js';
+export type { AttemptEvent, DispatcherHealth, DispatcherOptions } from './webhooks/dispatcher.js';
+export type { AttemptRecord, ClaimOptions, DueDelivery, OutboxStats, WebhookOutbox } from './storage/webhook-outbox.js';

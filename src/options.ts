@@ -100,7 +100,7 @@ export interface MerchantApiOptions {
   webhooks?: WebhookEndpointOptions;
   /**
    * Parts of the instance besides the storage, added to the `details` of `/healthz` beside the
-   * storage's own (`serve` on MySQL: `webhooks`, its dispatcher). Called on every `/healthz`: it
+   * storage's own (`serve`: `webhooks`, its dispatcher). Called on every `/healthz`: it
    * must answer from memory. A part that is not ok leaves the instance live.
    */
   healthParts?: () => Record<string, HealthPart> | undefined;

@@ -2,7 +2,7 @@
 import process from 'node:process';
 import { serve } from '../../adapters/deno.js';
 import { CliUsageError } from './usage-error.js';
-import { mysqlCommands, openMysqlStorage } from './commands/mysql-lazy.js';
+import { mysqlCommands, openMysqlStorage, startWebhookDispatcher } from './commands/mysql-lazy.js';
 import { processIo } from './process-io.js';
 import { runCli } from './run.js';
 import { WORKER_ARGUMENT } from './workers/channel.js';
@@ -15,6 +15,11 @@ interface DenoPermissions {
   permissions: { querySync(descriptor: { name: string }): { state: string } };
 }
 
+/** `--allow-sys`, which https webhooks need (docs/webhooks.md#runtimes): passed on to the workers when the primary holds it. */
+function sysGranted(): boolean {
+  return (globalThis as unknown as { Deno: DenoPermissions }).Deno.permissions.querySync({ name: 'sys' }).state === 'granted';
+}
+
 /**
  * A worker is `deno run` with the server's permissions and --unstable-net
  * (Deno 2.9 allows `reusePort` only with it) on this script. Deno does not
@@ -22,7 +27,7 @@ interface DenoPermissions {
  * it passes on, and --allow-run to start the workers.
  */
 const workers = spawnedWorkers(
-  () => [process.execPath, ['run', ...WORKER_PERMISSIONS.map((name) => `--allow-${name}`), '--unstable-net', process.argv[1]!, 'serve', WORKER_ARGUMENT]],
+  () => [process.execPath, ['run', ...WORKER_PERMISSIONS.map((name) => `--allow-${name}`), ...(sysGranted() ? ['--allow-sys'] : []), '--unstable-net', process.argv[1]!, 'serve', WORKER_ARGUMENT]],
   () => {
     const { permissions } = (globalThis as unknown as { Deno: DenoPermissions }).Deno;
     const missing = ['run', ...WORKER_PERMISSIONS].filter((name) => permissions.querySync({ name }).state !== 'granted');
@@ -32,6 +37,6 @@ const workers = spawnedWorkers(
   },
 );
 
-process.exitCode = await runCli(process.argv.slice(2), processIo(), { name: 'deno', serve, openMysqlStorage, commands: mysqlCommands, workers });
+process.exitCode = await runCli(process.argv.slice(2), processIo(), { name: 'deno', serve, openMysqlStorage, startWebhookDispatcher, commands: mysqlCommands, workers });
 // Pools, timers and signal handlers may remain; the command has finished.
 process.exit();

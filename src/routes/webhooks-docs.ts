@@ -32,7 +32,7 @@ function ok(description: string, items: Json, count?: number): Json {
 const idParameter: Json = { name: 'id', in: 'path', required: true, description: 'The endpoint id (`we_...`).', schema: { type: 'string', minLength: 1 } };
 
 const notFound = response('This merchant has no endpoint with this id: one of another merchant is the same answer.', envelopeError(['not_found']));
-const notImplemented = response('The storage behind this server keeps no webhooks (the memory storage): they need MySQL.', envelopeError(['not_implemented']));
+const notImplemented = response('The storage behind this server keeps no webhooks (a storage of its own without the optional webhook operations; the memory and MySQL storages have them).', envelopeError(['not_implemented']));
 const jsonBodyErrors = {
   '413': response(`The body is larger than ${MAX_JSON_BODY_BYTES} bytes.`, envelopeError(['payload_too_large'])),
   '415': response('The body is not sent as `Content-Type: application/json`.', envelopeError(['unsupported_media_type'])),
@@ -119,6 +119,7 @@ export const testWebhookDoc: OperationDoc = {
   tag: 'Webhooks',
   description: 'Queues a `webhook.test` event for the endpoint, sent at once by the dispatcher like any event. Reads no body.',
   readsQuery: true,
+  tooManyRequests: 'On the memory storage, also: the merchant holds half of the webhook queue (`RateLimit-Policy: "webhook_queue"`); a full queue is 503 (docs/webhooks.md#on-the-memory-storage).',
   parameters: [idParameter],
   badRequest: `A query parameter (it takes none), or ${MALFORMED_QUERY}`,
   badRequestCodes: ['unknown_parameter', 'malformed_request'],

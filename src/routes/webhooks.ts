@@ -13,7 +13,7 @@ import { readJsonBody } from '../http/json-body.js';
 import { parseQuery } from '../http/query.js';
 import { reply, type Reply } from '../http/responses.js';
 import { printable } from '../listing/printable.js';
-import { WEBHOOKS_NEED_MYSQL, type WebhookEndpointSummary } from '../storage/webhook-endpoints.js';
+import { WEBHOOKS_NOT_KEPT, type WebhookEndpointSummary } from '../storage/webhook-endpoints.js';
 import { checkWebhookUrl, resolveWebhookAddress, systemResolve, WebhookAddressError, type Resolve } from '../webhooks/address-guard.js';
 import { DEFAULT_SUBSCRIBED_EVENTS, isWebhookEventType } from '../webhooks/events.js';
 import { parseDurationMs } from '../webhooks/retry-schedule.js';
@@ -89,7 +89,7 @@ function onlyMembers(body: Record<string, unknown>, known: readonly string[]): v
 
 /** What every one of these endpoints checks first: a storage without webhooks answers 501, whatever the request. */
 function supported(deps: HandlerDeps): void {
-  if (!deps.webhooks.supported) throw WEBHOOKS_NEED_MYSQL;
+  if (!deps.webhooks.supported) throw WEBHOOKS_NOT_KEPT;
 }
 
 function invalid(param: string, message: string): MerchantApiError {

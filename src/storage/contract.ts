@@ -243,7 +243,7 @@ export interface Storage {
   /*
    * Optional: a merchant's webhook endpoints (docs/webhooks.md#endpoints), for `/merchant/webhooks`.
    * Each acts only on `merchantId`'s endpoints: another merchant's id is not found. A storage
-   * without them answers those paths 501 `not_implemented` (the guard says so); the MySQL storage has them.
+   * without them answers those paths 501 `not_implemented` (the guard says so); the MySQL and memory storages have them.
    * A change's `actor` (`NewWebhookEndpoint.actor`, `WebhookChangeOptions`) is for a storage's audit trail.
    */
   /** The merchant's endpoints, oldest first; never a secret. */

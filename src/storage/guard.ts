@@ -7,7 +7,7 @@
  */
 import { MerchantApiError, StorageUnavailableError } from '../errors.js';
 import { STORAGE_OPERATIONS, type Storage, type StorageOperation } from './contract.js';
-import { WEBHOOKS_NEED_MYSQL } from './webhook-endpoints.js';
+import { WEBHOOKS_NOT_KEPT } from './webhook-endpoints.js';
 
 /**
  * Watches one storage call: called as it starts, it returns what to call when
@@ -71,8 +71,8 @@ class GuardedView<C> {
           const count = arguments.length;
           return this.#run(operation, this.#context, (storage) => {
             const method = (storage as unknown as Partial<Operations>)[operation];
-            // An optional operation the storage lacks (webhooks on the memory storage): passed through as its documented 501.
-            if (method === undefined) return Promise.reject(WEBHOOKS_NEED_MYSQL);
+            // An optional operation the storage lacks (webhooks on a storage of an embedder's own): passed through as its documented 501.
+            if (method === undefined) return Promise.reject(WEBHOOKS_NOT_KEPT);
             return count === 0 ? method.call(storage) : count === 1 ? method.call(storage, a) : count === 2 ? method.call(storage, a, b) : count === 3 ? method.call(storage, a, b, c) : method.call(storage, a, b, c, d);
           });
         },

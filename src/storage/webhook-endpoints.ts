@@ -42,6 +42,6 @@ export interface RotatedWebhookSecret {
   oldExpiresAt: string | null;
 }
 
-/** What a storage without webhooks answers their operations with (the memory storage): 501 `not_implemented`. */
-export const WEBHOOKS_NEED_MYSQL = new MerchantApiError('not_implemented', 'Webhooks need the MySQL storage; this server keeps none.');
+/** What a storage without webhooks (one of an embedder's own, without the optional operations) answers them with: 501 `not_implemented`. */
+export const WEBHOOKS_NOT_KEPT = new MerchantApiError('not_implemented', 'The storage behind this server keeps no webhooks.');
 

@@ -36,6 +36,22 @@ export interface AttemptResult {
   durationMs: number;
 }
 
+let rootsPermitted: boolean | undefined;
+
+/**
+ * Whether this runtime can check a receiver's certificate. Deno (2.9) reads the root certificates of
+ * its `node:tls` under the `sys` permission, and without it an `https` request throws where no
+ * handler catches it, which ends the process: there an https attempt is not made without
+ * `--allow-sys` (docs/webhooks.md#runtimes). Node and Bun: always.
+ */
+export function tlsRootsPermitted(): boolean {
+  if (rootsPermitted === undefined) {
+    const deno = (globalThis as { Deno?: { permissions: { querySync(descriptor: { name: string }): { state: string } } } }).Deno;
+    rootsPermitted = deno === undefined || deno.permissions.querySync({ name: 'sys' }).state === 'granted';
+  }
+  return rootsPermitted;
+}
+
 /** True for a 2xx: the only success. */
 export function isDelivered(result: AttemptResult): boolean {
   return result.status !== undefined && result.status >= 200 && result.status < 300;
@@ -53,6 +69,8 @@ export function sendAttempt(attempt: AttemptRequest): Promise<AttemptResult> {
     else callback(null, attempt.address.address, attempt.address.family);
   };
   const body = Buffer.from(attempt.body, 'utf8');
+  // A failed attempt (retried on the schedule) rather than a process that ends.
+  if (attempt.url.protocol === 'https:' && !tlsRootsPermitted()) return Promise.resolve({ error: 'tls_roots_not_permitted', durationMs: 0 });
   return new Promise<AttemptResult>((resolve) => {
     let settled = false;
     const finish = (result: Omit<AttemptResult, 'durationMs'>) => {

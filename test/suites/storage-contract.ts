@@ -55,6 +55,64 @@ export function storageContract(name: string, create: (seed: Seed, plan?: PagePl
       expect(await storage.getMerchant('off')).toMatchObject({ id: 'off', status: 'disabled' });
     });
 
+    describe('webhook endpoints (the optional operations, where the storage has them)', () => {
+      // The memory and MySQL storages have them; a storage without them is answered 501 by the guard.
+      const has = () => storage.addWebhookEndpoint !== undefined;
+      const add = (merchantId: string, url: string, maxPerMerchant = 10) => storage.addWebhookEndpoint!({ merchantId, url, events: ['user.updated', 'user.shared'], maxPerMerchant });
+
+      it('adds an endpoint with its secret, shown once, and lists it oldest first without the secret', async (ctx) => {
+        if (!has()) return ctx.skip();
+        expect(await storage.listWebhookEndpoints!('M1')).toEqual([]);
+        const first = await add('M1', 'https://hooks.example.com/first');
+        expect(first).toEqual({
+          id: expect.stringMatching(/^we_[A-Za-z0-9_-]{22}$/),
+          merchantId: 'M1',
+          url: 'https://hooks.example.com/first',
+          events: ['user.updated', 'user.shared'],
+          status: 'enabled',
+          disabledReason: null,
+          createdAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00$/),
+          secret: expect.stringMatching(/^whsec_[A-Za-z0-9+/]{43}=$/),
+        });
+        const second = await add('M1', 'https://hooks.example.com/second');
+        expect(second.secret).not.toBe(first.secret);
+        const { secret: _first, ...firstListed } = first;
+        const { secret: _second, ...secondListed } = second;
+        expect(await storage.listWebhookEndpoints!('M1')).toEqual([firstListed, secondListed]);
+        // Ids compare by case: m1 is another merchant.
+        expect(await storage.listWebhookEndpoints!('m1')).toEqual([]);
+        for (const endpoint of [first, second]) expect(await storage.removeWebhookEndpoint!('M1', endpoint.id)).toBe(true);
+      });
+
+      it('holds a merchant to maxPerMerchant: one more is 409 conflict', async (ctx) => {
+        if (!has()) return ctx.skip();
+        const added = [await add('m2', 'https://hooks.example.com/1', 2), await add('m2', 'https://hooks.example.com/2', 2)];
+        await expect(add('m2', 'https://hooks.example.com/3', 2)).rejects.toMatchObject({ code: 'conflict', status: 409 });
+        expect(await storage.listWebhookEndpoints!('m2')).toHaveLength(2);
+        for (const endpoint of added) await storage.removeWebhookEndpoint!('m2', endpoint.id);
+      });
+
+      it('acts only on the merchant\'s own endpoints: another merchant\'s is not found, as one that does not exist', async (ctx) => {
+        if (!has()) return ctx.skip();
+        const own = await add('m2', 'https://hooks.example.com/own');
+        for (const id of [own.id, 'we_AAAAAAAAAAAAAAAAAAAAAA']) {
+          expect(await storage.removeWebhookEndpoint!('M1', id)).toBe(false);
+          expect(await storage.rotateWebhookSecret!('M1', id, 0)).toBeUndefined();
+          expect(await storage.sendWebhookTest!('M1', id)).toBeUndefined();
+        }
+        expect((await storage.listWebhookEndpoints!('m2')).map((e) => e.id)).toEqual([own.id]);
+        expect(await storage.sendWebhookTest!('m2', own.id)).toMatch(/^evt_[0-9a-f]{18}[A-Za-z0-9_-]{24}$/);
+        const rotated = await storage.rotateWebhookSecret!('m2', own.id, 3_600_000);
+        expect(rotated!.secret).toMatch(/^whsec_/);
+        expect(rotated!.secret).not.toBe(own.secret);
+        expect(Math.abs(Date.parse(rotated!.oldExpiresAt!) - Date.now() - 3_600_000)).toBeLessThan(120_000);
+        expect((await storage.rotateWebhookSecret!('m2', own.id, 0))!.oldExpiresAt).toBeNull();
+        expect(await storage.removeWebhookEndpoint!('m2', own.id)).toBe(true);
+        expect(await storage.removeWebhookEndpoint!('m2', own.id)).toBe(false);
+        expect(await storage.listWebhookEndpoints!('m2')).toEqual([]);
+      });
+    });
+
     describe('keys: ids, limits, metadata and last use', () => {
       const KEY_ID = /^key_[0-9a-hjkmnp-tv-z]{12}$/;
       const future = KEYED_FUTURE;

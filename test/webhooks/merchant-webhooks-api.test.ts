@@ -2,7 +2,8 @@
  * `/merchant/webhooks` (docs/webhooks.md#endpoints): through Request objects on MySQL, and through a
  * real Node server, where an endpoint added by the API receives its test event, verified by the
  * `standardwebhooks` package. A merchant sees and changes only its own endpoints; the body's size,
- * type and JSON are checked; the memory storage answers 501.
+ * type and JSON are checked; a storage without webhooks answers 501 (the memory storage has them:
+ * memory-webhooks.test.ts).
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { serve } from '../../adapters/node.js';
@@ -10,6 +11,7 @@ import { createMerchantClient, MerchantResponseError } from '../../src/client/in
 import { createMerchantApi, type MerchantApi } from '../../src/api.js';
 import { silentLogger, type Logger } from '../../src/observe/logger.js';
 import { importSeed, MysqlStorage, MysqlWebhookOutbox } from '../../src/storage/mysql/index.js';
+import type { Storage } from '../../src/storage/contract.js';
 import { WebhookDispatcher } from '../../src/webhooks/dispatcher.js';
 import { basic, call, testApi } from '../support/api.js';
 import { createTestDatabase, mysqlAvailable, type TestDatabase } from '../support/mysql.js';
@@ -24,13 +26,24 @@ function json(body: unknown, headers: Record<string, string> = {}): RequestInit 
   return { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: typeof body === 'string' ? body : JSON.stringify(body) };
 }
 
-describe('/merchant/webhooks on the memory storage', () => {
-  it('answers 501 not_implemented: webhooks need MySQL', async () => {
-    const { api } = testApi({ webhooks: { allowPrivate: true, allowHttp: true } });
+describe('/merchant/webhooks on a storage without webhooks (an embedder\'s own)', () => {
+  it('answers 501 not_implemented, before anything else', async () => {
+    // The memory storage's operations but none of the optional webhook ones.
+    const memory = testApi().storage;
+    const storage: Storage = {
+      getMerchant: (id) => memory.getMerchant(id),
+      recordSalt: (r) => memory.recordSalt(r),
+      listUsers: (q) => memory.listUsers(q),
+      getUser: (m, u) => memory.getUser(m, u),
+      ping: () => memory.ping(),
+      listKeys: (m) => memory.listKeys(m),
+      close: () => memory.close(),
+    };
+    const { api } = testApi({ storage, webhooks: { allowPrivate: true, allowHttp: true } });
     const auth = basic('m1', 'key-one');
     const list = await call(api, `${ORIGIN}/merchant/webhooks`, { headers: auth });
     expect(list.status).toBe(501);
-    expect(list.body).toEqual({ status: 'error', data: [], errors: [{ code: 'not_implemented', message: 'Webhooks need the MySQL storage; this server keeps none.' }] });
+    expect(list.body).toEqual({ status: 'error', data: [], errors: [{ code: 'not_implemented', message: 'The storage behind this server keeps no webhooks.' }] });
     const add = await call(api, `${ORIGIN}/merchant/webhooks`, { ...json({ url: 'http://127.0.0.1:9/hook' }), headers: { ...auth, 'content-type': 'application/json' } });
     expect(add.status).toBe(501);
     // Before anything else: no body read, no name resolved (a name that cannot resolve would be a 400 otherwise).
@@ -40,7 +53,9 @@ describe('/merchant/webhooks on the memory storage', () => {
       expect((await call(api, `${ORIGIN}${path}`, { method, headers: auth })).status, path).toBe(501);
     }
   });
+});
 
+describe('/merchant/webhooks on the memory storage', () => {
   it('keeps 405 with Allow on every path, naming each method of the path', async () => {
     const { api } = testApi();
     const put = await call(api, `${ORIGIN}/merchant/webhooks`, { method: 'PUT', body: '{}' });

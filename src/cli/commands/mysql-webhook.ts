@@ -4,7 +4,7 @@
  * once and stored only sealed; a URL is checked with the address rules the dispatcher applies
  * (WEBHOOK_ALLOW_PRIVATE, WEBHOOK_ALLOW_HTTP). Every change writes one log event (admin-log.ts).
  */
-import type { HealthPart, Logger } from '../../index.js';
+import type { Logger } from '../../index.js';
 
 import type { WebhookMetrics } from '../../observe/metrics.js';
 import {
@@ -14,13 +14,13 @@ import {
   listWebhookDeliveries,
   listWebhookEndpoints,
   MysqlWebhookOutbox,
-  type OutboxStats,
   redeliverWebhooks,
   removeWebhookEndpoint,
   rotateWebhookSecret,
   WebhookAdminError,
 } from '../../storage/mysql/index.js';
-import { canonicalTimestamp, checkWebhookUrl, DEFAULT_SUBSCRIBED_EVENTS, isWebhookEventType, resolveWebhookAddress, WebhookAddressError, WebhookDispatcher, type DispatcherHealth } from '../../cli-internal.js';
+import { canonicalTimestamp, checkWebhookUrl, DEFAULT_SUBSCRIBED_EVENTS, isWebhookEventType, resolveWebhookAddress, WebhookAddressError } from '../../cli-internal.js';
+import { runWebhookDispatcher, type RunningDispatcher } from '../webhook-dispatch.js';
 import type { CliIo } from '../io.js';
 import { CliUsageError } from '../usage-error.js';
 import type { MysqlConfig } from '../config.js';
@@ -224,74 +224,15 @@ function table(io: CliIo, head: string[], rows: string[][]): void {
   for (const row of all) io.out(row.map((cell, column) => cell.padEnd(widths[column]!)).join('  ').trimEnd());
 }
 
-/** The dispatcher of a `serve` instance on MySQL, on a small pool of its own. */
-export interface RunningDispatcher {
-  stop(): Promise<void>;
-  health(): DispatcherHealth;
-  /** The `webhooks` part of `/healthz`'s details: running, in flight, and the outbox as of the last read (every 15 s). */
-  healthPart(): HealthPart;
-}
+export type { RunningDispatcher };
 
 /**
- * Starts the dispatcher `serve` runs on MySQL (unless WEBHOOKS=false): attempts logged as
- * `webhook_attempt` events (ids, status, duration, attempt number: never the secret nor the body),
- * a disabled endpoint as `webhook_endpoint_disabled`. Warns at start while the address rules are lifted.
+ * Starts the dispatcher `serve` runs on MySQL (unless WEBHOOKS=false), on a small pool of its own
+ * (the logging, metrics and `/healthz` part are `../webhook-dispatch.ts`'s, as on the memory storage).
  */
 export async function startWebhookDispatcher(config: MysqlConfig, io: CliIo, logger: Logger, metrics?: WebhookMetrics): Promise<RunningDispatcher | undefined> {
   const settings = config.webhooks;
   if (!settings.dispatch) return undefined;
-  if (settings.allowPrivate || settings.allowHttp) {
-    const lifted = [settings.allowPrivate && 'WEBHOOK_ALLOW_PRIVATE', settings.allowHttp && 'WEBHOOK_ALLOW_HTTP'].filter(Boolean).join(' and ');
-    logger.warn({ event: 'webhook_address_rules_lifted', allow_private: settings.allowPrivate, allow_http: settings.allowHttp }, `${lifted} set: webhooks may reach private addresses or plain http; for development and tests only`);
-    io.err(`Warning: ${lifted} set: webhooks may be sent to private addresses or over plain http. For development and tests only.`);
-  }
   const db = createMysqlKysely(databaseUrl(config), { connectionLimit: 4, connectTimeout: config.storageTimeout, queryTimeout: Math.max(config.storageTimeout, 30_000) });
-  const dispatcher = new WebhookDispatcher({
-    outbox: new MysqlWebhookOutbox({ db, masterKey: config.masterKey() }),
-    policy: { allowPrivate: settings.allowPrivate, allowHttp: settings.allowHttp },
-    retrySchedule: settings.retrySchedule,
-    timeoutMs: settings.timeoutMs,
-    // Longer than any attempt: a live instance's claim is never taken over.
-    leaseMs: Math.max(4 * settings.timeoutMs, 2000),
-    disableAfterFailingMs: settings.disableAfterFailingMs,
-    retentionMs: settings.retentionMs,
-    onAttempt: (attempt) => {
-      metrics?.onAttempt(attempt);
-      const fields = { event: 'webhook_attempt', endpoint_id: attempt.endpointId, event_id: attempt.eventId, merchant_id: attempt.merchantId, type: attempt.type, attempt: attempt.attempt, outcome: attempt.outcome, status: attempt.status ?? null, error: attempt.error ?? null, duration_ms: Math.round(attempt.durationMs) };
-      if (attempt.outcome === 'delivered') logger.info(fields);
-      else logger.warn(fields);
-      if (attempt.disabledEndpoint) logger.warn({ event: 'webhook_endpoint_disabled', endpoint_id: attempt.endpointId, merchant_id: attempt.merchantId, reason: attempt.disabledEndpoint });
-    },
-    onError: (error) => logger.warn({ event: 'webhook_dispatch_failed', error: error instanceof Error ? error.name : 'error', code: (error as { code?: string }).code ?? null }),
-  });
-  dispatcher.start();
-  // The pending count and the oldest due delivery, for the metrics: one grouped read every 15 s.
-  // Read for /healthz too, so with or without metrics.
-  let stats: OutboxStats | undefined;
-  const readStats = async () => {
-    try {
-      stats = await dispatcher.stats();
-      metrics?.setOutbox(stats);
-    } catch {
-      // The database away: the next read tells; the dispatcher logs its own failures.
-    }
-  };
-  const statsTimer = setInterval(() => void readStats(), 15_000);
-  statsTimer.unref?.();
-  void readStats();
-  return {
-    health: () => dispatcher.health(),
-    healthPart: () => {
-      const health = dispatcher.health();
-      const part: HealthPart = { ok: health.running && health.lastError === null, running: health.running, in_flight: health.inFlight };
-      if (health.lastError !== null) part.problem = `the last round failed (${health.lastError})`;
-      if (stats !== undefined) Object.assign(part, { pending: stats.pending, oldest_due_seconds: Math.round(stats.oldestDueAgeMs / 100) / 10 });
-      return part;
-    },
-    async stop() {
-      clearInterval(statsTimer);
-      await dispatcher.stop();
-      await db.destroy().catch(() => undefined);
-    },
-  };
+  return runWebhookDispatcher(new MysqlWebhookOutbox({ db, masterKey: config.masterKey() }), settings, io, logger, metrics, () => db.destroy().catch(() => undefined));
 }

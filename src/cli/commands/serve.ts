@@ -18,6 +18,7 @@ import type { CliIo } from '../io.js';
 import { CliUsageError } from '../usage-error.js';
 import { parseCommandArgs } from './parse-args.js';
 import { withRedisConfig } from '../redis-state.js';
+import { runWebhookDispatcher } from '../webhook-dispatch.js';
 import { WORKER_ARGUMENT, workerChannel, type WorkerChannel } from '../workers/channel.js';
 import { stampPid, wholeLineWriter } from '../workers/line-writer.js';
 import { isLoopback, logStartEvents, printBanner, startBanner, type StartFacts } from '../start-lines.js';
@@ -63,7 +64,8 @@ export async function serveCommand(runtime: ServeRuntime, io: CliIo, args: strin
   }
   // Log lines (JSON) go where the CLI writes, gathered per event-loop turn; a worker's in writes no other worker's can cut.
   const logger = createJsonLogger({ level: config.logLevel, write: worker ? stampPid(process.pid, wholeLineWriter(io.out)) : (lines) => io.out(lines.slice(0, -1)) });
-  const { storage, description, demo } = await withRedisConfig(await openStorage(config, runtime, io, logger), config.redis, config.storageTimeout, logger, config.timestampTolerance);
+  const opened = await openStorage(config, runtime, io, logger);
+  const { storage, description, demo } = await withRedisConfig(opened, config.redis, config.storageTimeout, logger, config.timestampTolerance);
   // The memory replay store, and Redis life markers first written now, refuse a ts of the second they
   // started in (a process before may have accepted it then): listening from the next second on, no
   // request signed once the server is up meets that. MySQL keeps its salts across restarts.
@@ -73,7 +75,9 @@ export async function serveCommand(runtime: ServeRuntime, io: CliIo, args: strin
   const healthParts = () => (webhooks === undefined ? undefined : { webhooks: webhooks.healthPart() });
   const { served, metricsServer, webhookMetrics } = await listen(runtime, config, storage, logger, worker, healthParts);
   // Every instance on MySQL sends what the outbox holds; instances share the work by claims (docs/webhooks.md#delivery).
-  webhooks = config.databaseUrl && runtime.startWebhookDispatcher ? await runtime.startWebhookDispatcher(config.mysql, io, logger, webhookMetrics) : undefined;
+  // On the memory storage, the instance sends its own in-process queue (docs/webhooks.md#on-the-memory-storage).
+  if (config.databaseUrl) webhooks = runtime.startWebhookDispatcher ? await runtime.startWebhookDispatcher(config.mysql, io, logger, webhookMetrics) : undefined;
+  else if (opened.storage instanceof MemoryStorage && config.mysql.webhooks.dispatch) webhooks = runWebhookDispatcher(opened.storage.webhookOutbox, config.mysql.webhooks, io, logger, webhookMetrics);
 
   const facts: StartFacts = {
     url: served.url,
@@ -198,7 +202,11 @@ async function openStorage(config: ServerConfig, runtime: ServeRuntime, io: CliI
   // Streamed (JSON, or NDJSON for .ndjson/.jsonl): millions of users never become one string.
   let loaded: Awaited<ReturnType<typeof loadMemoryStorage>>;
   try {
-    loaded = await loadMemoryStorage(file, { maxSalts: config.maxSalts });
+    loaded = await loadMemoryStorage(file, {
+      maxSalts: config.maxSalts,
+      // A delivery that found the queue full (docs/webhooks.md#on-the-memory-storage): by ids, never the event.
+      webhooks: { onDropped: (merchantId, endpointId) => logger.warn({ event: 'webhook_delivery_dropped', merchant_id: merchantId, endpoint_id: endpointId }, 'webhook queue full: a delivery was dropped') },
+    });
   } catch (error) {
     if (error instanceof SeedSyntaxError) throw new CliUsageError(`SEED_FILE ${name} is not valid JSON: ${error.message}`);
     if (error instanceof SeedError) throw new CliUsageError(`SEED_FILE ${name}: ${error.message}`);

@@ -3,6 +3,7 @@
  * (docs/protocol.md#storage-and-secrets), and its loaders.
  */
 export { createMemoryStorage, MemoryStorage, type IndexedSeed, type MemoryStorageOptions } from './memory-storage.js';
+export { MEMORY_WEBHOOK_DEFAULTS, type MemoryDeliverySummary, type MemoryWebhookOptions } from './webhooks.js';
 export { createDemoStorage } from './demo-storage.js';
 export { loadMemoryStorage, type LoadMemoryStorageOptions } from './load.js';
 export { parseSeed, SeedError, type Seed, type SeedMerchant, type SeedUser } from '../seed/seed.js';

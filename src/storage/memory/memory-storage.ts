@@ -4,12 +4,15 @@
  */
 import { createHash } from 'node:crypto';
 import type { KeyInfo, KeyLimits, KeyUse, Merchant, SaltRecord, Storage, UserPageQuery, UserRecord, UserRecordPage } from '../contract.js';
+import type { NewWebhookEndpoint, RotatedWebhookSecret, WebhookEndpointSummary } from '../webhook-endpoints.js';
+import type { WebhookOutbox } from '../webhook-outbox.js';
 import { merchantIdProblem, USER_RECORD_KEYS } from '../contract.js';
 import { KEY_SCOPES } from '../key-limits.js';
-import { StorageUnavailableError } from '../../errors.js';
+import { MerchantApiError, StorageUnavailableError } from '../../errors.js';
 import { parseSeed, type Seed, type SeedMerchant } from '../seed/seed.js';
 import { MemoryUserIndex } from './users.js';
 import { SaltStore, type SaltStoreOptions } from './salts.js';
+import { MemoryWebhooks, type MemoryDeliverySummary, type MemoryWebhookOptions } from './webhooks.js';
 
 /** A seed whose users are already in a `MemoryUserIndex` (the streaming loader builds one). */
 export interface IndexedSeed {
@@ -43,10 +46,13 @@ export class MemoryStorage implements Storage {
   readonly #users: MemoryUserIndex;
   // Salts as keyed fingerprints in typed arrays, with a hard cap (src/storage/memory/salts.ts).
   readonly #salts: SaltStore;
+  // Webhook endpoints and the in-process queue of deliveries (src/storage/memory/webhooks.ts).
+  readonly #webhooks: MemoryWebhooks;
   #closed = false;
 
   constructor(seed: Seed | IndexedSeed = { merchants: [], users: [] }, options: MemoryStorageOptions = {}) {
     this.#salts = new SaltStore(options);
+    this.#webhooks = new MemoryWebhooks(options.webhooks);
     for (const merchant of seed.merchants) this.putMerchant(merchant);
     this.#users = seed.users instanceof MemoryUserIndex ? seed.users : MemoryUserIndex.fromSeedUsers(seed.users);
   }
@@ -88,7 +94,13 @@ export class MemoryStorage implements Storage {
    * equal to the one held changes nothing, `updated_at` included (docs/protocol.md#changed-since).
    */
   putUser(merchantId: string, record: UserRecord): void {
-    this.#users.put(merchantId, pickRecord(record));
+    const picked = pickRecord(record);
+    // Webhooks: the record held before, read only when an endpoint of the merchant may receive the change.
+    const subscribed = this.#webhooks.hasSubscribers(merchantId);
+    const before = subscribed ? this.#users.get(merchantId, picked.shared_user_id) : undefined;
+    if (!this.#users.put(merchantId, picked) || !subscribed) return;
+    const updatedAt = this.#users.updatedAt(merchantId, picked.shared_user_id)!;
+    this.#webhooks.userChanged(merchantId, before, { ...picked, updated_at: updatedAt });
   }
 
   async getMerchant(id: string): Promise<Merchant | undefined> {
@@ -138,6 +150,52 @@ export class MemoryStorage implements Storage {
     return this.#users.get(merchantId, sharedUserId);
   }
 
+  // Webhook endpoints (docs/webhooks.md#on-the-memory-storage): the operations of the contract, each on
+  // the merchant's own endpoints only; the queue the dispatcher sends from is `webhookOutbox`.
+
+  async listWebhookEndpoints(merchantId: string): Promise<WebhookEndpointSummary[]> {
+    this.#assertOpen();
+    return this.#webhooks.list(merchantId);
+  }
+
+  /** Adds an endpoint (its URL checked by the caller, as `/merchant/webhooks` does; every attempt checks it again). */
+  async addWebhookEndpoint(endpoint: NewWebhookEndpoint): Promise<WebhookEndpointSummary & { secret: string }> {
+    this.#assertOpen();
+    // As on MySQL: a merchant that is not (or no longer) there is refused as any request of it.
+    if (!this.#merchants.has(endpoint.merchantId)) throw new MerchantApiError('unauthorized', 'Valid merchant credentials are required (HTTP Basic: merchant id and API key).');
+    return this.#webhooks.add(endpoint);
+  }
+
+  async removeWebhookEndpoint(merchantId: string, endpointId: string): Promise<boolean> {
+    this.#assertOpen();
+    return this.#webhooks.remove(merchantId, endpointId);
+  }
+
+  async rotateWebhookSecret(merchantId: string, endpointId: string, expireOldInMs: number): Promise<RotatedWebhookSecret | undefined> {
+    this.#assertOpen();
+    return this.#webhooks.rotate(merchantId, endpointId, expireOldInMs);
+  }
+
+  async sendWebhookTest(merchantId: string, endpointId: string): Promise<string | undefined> {
+    this.#assertOpen();
+    return this.#webhooks.test(merchantId, endpointId);
+  }
+
+  /** Enables an endpoint again after it was disabled (a 410, or failing too long); false when the merchant has none with this id. */
+  enableWebhookEndpoint(merchantId: string, endpointId: string): boolean {
+    return this.#webhooks.enable(merchantId, endpointId);
+  }
+
+  /** The newest deliveries first (pending, and finished ones within the retention), of one merchant, endpoint or state. */
+  listWebhookDeliveries(options: Parameters<MemoryWebhooks['listDeliveries']>[0] = {}): MemoryDeliverySummary[] {
+    return this.#webhooks.listDeliveries(options);
+  }
+
+  /** The queue of deliveries, for a `WebhookDispatcher` (`serve` runs one); lost on exit. */
+  get webhookOutbox(): WebhookOutbox & { stats(): Promise<{ pending: number; oldestDueAgeMs: number; dropped: number }> } {
+    return this.#webhooks;
+  }
+
   async ping(): Promise<void> {
     this.#assertOpen();
   }
@@ -145,6 +203,7 @@ export class MemoryStorage implements Storage {
   async close(): Promise<void> {
     this.#closed = true;
     this.#salts.clear();
+    this.#webhooks.clear();
   }
 
   /** How many unexpired salts are held now (for monitoring and tests). */
@@ -163,10 +222,14 @@ export class MemoryStorage implements Storage {
 }
 
 /**
- * Options of the memory storage's replay store (docs/configuration.md#memory): `maxSalts`
- * (default 1,000,000; `MAX_SALTS`) and `startedAt` (default: when the storage is created).
+ * Options of the memory storage: its replay store's (docs/configuration.md#memory): `maxSalts`
+ * (default 1,000,000; `MAX_SALTS`) and `startedAt` (default: when the storage is created); and
+ * the bounds of its webhooks.
  */
-export type MemoryStorageOptions = SaltStoreOptions;
+export interface MemoryStorageOptions extends SaltStoreOptions {
+  /** Bounds of the webhook endpoints and queue (docs/webhooks.md#on-the-memory-storage). */
+  webhooks?: MemoryWebhookOptions;
+}
 
 /** Creates a memory storage, validating `seed` (the seed document) first. */
 export function createMemoryStorage(options: { seed?: unknown } & MemoryStorageOptions = {}): MemoryStorage {

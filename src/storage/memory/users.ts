@@ -168,6 +168,11 @@ export class MemoryUserIndex {
     return this.#merchants.get(merchantId)?.records.get(sharedUserId)?.record;
   }
 
+  /** When the user `sharedUserId` of `merchantId` last changed (canonical), or undefined. */
+  updatedAt(merchantId: string, sharedUserId: string): string | undefined {
+    return this.#merchants.get(merchantId)?.records.get(sharedUserId)?.updatedAt;
+  }
+
   /**
    * Adds or replaces a user (the record is kept as given), keeping every list sorted. A record
    * equal to the one held changes nothing; otherwise it is stamped `updatedAt`, by default now.

@@ -1,0 +1,417 @@
+/**
+ * The memory storage's webhooks (docs/webhooks.md#on-the-memory-storage): endpoints, and an
+ * in-process queue of deliveries that the same dispatcher as on MySQL sends (`WebhookOutbox`), with
+ * the same signing, retries and disabling. Nothing of it survives the process: the queue is lost
+ * on exit, as the users' changes are. Events come from the storage's changes (`putUser`) and from
+ * `webhook.test`.
+ *
+ * Everything is bounded: endpoints per merchant (the caller's limit, as on MySQL) and in all
+ * (`maxEndpoints`); pending deliveries in all (`maxPendingDeliveries`), one merchant holding at most
+ * half of them, so one merchant's dead receiver cannot take every other merchant's place; a delivery
+ * that finds no room is dropped and counted (`stats().dropped`, `onDropped`), the change itself
+ * stands (the listing's `updated_since` reconciles). Finished deliveries are kept for the retention
+ * (`prune`) and at most `maxFinishedDeliveries` of them, for `listDeliveries`.
+ *
+ * Secrets are held as they are, in process memory (there is no `MASTER_KEY` to seal them with and
+ * nothing is written anywhere); they are never listed.
+ */
+import { randomBytes } from 'node:crypto';
+import { MerchantApiError, StorageUnavailableError } from '../../errors.js';
+import type { ChangedUserRecord, UserRecord } from '../contract.js';
+import type { NewWebhookEndpoint, RotatedWebhookSecret, WebhookEndpointSummary } from '../webhook-endpoints.js';
+import { userEventData, type AttemptRecord, type ClaimOptions, type DueDelivery, type OutboxStats, type WebhookOutbox } from '../webhook-outbox.js';
+
+export interface MemoryWebhookOptions {
+  /** Most endpoints over all merchants (default 10,000); one more is 409 `conflict`. */
+  maxEndpoints?: number;
+  /** Most deliveries waiting to be sent (default 100,000); one merchant holds at most half. */
+  maxPendingDeliveries?: number;
+  /** Most finished deliveries remembered for `listDeliveries` (default 10,000), the oldest forgotten first. */
+  maxFinishedDeliveries?: number;
+  /** Called once per delivery dropped for want of room: the merchant and the endpoint (for the log and a metric). */
+  onDropped?: (merchantId: string, endpointId: string) => void;
+}
+
+/** When a refused test event may be asked for again: deliveries take seconds to go. */
+const RETRY_AFTER_FULL_S = 60;
+
+export const MEMORY_WEBHOOK_DEFAULTS = { maxEndpoints: 10_000, maxPendingDeliveries: 100_000, maxFinishedDeliveries: 10_000 } as const;
+
+interface Endpoint {
+  id: string;
+  merchantId: string;
+  url: string;
+  events: readonly string[];
+  status: 'enabled' | 'disabled';
+  disabledReason: string | null;
+  createdAt: string;
+  secret: string;
+  previousSecret: string | null;
+  previousExpiresAt: number;
+  /** When every attempt since began to fail (ms), or undefined. */
+  failingSince: number | undefined;
+  /** Deliveries waiting, in the order they were made. */
+  pending: Set<Delivery>;
+  /** Of `pending`, those claimed and not yet recorded. */
+  leased: number;
+}
+
+interface WebhookEvent {
+  id: string;
+  merchantId: string;
+  type: string;
+  /** The body's `timestamp`, canonical. */
+  timestamp: string;
+  data: string;
+}
+
+interface Delivery {
+  id: string;
+  event: WebhookEvent;
+  endpoint: Endpoint;
+  state: 'pending' | 'delivered' | 'failed' | 'cancelled';
+  attempts: number;
+  nextAttemptAt: number;
+  claimToken: string | null;
+  leasedUntil: number;
+  lastStatus: number | null;
+  lastError: string | null;
+  lastResponse: string | null;
+  createdAt: number;
+}
+
+/** A delivery as `listDeliveries` shows it: ids, state and the last attempt; never the body. */
+export interface MemoryDeliverySummary {
+  id: string;
+  eventId: string;
+  endpointId: string;
+  merchantId: string;
+  type: string;
+  state: Delivery['state'];
+  attempts: number;
+  lastStatus: number | null;
+  lastError: string | null;
+  createdAt: string;
+}
+
+/** `2026-11-28T04:00:00.123000+00:00`: the API's canonical timestamp of a time in ms. */
+function canonical(ms: number): string {
+  return `${new Date(ms).toISOString().slice(0, 23)}000+00:00`;
+}
+
+let sequence = 0;
+
+/** `evt_`, the time and a counter in hex (ordered), then 18 random bytes: the form of the MySQL outbox's ids. */
+function newEventId(): string {
+  sequence = (sequence + 1) % 0x1000000;
+  return `evt_${Date.now().toString(16).padStart(12, '0')}${sequence.toString(16).padStart(6, '0')}${randomBytes(18).toString('base64url')}`;
+}
+
+function newSecret(): string {
+  return `whsec_${randomBytes(32).toString('base64')}`;
+}
+
+export class MemoryWebhooks implements WebhookOutbox {
+  readonly #endpoints = new Map<string, Endpoint>();
+  /** Each merchant's endpoints, oldest first. */
+  readonly #byMerchant = new Map<string, Endpoint[]>();
+  /** Pending deliveries by id, for `recordAttempt`. */
+  readonly #pendingById = new Map<string, Delivery>();
+  /** Pending deliveries per merchant, for its half of the room. */
+  readonly #pendingOf = new Map<string, number>();
+  /** Finished deliveries, oldest first (insertion order). */
+  readonly #finished = new Map<string, Delivery>();
+  readonly #o: Required<Omit<MemoryWebhookOptions, 'onDropped'>> & Pick<MemoryWebhookOptions, 'onDropped'>;
+  #pending = 0;
+  #dropped = 0;
+  #nextDelivery = 0;
+
+  constructor(options: MemoryWebhookOptions = {}) {
+    this.#o = { ...MEMORY_WEBHOOK_DEFAULTS, ...options };
+  }
+
+  // The endpoint operations of the storage contract (`Storage.listWebhookEndpoints` and the rest).
+
+  list(merchantId: string): WebhookEndpointSummary[] {
+    return (this.#byMerchant.get(merchantId) ?? []).map(summary);
+  }
+
+  add({ merchantId, url, events, maxPerMerchant }: NewWebhookEndpoint): WebhookEndpointSummary & { secret: string } {
+    const own = this.#byMerchant.get(merchantId) ?? [];
+    if (own.length >= maxPerMerchant) throw new MerchantApiError('conflict', `A merchant has at most ${maxPerMerchant} webhook endpoints.`);
+    if (this.#endpoints.size >= this.#o.maxEndpoints) throw new MerchantApiError('conflict', `This server holds at most ${this.#o.maxEndpoints} webhook endpoints in all.`);
+    const endpoint: Endpoint = {
+      id: `we_${randomBytes(16).toString('base64url')}`,
+      merchantId,
+      url,
+      events: Object.freeze([...events]),
+      status: 'enabled',
+      disabledReason: null,
+      createdAt: canonical(Date.now()),
+      secret: newSecret(),
+      previousSecret: null,
+      previousExpiresAt: 0,
+      failingSince: undefined,
+      pending: new Set(),
+      leased: 0,
+    };
+    this.#endpoints.set(endpoint.id, endpoint);
+    own.push(endpoint);
+    this.#byMerchant.set(merchantId, own);
+    return { ...summary(endpoint), secret: endpoint.secret };
+  }
+
+  /** Removes the endpoint with its deliveries, pending or finished. */
+  remove(merchantId: string, endpointId: string): boolean {
+    const endpoint = this.#own(merchantId, endpointId);
+    if (endpoint === undefined) return false;
+    this.#endpoints.delete(endpoint.id);
+    const rest = this.#byMerchant.get(merchantId)!.filter((e) => e !== endpoint);
+    if (rest.length === 0) this.#byMerchant.delete(merchantId);
+    else this.#byMerchant.set(merchantId, rest);
+    for (const delivery of endpoint.pending) this.#unpend(delivery);
+    for (const [id, delivery] of this.#finished) if (delivery.endpoint === endpoint) this.#finished.delete(id);
+    return true;
+  }
+
+  rotate(merchantId: string, endpointId: string, expireOldInMs: number): RotatedWebhookSecret | undefined {
+    const endpoint = this.#own(merchantId, endpointId);
+    if (endpoint === undefined) return undefined;
+    const keep = expireOldInMs > 0;
+    endpoint.previousSecret = keep ? endpoint.secret : null;
+    endpoint.previousExpiresAt = keep ? Date.now() + expireOldInMs : 0;
+    endpoint.secret = newSecret();
+    return { secret: endpoint.secret, oldExpiresAt: keep ? canonical(endpoint.previousExpiresAt) : null };
+  }
+
+  /** Queues a `webhook.test` for one endpoint; a disabled one is 409; a merchant holding its half of the queue 429, a full queue 503. */
+  test(merchantId: string, endpointId: string): string | undefined {
+    const endpoint = this.#own(merchantId, endpointId);
+    if (endpoint === undefined) return undefined;
+    if (endpoint.status !== 'enabled') throw new MerchantApiError('conflict', 'The webhook endpoint is disabled; enable it first.');
+    this.#refuseWithoutRoom(merchantId);
+    const now = Date.now();
+    const event: WebhookEvent = { id: newEventId(), merchantId, type: 'webhook.test', timestamp: canonical(now), data: JSON.stringify({ endpoint_id: endpoint.id }) };
+    this.#queue(event, endpoint, now);
+    return event.id;
+  }
+
+  /** Enables an endpoint again (after a 410 or days of failures); what was cancelled stays cancelled. */
+  enable(merchantId: string, endpointId: string): boolean {
+    const endpoint = this.#own(merchantId, endpointId);
+    if (endpoint === undefined) return false;
+    endpoint.status = 'enabled';
+    endpoint.disabledReason = null;
+    endpoint.failingSince = undefined;
+    return true;
+  }
+
+  /** Whether any enabled endpoint of `merchantId` receives events (a change costs nothing more when none does). */
+  hasSubscribers(merchantId: string): boolean {
+    return this.#byMerchant.get(merchantId)?.some((endpoint) => endpoint.status === 'enabled') === true;
+  }
+
+  /**
+   * The events of one change of a user shared with `merchantId` (`before`: the record held until
+   * now, undefined for a new share): `user.shared`, `user.deactivated` (`deactivated_at` set), else
+   * `user.updated`, as the MySQL import decides; one delivery per enabled endpoint that receives it.
+   */
+  userChanged(merchantId: string, before: UserRecord | undefined, after: ChangedUserRecord): void {
+    const endpoints = this.#byMerchant.get(merchantId);
+    if (endpoints === undefined) return;
+    const type = before === undefined ? 'user.shared' : before.deactivated_at === null && after.deactivated_at !== null ? 'user.deactivated' : 'user.updated';
+    const receivers = endpoints.filter((endpoint) => endpoint.status === 'enabled' && endpoint.events.includes(type));
+    if (receivers.length === 0) return;
+    const now = Date.now();
+    // The event's time is the change's: `timestamp` equals the record's `updated_at`.
+    const event: WebhookEvent = { id: newEventId(), merchantId, type, timestamp: after.updated_at, data: userEventData(after) };
+    for (const endpoint of receivers) {
+      if (this.#hasRoom(merchantId)) this.#queue(event, endpoint, now);
+      else this.#drop(merchantId, endpoint.id);
+    }
+  }
+
+  /** The newest finished and pending deliveries first, of one endpoint and/or in one state; at most `limit`. */
+  listDeliveries(options: { merchantId?: string; endpointId?: string; state?: Delivery['state']; limit?: number } = {}): MemoryDeliverySummary[] {
+    const all = [...this.#finished.values()];
+    for (const endpoint of this.#endpoints.values()) all.push(...endpoint.pending);
+    return all
+      .filter((d) => (options.merchantId === undefined || d.event.merchantId === options.merchantId) && (options.endpointId === undefined || d.endpoint.id === options.endpointId) && (options.state === undefined || d.state === options.state))
+      .sort((a, b) => Number(b.id) - Number(a.id))
+      .slice(0, options.limit ?? 100)
+      .map((d) => ({ id: d.id, eventId: d.event.id, endpointId: d.endpoint.id, merchantId: d.event.merchantId, type: d.event.type, state: d.state, attempts: d.attempts, lastStatus: d.lastStatus, lastError: d.lastError, createdAt: canonical(d.createdAt) }));
+  }
+
+  // The outbox the dispatcher runs on (`WebhookOutbox`).
+
+  async claimDue(options: ClaimOptions): Promise<DueDelivery[]> {
+    const now = Date.now();
+    const token = randomBytes(16).toString('base64url');
+    // Endpoints take turns, starting at a random one: each gets a share of the round.
+    const candidates = [...this.#endpoints.values()].filter((endpoint) => endpoint.status === 'enabled' && endpoint.pending.size > 0);
+    if (candidates.length === 0) return [];
+    const start = Math.floor(Math.random() * candidates.length);
+    const share = Math.max(1, Math.ceil(options.limit / Math.min(candidates.length, options.limit)));
+    const claimed: DueDelivery[] = [];
+    for (let i = 0; i < candidates.length && claimed.length < options.limit; i++) {
+      const endpoint = candidates[(start + i) % candidates.length]!;
+      this.#expireLeases(endpoint, now);
+      let room = Math.min(share, options.maxInFlightPerEndpoint - endpoint.leased, options.limit - claimed.length);
+      if (room <= 0) continue;
+      const secrets = [endpoint.secret, ...(endpoint.previousSecret !== null && endpoint.previousExpiresAt > now ? [endpoint.previousSecret] : [])];
+      for (const delivery of endpoint.pending) {
+        if (room === 0) break;
+        if (delivery.claimToken !== null || delivery.nextAttemptAt > now) continue;
+        delivery.claimToken = token;
+        delivery.leasedUntil = now + options.leaseMs;
+        endpoint.leased++;
+        room--;
+        claimed.push({
+          id: delivery.id,
+          eventId: delivery.event.id,
+          endpointId: endpoint.id,
+          merchantId: endpoint.merchantId,
+          url: endpoint.url,
+          type: delivery.event.type,
+          eventTimestamp: delivery.event.timestamp,
+          data: delivery.event.data,
+          attempts: delivery.attempts,
+          secrets,
+          ...(endpoint.failingSince !== undefined ? { failingForMs: now - endpoint.failingSince } : {}),
+          claimToken: token,
+        });
+      }
+    }
+    return claimed;
+  }
+
+  async recordAttempt(record: AttemptRecord): Promise<void> {
+    const delivery = this.#pendingById.get(record.delivery.id);
+    // The endpoint was removed or disabled meanwhile, or the lease ran out and the delivery was claimed again: not this record's.
+    if (delivery === undefined || delivery.claimToken !== record.delivery.claimToken) return;
+    const { endpoint } = delivery;
+    const now = Date.now();
+    delivery.claimToken = null;
+    endpoint.leased--;
+    delivery.attempts++;
+    delivery.lastStatus = record.status ?? null;
+    delivery.lastError = record.error ?? null;
+    delivery.lastResponse = record.responseBody === undefined ? null : Buffer.from(record.responseBody, 'utf8').subarray(0, 256).toString('utf8');
+    if (record.outcome === 'delivered') endpoint.failingSince = undefined;
+    else endpoint.failingSince ??= now;
+    if (record.outcome === 'retry') delivery.nextAttemptAt = record.nextAttemptAt?.getTime() ?? now;
+    else this.#finish(delivery, record.outcome);
+    if (record.disableEndpoint !== undefined) {
+      endpoint.status = 'disabled';
+      endpoint.disabledReason = record.disableEndpoint;
+      // Every pending one, those in flight too: their records then find nothing to record (as on MySQL).
+      for (const other of [...endpoint.pending]) this.#finish(other, 'cancelled');
+    }
+  }
+
+  async prune(before: Date): Promise<number> {
+    const cutoff = before.getTime();
+    let deleted = 0;
+    for (const [id, delivery] of this.#finished) {
+      // Oldest first: the first one young enough ends it.
+      if (delivery.createdAt >= cutoff) break;
+      this.#finished.delete(id);
+      deleted++;
+    }
+    return deleted;
+  }
+
+  async stats(): Promise<OutboxStats & { dropped: number }> {
+    const now = Date.now();
+    let firstDue = Number.POSITIVE_INFINITY;
+    for (const endpoint of this.#endpoints.values()) {
+      for (const delivery of endpoint.pending) if (delivery.claimToken === null && delivery.nextAttemptAt < firstDue) firstDue = delivery.nextAttemptAt;
+    }
+    return { pending: this.#pending, oldestDueAgeMs: firstDue <= now ? now - firstDue : 0, dropped: this.#dropped };
+  }
+
+  /** Forgets everything (the storage is closed). */
+  clear(): void {
+    this.#endpoints.clear();
+    this.#byMerchant.clear();
+    this.#pendingOf.clear();
+    this.#pendingById.clear();
+    this.#finished.clear();
+    this.#pending = 0;
+  }
+
+  #own(merchantId: string, endpointId: string): Endpoint | undefined {
+    const endpoint = this.#endpoints.get(endpointId);
+    // Another merchant's endpoint is not found, as one that does not exist.
+    return endpoint?.merchantId === merchantId ? endpoint : undefined;
+  }
+
+  #hasRoom(merchantId: string): boolean {
+    return this.#pending < this.#o.maxPendingDeliveries && (this.#pendingOf.get(merchantId) ?? 0) < this.#merchantShare();
+  }
+
+  /** As the replay store answers (./salts.ts): a merchant holding its half, 429; a full queue, 503. */
+  #refuseWithoutRoom(merchantId: string): void {
+    const share = this.#merchantShare();
+    const own = this.#pendingOf.get(merchantId) ?? 0;
+    if (own >= share) {
+      throw new MerchantApiError('too_many_requests', `This merchant has ${own} webhook deliveries waiting, the most one merchant may (half of the queue's ${this.#o.maxPendingDeliveries}); try again once some are sent.`, {
+        retryAfter: RETRY_AFTER_FULL_S,
+        policy: { name: 'webhook_queue', quota: share },
+      });
+    }
+    if (this.#pending >= this.#o.maxPendingDeliveries) throw new StorageUnavailableError(`The webhook queue is full: ${this.#o.maxPendingDeliveries} deliveries waiting.`, { retryAfter: RETRY_AFTER_FULL_S });
+  }
+
+  #merchantShare(): number {
+    return Math.max(1, Math.floor(this.#o.maxPendingDeliveries / 2));
+  }
+
+  #queue(event: WebhookEvent, endpoint: Endpoint, now: number): void {
+    const delivery: Delivery = { id: String(++this.#nextDelivery), event, endpoint, state: 'pending', attempts: 0, nextAttemptAt: now, claimToken: null, leasedUntil: 0, lastStatus: null, lastError: null, lastResponse: null, createdAt: now };
+    endpoint.pending.add(delivery);
+    this.#pendingById.set(delivery.id, delivery);
+    this.#pending++;
+    this.#pendingOf.set(event.merchantId, (this.#pendingOf.get(event.merchantId) ?? 0) + 1);
+  }
+
+  #drop(merchantId: string, endpointId: string): void {
+    this.#dropped++;
+    this.#o.onDropped?.(merchantId, endpointId);
+  }
+
+  /** Takes a delivery out of the pending ones (and out of the merchant's count). */
+  #unpend(delivery: Delivery): void {
+    if (!delivery.endpoint.pending.delete(delivery)) return;
+    this.#pendingById.delete(delivery.id);
+    if (delivery.claimToken !== null) delivery.endpoint.leased--;
+    this.#pending--;
+    const left = (this.#pendingOf.get(delivery.event.merchantId) ?? 1) - 1;
+    if (left === 0) this.#pendingOf.delete(delivery.event.merchantId);
+    else this.#pendingOf.set(delivery.event.merchantId, left);
+  }
+
+  #finish(delivery: Delivery, state: 'delivered' | 'failed' | 'cancelled'): void {
+    this.#unpend(delivery);
+    delivery.state = state;
+    delivery.claimToken = null;
+    if (!this.#endpoints.has(delivery.endpoint.id)) return;
+    this.#finished.set(delivery.id, delivery);
+    if (this.#finished.size > this.#o.maxFinishedDeliveries) this.#finished.delete(this.#finished.keys().next().value!);
+  }
+
+  /** A claim whose lease ran out (its attempt never recorded) is due again. */
+  #expireLeases(endpoint: Endpoint, now: number): void {
+    if (endpoint.leased === 0) return;
+    for (const delivery of endpoint.pending) {
+      if (delivery.claimToken !== null && delivery.leasedUntil <= now) {
+        delivery.claimToken = null;
+        endpoint.leased--;
+      }
+    }
+  }
+}
+
+function summary(endpoint: Endpoint): WebhookEndpointSummary {
+  return { id: endpoint.id, merchantId: endpoint.merchantId, url: endpoint.url, events: [...endpoint.events], status: endpoint.status, disabledReason: endpoint.disabledReason, createdAt: endpoint.createdAt };
+}
