@@ -17,7 +17,7 @@ import { redisScript } from './connection.js';
 /** A pair's count and doubling are forgotten a day after its last failure, as on MySQL. */
 export const PAIR_MEMORY_SECONDS = 86_400;
 /** A reset pair stays this long at least, so that an instance starting reads it. */
-const RESET_VISIBLE_SECONDS = 60;
+export const RESET_VISIBLE_SECONDS = 60;
 
 const VERSION = `
 local function nextVersion(key)
@@ -45,6 +45,11 @@ local function giveBack(key, field, n)
   if n <= 0 then return end
   if redis.call('HINCRBY', key, field, -n) <= 0 then redis.call('HDEL', key, field) end
 end
+-- A hash that held only this instance's reservations (no count: its address is new, or the census
+-- refused it) goes with the last of them, so checks in flight are all such hashes cost.
+local function dropIfIdle(key, origin)
+  if redis.call('HLEN', key) == 1 and redis.call('HEXISTS', key, 'u|' .. origin) == 1 then redis.call('DEL', key) end
+end
 `;
 
 /**
@@ -52,18 +57,41 @@ end
  * ARGV: now, pairFailures, pairBlockSeconds, pairMaxBlockSeconds, addressFailures,
  * addressWindowSeconds, addressBlockSeconds, channel, origin, address, merchantId ('' for none),
  * then the reservation this failure's check held, given back in the same change: checks of the
- * address (0 or 1), of the pair (0 or 1), and the merchant as claimed.
+ * address (0 or 1), of the pair (0 or 1), and the merchant as claimed; then for the census
+ * (docs/scaling.md#the-throttles-keys) the longest the address's key and a pair's key live after
+ * a write (seconds), and until when the census admitted the address and the pair ('' when it
+ * was not asked yet, 0 when it refused).
+ *
+ * A counter is written only while its `admitted` field covers the key's longest life from now.
+ * When one does not and the census was not asked yet, the script writes nothing and answers
+ * `{"admit":[address, pair]}` (1 for each the census must admit): the caller asks ADMIT, then runs
+ * this script again with the answers. A counter the census refused is not written: the failure
+ * is counted by each instance alone (the reservation is still given back).
  */
 export const RECORD_FAILURE = redisScript(`#!lua
 ${VERSION}
 ${RESERVATIONS}
 local now = tonumber(ARGV[1])
+local function needsAdmission(key, horizon)
+  return tonumber(redis.call('HGET', key, 'admitted') or '0') < now + tonumber(horizon or '0')
+end
+local needAddress = needsAdmission(KEYS[1], ARGV[15])
+local needPair = KEYS[2] ~= nil and needsAdmission(KEYS[2], ARGV[16])
+if (ARGV[17] or '') == '' and (needAddress or needPair) then
+  return cjson.encode({ admit = { needAddress and 1 or 0, needPair and 1 or 0 } })
+end
+local countAddress = not needAddress or tonumber(ARGV[17]) > now
+local countPair = KEYS[2] ~= nil and (not needPair or tonumber(ARGV[18] or '0') > now)
 giveBack(KEYS[1], 'a|' .. ARGV[9], tonumber(ARGV[12] or '0'))
 if (ARGV[14] or '') ~= '' then giveBack(KEYS[1], 'p|' .. ARGV[9] .. '|' .. ARGV[14], tonumber(ARGV[13] or '0')) end
+-- Refused by the census and never counted: the hash holds only reservations, which mean nothing
+-- for an address each instance counts alone; it goes, so refused addresses cost no key.
+if not countAddress and redis.call('HEXISTS', KEYS[1], 'failures') == 0 then redis.call('DEL', KEYS[1]) end
 local pairFailures, pairBlock, pairMaxBlock = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local addressFailures, addressWindow, addressBlock = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local records = {}
 
+if countAddress then
 local a = redis.call('HMGET', KEYS[1], 'failures', 'windowStart', 'blockedUntil')
 local failures, windowStart, blockedUntil = tonumber(a[1] or '0'), tonumber(a[2] or '0'), tonumber(a[3] or '0')
 local count = failures + 1
@@ -81,9 +109,11 @@ end
 local version = nextVersion(KEYS[1])
 redis.call('HSET', KEYS[1], 'failures', failures, 'windowStart', windowStart, 'blockedUntil', blockedUntil, 'version', version)
 redis.call('EXPIRE', KEYS[1], math.max(blockedUntil, windowStart + addressWindow) - now + 1)
-records[1] = recordOf('address', ARGV[10], '', failures, windowStart, 0, blockedUntil, version)
+if needAddress then redis.call('HSET', KEYS[1], 'admitted', ARGV[17]) end
+records[#records + 1] = recordOf('address', ARGV[10], '', failures, windowStart, 0, blockedUntil, version)
+end
 
-if KEYS[2] then
+if countPair then
   local p = redis.call('HMGET', KEYS[2], 'failures', 'blocks', 'blockedUntil')
   local pf, blocks, until_ = tonumber(p[1] or '0') + 1, tonumber(p[2] or '0'), tonumber(p[3] or '0')
   if pf >= pairFailures then
@@ -94,12 +124,41 @@ if KEYS[2] then
   local pv = nextVersion(KEYS[2])
   redis.call('HSET', KEYS[2], 'failures', pf, 'blocks', blocks, 'blockedUntil', until_, 'version', pv)
   redis.call('EXPIRE', KEYS[2], math.max(until_ - now, ${PAIR_MEMORY_SECONDS}))
-  records[2] = recordOf('pair', ARGV[10], ARGV[11], pf, 0, blocks, until_, pv)
+  if needPair then redis.call('HSET', KEYS[2], 'admitted', ARGV[18]) end
+  records[#records + 1] = recordOf('pair', ARGV[10], ARGV[11], pf, 0, blocks, until_, pv)
 end
+if #records == 0 then return cjson.encode({ origin = ARGV[9], records = {}, full = 1 }) end
 
 local text = cjson.encode({ origin = ARGV[9], records = records })
 redis.call('PUBLISH', ARGV[8], text)
 return text
+`);
+
+/**
+ * The census of the throttle's counters (docs/scaling.md#the-throttles-keys), a sorted set in a
+ * slot of its own: one member per counter key (an address, or an address and a merchant), scored
+ * by the latest second the key may live. It bounds the number of counters whatever the number of
+ * attacking addresses. KEYS: the census. ARGV: now, most members, then member and until-when
+ * pairs: the members asked for, each with the second it is counted until. Members that ended go
+ * first; then each member asked is admitted (answer: its until) when it is already counted or
+ * while there is room, else refused (answer 0), in order.
+ */
+export const ADMIT = redisScript(`#!lua
+local now, cap = tonumber(ARGV[1]), tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local answers, latest = {}, now
+for i = 3, #ARGV, 2 do
+  local member, until_ = ARGV[i], tonumber(ARGV[i + 1])
+  if redis.call('ZSCORE', KEYS[1], member) or redis.call('ZCARD', KEYS[1]) < cap then
+    redis.call('ZADD', KEYS[1], until_, member)
+    answers[#answers + 1] = until_
+    if until_ > latest then latest = until_ end
+  else
+    answers[#answers + 1] = 0
+  end
+end
+if redis.call('TTL', KEYS[1]) < latest - now then redis.call('EXPIRE', KEYS[1], latest - now + 1) end
+return answers
 `);
 
 /**
@@ -164,6 +223,7 @@ export const RELEASE_CHECKS = redisScript(`#!lua
 ${RESERVATIONS}
 giveBack(KEYS[1], 'a|' .. ARGV[1], tonumber(ARGV[3]))
 if ARGV[2] ~= '' then giveBack(KEYS[1], 'p|' .. ARGV[1] .. '|' .. ARGV[2], tonumber(ARGV[4])) end
+dropIfIdle(KEYS[1], ARGV[1])
 return 1
 `);
 
