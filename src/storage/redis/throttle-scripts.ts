@@ -59,14 +59,12 @@ end
  * then the reservation this failure's check held, given back in the same change: checks of the
  * address (0 or 1), of the pair (0 or 1), and the merchant as claimed; then for the census
  * (docs/scaling.md#the-throttles-keys) the longest the address's key and a pair's key live after
- * a write (seconds), and until when the census admitted the address and the pair ('' when it
- * was not asked yet, 0 when it refused).
+ * a write (seconds).
  *
- * A counter is written only while its `admitted` field covers the key's longest life from now.
- * When one does not and the census was not asked yet, the script writes nothing and answers
- * `{"admit":[address, pair]}` (1 for each the census must admit): the caller asks ADMIT, then runs
- * this script again with the answers. A counter the census refused is not written: the failure
- * is counted by each instance alone (the reservation is still given back).
+ * The failure is counted at once, as it always was (the next reservation must see it). The
+ * answer also says which counter the census must admit (`admit`: 1 for the address, for the
+ * pair): one new, or whose admission ends within the key's longest life. The caller then asks
+ * ADMIT and settles each with SETTLE_ADMISSION: a counter the census refused goes.
  */
 export const RECORD_FAILURE = redisScript(`#!lua
 ${VERSION}
@@ -75,23 +73,13 @@ local now = tonumber(ARGV[1])
 local function needsAdmission(key, horizon)
   return tonumber(redis.call('HGET', key, 'admitted') or '0') < now + tonumber(horizon or '0')
 end
-local needAddress = needsAdmission(KEYS[1], ARGV[15])
-local needPair = KEYS[2] ~= nil and needsAdmission(KEYS[2], ARGV[16])
-if (ARGV[17] or '') == '' and (needAddress or needPair) then
-  return cjson.encode({ admit = { needAddress and 1 or 0, needPair and 1 or 0 } })
-end
-local countAddress = not needAddress or tonumber(ARGV[17]) > now
-local countPair = KEYS[2] ~= nil and (not needPair or tonumber(ARGV[18] or '0') > now)
+local admit = { needsAdmission(KEYS[1], ARGV[15]) and 1 or 0, (KEYS[2] and needsAdmission(KEYS[2], ARGV[16])) and 1 or 0 }
 giveBack(KEYS[1], 'a|' .. ARGV[9], tonumber(ARGV[12] or '0'))
 if (ARGV[14] or '') ~= '' then giveBack(KEYS[1], 'p|' .. ARGV[9] .. '|' .. ARGV[14], tonumber(ARGV[13] or '0')) end
--- Refused by the census and never counted: the hash holds only reservations, which mean nothing
--- for an address each instance counts alone; it goes, so refused addresses cost no key.
-if not countAddress and redis.call('HEXISTS', KEYS[1], 'failures') == 0 then redis.call('DEL', KEYS[1]) end
 local pairFailures, pairBlock, pairMaxBlock = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local addressFailures, addressWindow, addressBlock = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local records = {}
 
-if countAddress then
 local a = redis.call('HMGET', KEYS[1], 'failures', 'windowStart', 'blockedUntil')
 local failures, windowStart, blockedUntil = tonumber(a[1] or '0'), tonumber(a[2] or '0'), tonumber(a[3] or '0')
 local count = failures + 1
@@ -109,11 +97,9 @@ end
 local version = nextVersion(KEYS[1])
 redis.call('HSET', KEYS[1], 'failures', failures, 'windowStart', windowStart, 'blockedUntil', blockedUntil, 'version', version)
 redis.call('EXPIRE', KEYS[1], math.max(blockedUntil, windowStart + addressWindow) - now + 1)
-if needAddress then redis.call('HSET', KEYS[1], 'admitted', ARGV[17]) end
-records[#records + 1] = recordOf('address', ARGV[10], '', failures, windowStart, 0, blockedUntil, version)
-end
+records[1] = recordOf('address', ARGV[10], '', failures, windowStart, 0, blockedUntil, version)
 
-if countPair then
+if KEYS[2] then
   local p = redis.call('HMGET', KEYS[2], 'failures', 'blocks', 'blockedUntil')
   local pf, blocks, until_ = tonumber(p[1] or '0') + 1, tonumber(p[2] or '0'), tonumber(p[3] or '0')
   if pf >= pairFailures then
@@ -124,14 +110,36 @@ if countPair then
   local pv = nextVersion(KEYS[2])
   redis.call('HSET', KEYS[2], 'failures', pf, 'blocks', blocks, 'blockedUntil', until_, 'version', pv)
   redis.call('EXPIRE', KEYS[2], math.max(until_ - now, ${PAIR_MEMORY_SECONDS}))
-  if needPair then redis.call('HSET', KEYS[2], 'admitted', ARGV[18]) end
-  records[#records + 1] = recordOf('pair', ARGV[10], ARGV[11], pf, 0, blocks, until_, pv)
+  records[2] = recordOf('pair', ARGV[10], ARGV[11], pf, 0, blocks, until_, pv)
 end
-if #records == 0 then return cjson.encode({ origin = ARGV[9], records = {}, full = 1 }) end
 
 local text = cjson.encode({ origin = ARGV[9], records = records })
 redis.call('PUBLISH', ARGV[8], text)
-return text
+if admit[1] == 0 and admit[2] == 0 then return text end
+return cjson.encode({ origin = ARGV[9], records = records, admit = admit })
+`);
+
+/**
+ * The census's answer, settled on the counters (docs/scaling.md#the-throttles-keys). KEYS: the
+ * address counter, and the pair counter when the census was asked about it. ARGV: for each key,
+ * '' (not asked), 0 (refused) or the second it is admitted until. An admitted key that exists
+ * records its admission; a refused key that holds no admission goes (its failures are counted
+ * by each instance alone), reservations of checks in flight with it: they are given back into
+ * nothing, which is all a refused address's reservations are worth.
+ */
+export const SETTLE_ADMISSION = redisScript(`#!lua
+for i, key in ipairs(KEYS) do
+  local answer = ARGV[i] or ''
+  if answer ~= '' then
+    local untilSecond = tonumber(answer)
+    if untilSecond > 0 then
+      if redis.call('EXISTS', key) == 1 then redis.call('HSET', key, 'admitted', untilSecond) end
+    elseif redis.call('HEXISTS', key, 'admitted') == 0 then
+      redis.call('DEL', key)
+    end
+  end
+end
+return 1
 `);
 
 /**

@@ -12,7 +12,7 @@ import type { ReservationAnswer, ThrottleFailure, ThrottleRecord, ThrottleReserv
 import { countThrottleFull, RESERVATION_SECONDS, WeakListeners } from '../throttle-store.js';
 import type { RedisConnection } from './connection.js';
 import type { RedisKeys } from './keys.js';
-import { ADMIT, INDEX_BLOCKS, PAIR_MEMORY_SECONDS, READ_BLOCKS, RESET_VISIBLE_SECONDS, RECORD_FAILURE, RELEASE_CHECKS, RESERVE_CHECKS, RESET_PAIR } from './throttle-scripts.js';
+import { ADMIT, INDEX_BLOCKS, PAIR_MEMORY_SECONDS, READ_BLOCKS, RECORD_FAILURE, RELEASE_CHECKS, RESERVE_CHECKS, RESET_PAIR, RESET_VISIBLE_SECONDS, SETTLE_ADMISSION } from './throttle-scripts.js';
 
 /** Most blocks kept in the index, and read by an instance that starts. */
 export const MAX_INDEXED_BLOCKS = 10_000;
@@ -56,25 +56,9 @@ export class RedisThrottleStore implements ThrottleStore {
     const keys = [this.#keys.addressCounter(address), ...(pair ? [this.#keys.pairCounter(address, merchantId)] : [])];
     const args = [now, rules.pairFailures, rules.pairBlockSeconds, rules.pairMaxBlockSeconds, rules.addressFailures, rules.addressWindowSeconds, rules.addressBlockSeconds];
     const giveBack = [reserved?.address ? 1 : 0, reserved?.pair && pair ? 1 : 0, reserved?.pair && pair ? merchantId : ''];
-    const base = [...args, this.#keys.throttleChannel, this.#origin, address, pair ? merchantId : '', ...giveBack, ...censusHorizons(rules)];
-    let reply = await this.#connection.run(RECORD_FAILURE, keys, [...base, '', '']);
+    const reply = await this.#connection.run(RECORD_FAILURE, keys, [...args, this.#keys.throttleChannel, this.#origin, address, pair ? merchantId : '', ...giveBack, ...censusHorizons(rules)]);
     const asked = parseAdmission(reply);
-    if (asked !== undefined) {
-      // A counter new to the census (or due to renew its entry): admitted while there is room.
-      const [addressHorizon, pairHorizon] = censusHorizons(rules);
-      const wanted: [member: string, until: number][] = [];
-      if (asked.address) wanted.push([address, now + addressHorizon + CENSUS_RENEW_SECONDS]);
-      if (asked.pair && pair) wanted.push([`${address}\n${merchantId}`, now + pairHorizon + CENSUS_RENEW_SECONDS]);
-      const answers = await this.#admit(wanted, now, rules);
-      const addressUntil = asked.address ? answers[0]! : 0;
-      const pairUntil = asked.pair && pair ? answers[asked.address ? 1 : 0]! : 0;
-      if (answers.some((until) => until === 0)) {
-        this.#fullCount++;
-        countThrottleFull();
-        for (const listener of this.#listeners.live()) listener.full?.(rules.maxEntries);
-      }
-      reply = await this.#connection.run(RECORD_FAILURE, keys, [...base, addressUntil, pairUntil]);
-    }
+    if (asked !== undefined) await this.#settleAdmission(asked, keys, address, pair ? merchantId : undefined, now, rules);
     const records = parseMessage(reply)?.records ?? [];
     // A block just made (its count started again): kept for instances that start later.
     const blocks = records.filter((record) => record.blockedUntil > now && record.failures === 0);
@@ -91,6 +75,27 @@ export class RedisThrottleStore implements ThrottleStore {
   /** Failures this store could not count in Redis because the census was full (`merchant_api_throttle_full_total`). */
   get fullCount(): number {
     return this.#fullCount;
+  }
+
+  /**
+   * A counter new to the census (or due to renew its entry), just written: admitted while there
+   * is room, else it goes again and the failure stays counted by each instance alone.
+   */
+  async #settleAdmission(asked: { address: boolean; pair: boolean }, keys: string[], address: string, merchantId: string | undefined, now: number, rules: ThrottleRules): Promise<void> {
+    const [addressHorizon, pairHorizon] = censusHorizons(rules);
+    const wanted: [member: string, until: number][] = [];
+    if (asked.address) wanted.push([address, now + addressHorizon + CENSUS_RENEW_SECONDS]);
+    const askPair = asked.pair && merchantId !== undefined;
+    if (askPair) wanted.push([`${address}\n${merchantId}`, now + pairHorizon + CENSUS_RENEW_SECONDS]);
+    const answers = await this.#admit(wanted, now, rules);
+    const addressAnswer = asked.address ? answers[0]! : '';
+    const pairAnswer = askPair ? answers[asked.address ? 1 : 0]! : '';
+    await this.#connection.run(SETTLE_ADMISSION, askPair ? keys : keys.slice(0, 1), askPair ? [addressAnswer, pairAnswer] : [addressAnswer]);
+    if (answers.some((until) => until === 0)) {
+      this.#fullCount++;
+      countThrottleFull();
+      for (const listener of this.#listeners.live()) listener.full?.(rules.maxEntries);
+    }
   }
 
   /** Asks the census to admit `members` (docs/scaling.md#the-throttles-keys): until when each is, 0 when refused. */
@@ -199,9 +204,9 @@ export function censusHorizons(rules: ThrottleRules): [address: number, pair: nu
   return [Math.max(rules.addressWindowSeconds, rules.addressBlockSeconds, RESERVATION_SECONDS, RESET_VISIBLE_SECONDS) + 1, Math.max(PAIR_MEMORY_SECONDS, rules.pairMaxBlockSeconds) + 1];
 }
 
-/** The census the script asks for before it writes (RECORD_FAILURE), or undefined when it wrote. */
+/** Which counters the census must admit (RECORD_FAILURE's answer), or undefined when none. */
 function parseAdmission(reply: unknown): { address: boolean; pair: boolean } | undefined {
-  if (typeof reply !== 'string' || !reply.startsWith('{"admit"')) return undefined;
+  if (typeof reply !== 'string' || !reply.includes('"admit"')) return undefined;
   const admit = (safeParse(reply) as { admit?: unknown } | undefined)?.admit;
   if (!Array.isArray(admit)) return undefined;
   return { address: admit[0] === 1, pair: admit[1] === 1 };

@@ -96,10 +96,10 @@ describe.skipIf(!redisAvailable())('the throttle keys on Redis, bounded whatever
     expect((await store.recordFailure({ address: '203.0.113.1', merchantId: 'm1', now: NOW }, rules)).map((r) => r.scope)).toEqual(['address', 'pair']);
     expect((await store.recordFailure({ address: '203.0.113.2', merchantId: undefined, now: NOW }, rules)).map((r) => r.scope)).toEqual(['address']);
     expect(full).toEqual([]);
-    // Full: a new address is not counted in Redis (its instance counts it alone), and said so.
-    expect(await store.recordFailure({ address: '203.0.113.3', merchantId: 'm1', now: NOW }, rules)).toEqual([]);
+    // Full: a new address's counters go again at once (its instance counts it alone), and it is said so.
+    await store.recordFailure({ address: '203.0.113.3', merchantId: 'm1', now: NOW }, rules);
     expect(full).toEqual([3]);
-    expect(redis.cli('exists', 'merchant-api:{a:203.0.113.3}:address').trim()).toBe('0');
+    expect(redis.cli('exists', 'merchant-api:{a:203.0.113.3}:address', 'merchant-api:{a:203.0.113.3}:pair:m1').trim()).toBe('0');
     // A counter already admitted keeps counting.
     const again = await store.recordFailure({ address: '203.0.113.1', merchantId: 'm1', now: NOW + 1 }, rules);
     expect(again.map((r) => [r.scope, r.failures])).toEqual([['address', 2], ['pair', 2]]);
