@@ -18,6 +18,7 @@ export { MAX_MAX_SALTS } from './storage/memory/salts.js';
 export { redact } from './storage/mysql/admin/redact.js';
 export { storageError } from './storage/mysql/storage-error.js';
 export { writeConflictCounts } from './storage/mysql/write-conflicts.js';
+export { throttleFullCount } from './storage/throttle-store.js';
 export { isShareableAddress } from './storage/mysql/throttle/shareable-address.js';
 export { DEFAULT_PREFIX } from './storage/redis/keys.js';
 

@@ -172,6 +172,7 @@ export function readServerConfig(env: Env): ServerConfig {
           addressFailures: r.int('AUTH_FAILURES_PER_ADDRESS', DEFAULTS.throttle.addressFailures, 1, 1_000_000),
           addressWindowSeconds: r.int('AUTH_ADDRESS_WINDOW_SECONDS', DEFAULTS.throttle.addressWindowSeconds, 1, 86_400),
           addressBlockSeconds: r.int('AUTH_ADDRESS_BLOCK_SECONDS', DEFAULTS.throttle.addressBlockSeconds, 1, 604_800),
+          maxEntries: r.int('AUTH_MAX_ENTRIES', DEFAULTS.throttle.maxEntries, 1, 10_000_000),
         }
       : false,
     merchantConcurrency: r.int('MERCHANT_CONCURRENCY', DEFAULTS.merchantConcurrency, 1, 10_000),

@@ -46,6 +46,8 @@ export interface ThrottleSharing {
   logger: Logger;
 }
 
+/** A full store (`throttle_full`) is logged at most this often, ms. */
+export const FULL_LOG_INTERVAL_MS = 60_000;
 /** Store writes running at once: a slow database never takes the whole pool from the requests. */
 export const MAX_REPORTS_IN_FLIGHT = 4;
 /** The longest a failed authentication's answer waits for the store to have the failure, ms. */
@@ -76,6 +78,8 @@ class SharedThrottle implements AuthThrottle {
   #inFlight = 0;
   #storeFailing = false;
   #dropping = false;
+  #fullLoggedAt = -Infinity;
+  #fullSinceLog = 0;
 
   constructor(local: FailureThrottle, store: ThrottleStore, { now, logger }: ThrottleSharing) {
     this.#local = local;
@@ -91,6 +95,7 @@ class SharedThrottle implements AuthThrottle {
       busy: (addresses) => {
         for (const address of addresses) local.busyElsewhere(address);
       },
+      full: (cap) => this.#storeFull(cap),
     };
     store.subscribe(this.#listener);
     // Blocks made before this instance started apply here too.
@@ -209,6 +214,19 @@ class SharedThrottle implements AuthThrottle {
   #storeAnswered(): void {
     if (this.#storeFailing) this.#logger.info({ event: 'throttle_store_recovered' }, 'failed authentications are shared again');
     this.#storeFailing = false;
+  }
+
+  /**
+   * The store holds as many counters as it may (docs/scaling.md#the-throttles-keys): the failures
+   * it cannot count are counted here alone. Logged at most once a minute, with how many since.
+   */
+  #storeFull(cap: number): void {
+    this.#fullSinceLog++;
+    const now = this.#now();
+    if (now - this.#fullLoggedAt < FULL_LOG_INTERVAL_MS) return;
+    this.#fullLoggedAt = now;
+    this.#logger.warn({ event: 'throttle_full', cap, failures: this.#fullSinceLog }, 'the shared throttle store holds as many counters as it may: failures of new addresses are counted in this instance only');
+    this.#fullSinceLog = 0;
   }
 
   /** Logged once per outage: a failing store must not flood the log at the rate of failed logins. */

@@ -40,6 +40,12 @@ export interface MetricsOptions {
    * after the retries. Without it the metric is left out.
    */
   writeConflicts?: () => { retried: number; failed: number };
+  /**
+   * Failures of the process so far that the shared throttle store could not count because it holds
+   * as many counters as it may, for `merchant_api_throttle_full_total` (docs/scaling.md#the-throttles-keys):
+   * those are counted by each instance alone. Without it the metric is left out.
+   */
+  throttleFull?: () => number;
 }
 
 export interface Metrics {
@@ -122,6 +128,18 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
         this.reset();
         this.inc({ outcome: 'retried' }, retried);
         this.inc({ outcome: 'failed' }, failed);
+      },
+    });
+  }
+  const throttleFull = options.throttleFull;
+  if (throttleFull) {
+    new Counter({
+      name: 'merchant_api_throttle_full_total',
+      help: 'Failed authentications the shared throttle store could not count because it holds as many counters as it may (AUTH_MAX_ENTRIES): counted by each instance alone.',
+      registers,
+      collect(this: Counter) {
+        this.reset();
+        this.inc(throttleFull());
       },
     });
   }

@@ -57,6 +57,11 @@ export interface ThrottleStoreListener {
    * their first check here is reserved too, not taken as the first of a quiet address.
    */
   busy?(addresses: readonly string[]): void;
+  /**
+   * The store holds as many counters as it may (`cap`, docs/scaling.md#the-throttles-keys): the
+   * failure just reported is counted by each instance alone.
+   */
+  full?(cap: number): void;
 }
 
 /** A failure to count: `merchantId` only when that merchant exists. */
@@ -95,6 +100,18 @@ export interface ThrottleReservation {
 export interface ReservationAnswer {
   granted: boolean;
   records: readonly ThrottleRecord[];
+}
+
+let throttleFull = 0;
+
+/** A store could not count a failure because it holds as many counters as it may (docs/scaling.md#the-throttles-keys). */
+export function countThrottleFull(): void {
+  throttleFull++;
+}
+
+/** Failures of the process so far that a full store could not count, for `merchant_api_throttle_full_total`. */
+export function throttleFullCount(): number {
+  return throttleFull;
 }
 
 /** How long a reservation holds at most, in seconds: a process that died holding one blocks nothing longer. */

@@ -6,12 +6,16 @@
  * key is compared, so the whole server compares at most 10 + (WORKERS - 1) keys: the first check
  * of each other worker may start in the instant the budget fills (measured: 10 or 11; the issue
  * reported 33 to 40 with MySQL). A merchant's own burst of right keys gets every answer.
+ * The same on MySQL (DATABASE_URL, no Redis): the reservations are the rows of `auth_failures`
+ * (one upsert each, migration 0009), so the bound is the same.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basic } from '../support/api.js';
 import { CLI, startServer, type ServerProcess } from '../support/processes.js';
+import { createTestDatabase, mysqlAvailable, type TestDatabase } from '../support/mysql.js';
 import { redisAvailable, useRedis } from '../support/redis.js';
 import { contractSeed, writeSeed } from '../support/seeds.js';
+import { importSeed } from '../../src/storage/mysql/index.js';
 
 const BURST = 50;
 
@@ -41,6 +45,34 @@ describe.skipIf(!redis)('a burst of wrong keys with WORKERS=2 on Redis (Node)', 
   afterAll(async () => {
     await served?.stop();
     seed?.remove();
+  });
+
+  it(`compares at most 10 + 1 of ${BURST} wrong keys sent at once, over both workers`, async () => {
+    const counts = await burst(served.url, basic('m1', 'wrong'));
+    const compared = BURST - (counts[429] ?? 0);
+    expect(compared, JSON.stringify(counts)).toBeLessThanOrEqual(10 + 1);
+    expect(counts[401], JSON.stringify(counts)).toBeGreaterThanOrEqual(1);
+  });
+
+  it(`answers a merchant's own burst of ${BURST} right keys, none refused`, async () => {
+    expect(await burst(served.url, basic('m2', 'key-two'))).toEqual({ 200: BURST });
+  });
+});
+
+const mysql = await mysqlAvailable();
+
+describe.skipIf(!mysql)('a burst of wrong keys with WORKERS=2 on MySQL (Node)', () => {
+  let served: ServerProcess;
+  let database: TestDatabase;
+
+  beforeAll(async () => {
+    database = await createTestDatabase();
+    await importSeed(database.db, database.masterKey, contractSeed());
+    served = await startServer('node', CLI.node, { DATABASE_URL: database.url, MASTER_KEY: database.masterKeyText, WORKERS: '2', ACCESS_LOG: 'false' }, ['serve']);
+  }, 60_000);
+  afterAll(async () => {
+    await served?.stop();
+    await database?.drop();
   });
 
   it(`compares at most 10 + 1 of ${BURST} wrong keys sent at once, over both workers`, async () => {

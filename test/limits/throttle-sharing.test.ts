@@ -426,3 +426,24 @@ describe('FailureThrottle, the instance\'s own state', () => {
     expect(throttle.blocked('192.0.2.1', () => 'm1', T + 1)).toMatchObject({ scope: 'pair', retryAfter: 299 });
   });
 });
+
+describe('a full shared store (docs/scaling.md#the-throttles-keys)', () => {
+  it('logs throttle_full at most once a minute, with the failures since, and the instance still blocks alone', async () => {
+    let told: ThrottleStoreListener | undefined;
+    const one = sharedInstance({
+      // The store could not count these failures: it says so, and answers no record.
+      recordFailure: async () => (told!.full!(1000), []),
+      subscribe(given) {
+        told = given;
+        return () => undefined;
+      },
+    });
+    for (let i = 0; i < 3; i++) expect((await one.call('m1', 'nope')).status).toBe(401);
+    expect(one.events()).toEqual([expect.objectContaining({ level: 'warn', event: 'throttle_full', cap: 1000, failures: 1 })]);
+    one.advance(61);
+    for (let i = 0; i < 7; i++) expect((await one.call('m1', 'nope')).status).toBe(401);
+    expect(one.events().map((line) => [line.event, line.failures])).toEqual([['throttle_full', 1], ['throttle_full', 3]]);
+    // Ten failures counted here alone: the pair is blocked on this instance.
+    expect((await one.call('m1', 'key-one')).status).toBe(429);
+  });
+});

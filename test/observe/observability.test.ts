@@ -344,6 +344,16 @@ describe('metrics', () => {
     expect(text).not.toContain('merchant_api_storage_write_conflicts_total');
   });
 
+  it('counts failures a full shared throttle store could not count, and leaves the metric out without one', async () => {
+    let full = 2;
+    const metrics = createMetrics({ processMetrics: false, throttleFull: () => full });
+    expect((await parse(metrics))('merchant_api_throttle_full_total', {})).toBe(2);
+    full = 7;
+    expect((await parse(metrics))('merchant_api_throttle_full_total', {})).toBe(7);
+    const text = await (await createMetrics({ processMetrics: false }).fetch(new Request('http://metrics/metrics'))).text();
+    expect(text).not.toContain('merchant_api_throttle_full_total');
+  });
+
   it('answers 404 away from /metrics', async () => {
     const metrics = createMetrics({ processMetrics: false });
     expect((await metrics.fetch(new Request('http://metrics/'))).status).toBe(404);

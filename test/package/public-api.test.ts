@@ -26,7 +26,7 @@ const EXPECTED: Record<string, string[]> = {
     'MysqlWebhookOutbox', 'WebhookAdminError', 'addWebhookEndpoint', 'enableWebhookEndpoint', 'listWebhookDeliveries', 'listWebhookEndpoints', 'redeliverWebhooks',
     'eraseWebhookEvents', 'removeWebhookEndpoint', 'rotateWebhookSecret', 'sendWebhookTest', 'writeUnsharedEvent',
   ],
-  './storage/redis': ['RedisSetupError', 'ScriptNotLoadedError', 'createRedisConnection', 'parseRedisUrl', 'redisConnectionFromClient', 'withRedisState'],
+  './storage/redis': ['RedisSetupError', 'ScriptNotLoadedError', 'createRedisConnection', 'parseRedisUrl', 'redisConnectionFromClient', 'throttleFullCount', 'withRedisState'],
   './client': ['MerchantClientError', 'MerchantNetworkError', 'MerchantResponseError', 'MerchantTimeoutError', 'WebhookVerificationError', 'createMerchantClient', 'verifyWebhook'],
 };
 

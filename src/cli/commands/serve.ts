@@ -10,7 +10,7 @@ import { readFile } from 'node:fs/promises';
 import process from 'node:process';
 import { createJsonLogger, createMerchantApi, type HealthPart, type Logger, type MerchantApi, type Storage } from '../../index.js';
 import { createMetrics, type WebhookMetrics } from '../../observe/metrics.js';
-import { writeConflictCounts } from '../../cli-internal.js';
+import { throttleFullCount, writeConflictCounts } from '../../cli-internal.js';
 import { loadMemoryStorage, MemoryStorage, SeedError, SeedSyntaxError } from '../../storage/memory/index.js';
 import type { Served, ServeOptions } from '../../../adapters/node.js';
 import { readServerConfig, type MysqlConfig, type ServerConfig } from '../config.js';
@@ -136,7 +136,7 @@ async function listen(runtime: ServeRuntime, config: ServerConfig, storage: Stor
   let served: Served | undefined;
   try {
     const memory = storage instanceof MemoryStorage ? storage : undefined;
-    const metrics = config.metricsPort === undefined ? undefined : createMetrics({ saltCount: memory && (() => memory.saltCount), saltCapacity: memory?.maxSalts, writeConflicts: config.databaseUrl ? writeConflictCounts : undefined });
+    const metrics = config.metricsPort === undefined ? undefined : createMetrics({ saltCount: memory && (() => memory.saltCount), saltCapacity: memory?.maxSalts, writeConflicts: config.databaseUrl ? writeConflictCounts : undefined, throttleFull: throttleFullCount });
     const api = createMerchantApi({
       storage,
       publicUrl: config.publicUrl,

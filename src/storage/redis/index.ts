@@ -14,3 +14,5 @@ export type { RedisConnection, RedisConnectionOptions, RedisScript, RedisSubscri
 export { withRedisState } from './redis-state.js';
 export type { RedisHealth, RedisStateOptions, RedisStateStorage } from './redis-state.js';
 export { RedisSetupError } from './eviction-policy.js';
+/** For `createMetrics({ throttleFull })`: failures a full census could not count in Redis (docs/scaling.md#the-throttles-keys). */
+export { throttleFullCount } from '../throttle-store.js';

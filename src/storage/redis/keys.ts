@@ -86,6 +86,11 @@ export class RedisKeys {
     return `${this.prefix}{a:${tagSafe(address)}}:pair:${merchantId}`;
   }
 
+  /** The throttle's counter keys, each scored by the latest second it may live (throttle-scripts.ts ADMIT), in a slot of its own. */
+  get census(): string {
+    return `${this.prefix}{census}`;
+  }
+
   /** Blocks in force, scored by their end, for instances that start (a sorted set of its own slot). */
   get blocks(): string {
     return `${this.prefix}{blocks}`;

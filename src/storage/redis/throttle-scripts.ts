@@ -17,7 +17,7 @@ import { redisScript } from './connection.js';
 /** A pair's count and doubling are forgotten a day after its last failure, as on MySQL. */
 export const PAIR_MEMORY_SECONDS = 86_400;
 /** A reset pair stays this long at least, so that an instance starting reads it. */
-const RESET_VISIBLE_SECONDS = 60;
+export const RESET_VISIBLE_SECONDS = 60;
 
 const VERSION = `
 local function nextVersion(key)
@@ -45,6 +45,11 @@ local function giveBack(key, field, n)
   if n <= 0 then return end
   if redis.call('HINCRBY', key, field, -n) <= 0 then redis.call('HDEL', key, field) end
 end
+-- A hash that held only this instance's reservations (no count: its address is new, or the census
+-- refused it) goes with the last of them, so checks in flight are all such hashes cost.
+local function dropIfIdle(key, origin)
+  if redis.call('HLEN', key) == 1 and redis.call('HEXISTS', key, 'u|' .. origin) == 1 then redis.call('DEL', key) end
+end
 `;
 
 /**
@@ -52,12 +57,23 @@ end
  * ARGV: now, pairFailures, pairBlockSeconds, pairMaxBlockSeconds, addressFailures,
  * addressWindowSeconds, addressBlockSeconds, channel, origin, address, merchantId ('' for none),
  * then the reservation this failure's check held, given back in the same change: checks of the
- * address (0 or 1), of the pair (0 or 1), and the merchant as claimed.
+ * address (0 or 1), of the pair (0 or 1), and the merchant as claimed; then for the census
+ * (docs/scaling.md#the-throttles-keys) the longest the address's key and a pair's key live after
+ * a write (seconds).
+ *
+ * The failure is counted at once, as it always was (the next reservation must see it). The
+ * answer also says which counter the census must admit (`admit`: 1 for the address, for the
+ * pair): one new, or whose admission ends within the key's longest life. The caller then asks
+ * ADMIT and settles each with SETTLE_ADMISSION: a counter the census refused goes.
  */
 export const RECORD_FAILURE = redisScript(`#!lua
 ${VERSION}
 ${RESERVATIONS}
 local now = tonumber(ARGV[1])
+local function needsAdmission(key, horizon)
+  return tonumber(redis.call('HGET', key, 'admitted') or '0') < now + tonumber(horizon or '0')
+end
+local admit = { needsAdmission(KEYS[1], ARGV[15]) and 1 or 0, (KEYS[2] and needsAdmission(KEYS[2], ARGV[16])) and 1 or 0 }
 giveBack(KEYS[1], 'a|' .. ARGV[9], tonumber(ARGV[12] or '0'))
 if (ARGV[14] or '') ~= '' then giveBack(KEYS[1], 'p|' .. ARGV[9] .. '|' .. ARGV[14], tonumber(ARGV[13] or '0')) end
 local pairFailures, pairBlock, pairMaxBlock = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -99,7 +115,58 @@ end
 
 local text = cjson.encode({ origin = ARGV[9], records = records })
 redis.call('PUBLISH', ARGV[8], text)
-return text
+if admit[1] == 0 and admit[2] == 0 then return text end
+return cjson.encode({ origin = ARGV[9], records = records, admit = admit })
+`);
+
+/**
+ * The census's answer, settled on the counters (docs/scaling.md#the-throttles-keys). KEYS: the
+ * address counter, and the pair counter when the census was asked about it. ARGV: for each key,
+ * '' (not asked), 0 (refused) or the second it is admitted until. An admitted key that exists
+ * records its admission; a refused key that holds no admission goes (its failures are counted
+ * by each instance alone), reservations of checks in flight with it: they are given back into
+ * nothing, which is all a refused address's reservations are worth.
+ */
+export const SETTLE_ADMISSION = redisScript(`#!lua
+for i, key in ipairs(KEYS) do
+  local answer = ARGV[i] or ''
+  if answer ~= '' then
+    local untilSecond = tonumber(answer)
+    if untilSecond > 0 then
+      if redis.call('EXISTS', key) == 1 then redis.call('HSET', key, 'admitted', untilSecond) end
+    elseif redis.call('HEXISTS', key, 'admitted') == 0 then
+      redis.call('DEL', key)
+    end
+  end
+end
+return 1
+`);
+
+/**
+ * The census of the throttle's counters (docs/scaling.md#the-throttles-keys), a sorted set in a
+ * slot of its own: one member per counter key (an address, or an address and a merchant), scored
+ * by the latest second the key may live. It bounds the number of counters whatever the number of
+ * attacking addresses. KEYS: the census. ARGV: now, most members, then member and until-when
+ * pairs: the members asked for, each with the second it is counted until. Members that ended go
+ * first; then each member asked is admitted (answer: its until) when it is already counted or
+ * while there is room, else refused (answer 0), in order.
+ */
+export const ADMIT = redisScript(`#!lua
+local now, cap = tonumber(ARGV[1]), tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local answers, latest = {}, now
+for i = 3, #ARGV, 2 do
+  local member, until_ = ARGV[i], tonumber(ARGV[i + 1])
+  if redis.call('ZSCORE', KEYS[1], member) or redis.call('ZCARD', KEYS[1]) < cap then
+    redis.call('ZADD', KEYS[1], until_, member)
+    answers[#answers + 1] = until_
+    if until_ > latest then latest = until_ end
+  else
+    answers[#answers + 1] = 0
+  end
+end
+if redis.call('TTL', KEYS[1]) < latest - now then redis.call('EXPIRE', KEYS[1], latest - now + 1) end
+return answers
 `);
 
 /**
@@ -164,6 +231,7 @@ export const RELEASE_CHECKS = redisScript(`#!lua
 ${RESERVATIONS}
 giveBack(KEYS[1], 'a|' .. ARGV[1], tonumber(ARGV[3]))
 if ARGV[2] ~= '' then giveBack(KEYS[1], 'p|' .. ARGV[1] .. '|' .. ARGV[2], tonumber(ARGV[4])) end
+dropIfIdle(KEYS[1], ARGV[1])
 return 1
 `);
 

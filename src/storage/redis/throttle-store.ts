@@ -9,13 +9,18 @@
  */
 import { MAX_ID_LENGTH } from '../contract.js';
 import type { ReservationAnswer, ThrottleFailure, ThrottleRecord, ThrottleReservation, ThrottleRules, ThrottleStore, ThrottleStoreListener } from '../throttle-store.js';
-import { RESERVATION_SECONDS, WeakListeners } from '../throttle-store.js';
+import { countThrottleFull, RESERVATION_SECONDS, WeakListeners } from '../throttle-store.js';
 import type { RedisConnection } from './connection.js';
 import type { RedisKeys } from './keys.js';
-import { INDEX_BLOCKS, READ_BLOCKS, RECORD_FAILURE, RELEASE_CHECKS, RESERVE_CHECKS, RESET_PAIR } from './throttle-scripts.js';
+import { ADMIT, INDEX_BLOCKS, PAIR_MEMORY_SECONDS, READ_BLOCKS, RECORD_FAILURE, RELEASE_CHECKS, RESERVE_CHECKS, RESET_PAIR, RESET_VISIBLE_SECONDS, SETTLE_ADMISSION } from './throttle-scripts.js';
 
 /** Most blocks kept in the index, and read by an instance that starts. */
 export const MAX_INDEXED_BLOCKS = 10_000;
+/**
+ * A census entry outlives its key by up to this (seconds), so a counter written often renews it
+ * at most once an hour: the census over-counts by the keys that ended in the last hour, never under.
+ */
+export const CENSUS_RENEW_SECONDS = 3600;
 /** A message larger than this is not one of ours: it is ignored. */
 const MAX_MESSAGE_BYTES = 65_536;
 
@@ -38,6 +43,7 @@ export class RedisThrottleStore implements ThrottleStore {
   #unsubscribe: (() => void) | undefined;
   #subscribedOnce = false;
   #closed = false;
+  #fullCount = 0;
 
   constructor(connection: RedisConnection, keys: RedisKeys) {
     this.#connection = connection;
@@ -50,7 +56,9 @@ export class RedisThrottleStore implements ThrottleStore {
     const keys = [this.#keys.addressCounter(address), ...(pair ? [this.#keys.pairCounter(address, merchantId)] : [])];
     const args = [now, rules.pairFailures, rules.pairBlockSeconds, rules.pairMaxBlockSeconds, rules.addressFailures, rules.addressWindowSeconds, rules.addressBlockSeconds];
     const giveBack = [reserved?.address ? 1 : 0, reserved?.pair && pair ? 1 : 0, reserved?.pair && pair ? merchantId : ''];
-    const reply = await this.#connection.run(RECORD_FAILURE, keys, [...args, this.#keys.throttleChannel, this.#origin, address, pair ? merchantId : '', ...giveBack]);
+    const reply = await this.#connection.run(RECORD_FAILURE, keys, [...args, this.#keys.throttleChannel, this.#origin, address, pair ? merchantId : '', ...giveBack, ...censusHorizons(rules)]);
+    const asked = parseAdmission(reply);
+    if (asked !== undefined) await this.#settleAdmission(asked, keys, address, pair ? merchantId : undefined, now, rules);
     const records = parseMessage(reply)?.records ?? [];
     // A block just made (its count started again): kept for instances that start later.
     const blocks = records.filter((record) => record.blockedUntil > now && record.failures === 0);
@@ -62,6 +70,39 @@ export class RedisThrottleStore implements ThrottleStore {
       });
     }
     return records;
+  }
+
+  /** Failures this store could not count in Redis because the census was full (`merchant_api_throttle_full_total`). */
+  get fullCount(): number {
+    return this.#fullCount;
+  }
+
+  /**
+   * A counter new to the census (or due to renew its entry), just written: admitted while there
+   * is room, else it goes again and the failure stays counted by each instance alone.
+   */
+  async #settleAdmission(asked: { address: boolean; pair: boolean }, keys: string[], address: string, merchantId: string | undefined, now: number, rules: ThrottleRules): Promise<void> {
+    const [addressHorizon, pairHorizon] = censusHorizons(rules);
+    const wanted: [member: string, until: number][] = [];
+    if (asked.address) wanted.push([address, now + addressHorizon + CENSUS_RENEW_SECONDS]);
+    const askPair = asked.pair && merchantId !== undefined;
+    if (askPair) wanted.push([`${address}\n${merchantId}`, now + pairHorizon + CENSUS_RENEW_SECONDS]);
+    const answers = await this.#admit(wanted, now, rules);
+    const addressAnswer = asked.address ? answers[0]! : '';
+    const pairAnswer = askPair ? answers[asked.address ? 1 : 0]! : '';
+    await this.#connection.run(SETTLE_ADMISSION, askPair ? keys : keys.slice(0, 1), askPair ? [addressAnswer, pairAnswer] : [addressAnswer]);
+    if (answers.some((until) => until === 0)) {
+      this.#fullCount++;
+      countThrottleFull();
+      for (const listener of this.#listeners.live()) listener.full?.(rules.maxEntries);
+    }
+  }
+
+  /** Asks the census to admit `members` (docs/scaling.md#the-throttles-keys): until when each is, 0 when refused. */
+  async #admit(members: readonly [member: string, until: number][], now: number, rules: ThrottleRules): Promise<number[]> {
+    if (members.length === 0) return [];
+    const reply = await this.#connection.run(ADMIT, [this.#keys.census], [now, rules.maxEntries, ...members.flat()]);
+    return members.map((_, i) => (Array.isArray(reply) ? Number(reply[i]) || 0 : 0));
   }
 
   async reserveChecks({ address, merchantId, addressCount, pairCount, forced, now }: ThrottleReservation, rules: ThrottleRules): Promise<ReservationAnswer> {
@@ -152,6 +193,23 @@ export class RedisThrottleStore implements ThrottleStore {
       },
     );
   }
+}
+
+/**
+ * The longest an address's counter key and a pair's live after a write, in seconds (throttle-scripts.ts
+ * sets their expiry): the address's window or its block, a pair's memory or its longest block; a
+ * second more each. The reservations' expiry and an operator's lift (RESET_VISIBLE_SECONDS) are within both.
+ */
+export function censusHorizons(rules: ThrottleRules): [address: number, pair: number] {
+  return [Math.max(rules.addressWindowSeconds, rules.addressBlockSeconds, RESERVATION_SECONDS, RESET_VISIBLE_SECONDS) + 1, Math.max(PAIR_MEMORY_SECONDS, rules.pairMaxBlockSeconds) + 1];
+}
+
+/** Which counters the census must admit (RECORD_FAILURE's answer), or undefined when none. */
+function parseAdmission(reply: unknown): { address: boolean; pair: boolean } | undefined {
+  if (typeof reply !== 'string' || !reply.includes('"admit"')) return undefined;
+  const admit = (safeParse(reply) as { admit?: unknown } | undefined)?.admit;
+  if (!Array.isArray(admit)) return undefined;
+  return { address: admit[0] === 1, pair: admit[1] === 1 };
 }
 
 /** A member of the blocks index, or undefined when it is not one. */
