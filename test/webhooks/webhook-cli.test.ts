@@ -105,7 +105,7 @@ describe.skipIf(!available)('webhooks through the CLI and serve on MySQL', () =>
     const deliveries = JSON.parse((await cli(['webhook', 'deliveries', '--endpoint', endpointId, '--json'])).out) as Array<{ state: string; attempts: number }>;
     await vi.waitFor(async () => expect(JSON.parse((await cli(['webhook', 'deliveries', '--state', 'delivered', '--json'])).out)).toHaveLength(1), { timeout: 10_000 });
     expect(deliveries).toHaveLength(1);
-  });
+  }, 60_000);
 
   it('rotate-secret sends both signatures until the old one expires; redeliver sends an event again with its id; enable and remove', async () => {
     const rotated = await cli(['webhook', 'rotate-secret', endpointId, '--expire-old-in', '1h', '--json']);
@@ -125,7 +125,7 @@ describe.skipIf(!available)('webhooks through the CLI and serve on MySQL', () =>
     expect(await cli(['webhook', 'enable', 'we_nope'])).toMatchObject({ code: 1, err: expect.stringMatching(/No such webhook endpoint/) });
     expect(await cli(['webhook', 'remove', endpointId])).toMatchObject({ code: 0 });
     expect(JSON.parse((await cli(['webhook', 'list', '--json'])).out)).toEqual([]);
-  });
+  }, 60_000);
 
   it('every webhook admin event was written above, and none holds a secret', () => {
     expect(new Set(adminLines.map((line) => (JSON.parse(line) as { event: string }).event))).toEqual(new Set(WEBHOOK_ADMIN_EVENTS));
