@@ -14,9 +14,10 @@
  * parser) is not counted.
  *
  *   npm run bench:alloc [-- --servers=merchant-api-node,node-plain --cases=validatesignature,user
- *                          --baseline-dist=bench/results/base-dist --seconds=3 --top=15]
+ *                          --baseline-dist=bench/results/base-dist --seconds=3 --top=15 --rounds=1]
  */
 import { readFileSync, rmSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { runWrk } from './load.js';
@@ -37,6 +38,7 @@ const { values } = parseArgs({
     connections: { type: 'string', default: '4' },
     interval: { type: 'string', default: '512' },
     top: { type: 'string', default: '15' },
+    rounds: { type: 'string', default: '1' },
   },
 });
 const seconds = Number(values.seconds);
@@ -75,56 +77,60 @@ for (const id of values.servers!.split(',')) {
   if (!def) throw new Error(`unknown server ${id}`);
   const ours = def.command.includes('bench/servers/merchant-api.mjs');
   defs.push({ def, dist: ours ? `${ROOT}dist` : undefined, label: def.id });
-  if (ours && values['baseline-dist']) defs.push({ def, dist: values['baseline-dist'], label: `${def.id} (baseline)` });
+  if (ours && values['baseline-dist']) defs.push({ def, dist: resolve(values['baseline-dist']), label: `${def.id} (baseline)` });
 }
 
 const pathsFile = `${RESULTS}alloc-signed-paths.txt`;
-const perRun = 200_000;
-await writeSignedPaths(pathsFile, perRun * defs.length * 2);
+const perRun = 100_000;
+await writeSignedPaths(pathsFile, perRun * defs.length * 2 * Number(values.rounds));
 let region = 0;
 
 const authorization = `Basic ${Buffer.from(`${MERCHANT_ID}:${MERCHANT_KEY}`).toString('base64')}`;
 const rows: string[] = [];
-for (const caseId of cases) {
-  for (const { def, dist, label } of defs) {
-    const out = `${RESULTS}alloc-${label.replace(/\W+/g, '-')}-${caseId}.heapprofile`;
-    const env: Record<string, string> = { BENCH_ALLOC_OUT: out, BENCH_ALLOC_INTERVAL: values.interval! };
-    if (dist) env.BENCH_DIST = dist;
-    const server = await startServer(def, { pin: false, runtimeArgs: ['--import', './bench/alloc-probe.mjs'], env });
-    const said = (text: string) =>
-      new Promise<void>((resolve) => {
-        const listener = (d: Buffer) => {
-          if (d.toString().includes(text)) {
-            server.child.stderr!.off('data', listener);
-            resolve();
-          }
-        };
-        server.child.stderr!.on('data', listener);
-      });
-    const request = caseRequest(caseId, authorization);
-    const load = (s: number) => {
-      const paths = caseId === 'validatesignature' ? { file: pathsFile, first: region * perRun + 1, count: perRun } : undefined;
-      region++;
-      return runWrk({ url: server.url, path: request.path, headers: request.headers, connections, seconds: s, paths, pin: false });
-    };
-    try {
-      await load(warmup);
-      let started = said('ALLOC STARTED');
-      server.child.kill('SIGUSR2');
-      await started;
-      const result = await load(seconds);
-      started = said('ALLOC WRITTEN');
-      server.child.kill('SIGUSR2');
-      await started;
-      if (result.non2xx || result.socketErrors) throw new Error(`${label} ${caseId}: ${result.non2xx} non-2xx, ${result.socketErrors} socket errors`);
-      const { total, byFunction } = sites((JSON.parse(readFileSync(out, 'utf8')) as { head: ProfileNode }).head);
-      const perRequest = total / result.requests;
-      rows.push(`| ${label} | ${caseId} | ${Math.round(perRequest)} | ${result.requests} |`);
-      console.log(`\n## ${label}, ${caseId}: ${Math.round(perRequest)} bytes/request over ${result.requests} requests (${Math.round(result.rps)} req/s under the profiler)\n`);
-      console.log('| bytes/request | function |\n|--:|---|');
-      for (const [key, bytes] of [...byFunction].sort((a, b) => b[1] - a[1]).slice(0, Number(values.top))) console.log(`| ${Math.round(bytes / result.requests)} | ${key} |`);
-    } finally {
-      await server.stop();
+const rounds = Number(values.rounds);
+for (let round = 0; round < rounds; round++) {
+  for (const caseId of cases) {
+    // Every other round in the reverse order, so that no server is always measured first.
+    for (const { def, dist, label } of round % 2 === 0 ? defs : [...defs].reverse()) {
+      const out = `${RESULTS}alloc-${label.replace(/\W+/g, '-')}-${caseId}.heapprofile`;
+      const env: Record<string, string> = { BENCH_ALLOC_OUT: out, BENCH_ALLOC_INTERVAL: values.interval! };
+      if (dist) env.BENCH_DIST = dist;
+      const server = await startServer(def, { pin: false, runtimeArgs: ['--import', './bench/alloc-probe.mjs'], env });
+      const said = (text: string) =>
+        new Promise<void>((resolve) => {
+          const listener = (d: Buffer) => {
+            if (d.toString().includes(text)) {
+              server.child.stderr!.off('data', listener);
+              resolve();
+            }
+          };
+          server.child.stderr!.on('data', listener);
+        });
+      const request = caseRequest(caseId, authorization);
+      const load = (s: number) => {
+        const paths = caseId === 'validatesignature' ? { file: pathsFile, first: region * perRun + 1, count: perRun } : undefined;
+        region++;
+        return runWrk({ url: server.url, path: request.path, headers: request.headers, connections, seconds: s, paths, pin: false });
+      };
+      try {
+        await load(warmup);
+        let started = said('ALLOC STARTED');
+        server.child.kill('SIGUSR2');
+        await started;
+        const result = await load(seconds);
+        started = said('ALLOC WRITTEN');
+        server.child.kill('SIGUSR2');
+        await started;
+        if (result.non2xx || result.socketErrors) throw new Error(`${label} ${caseId}: ${result.non2xx} non-2xx, ${result.socketErrors} socket errors`);
+        const { total, byFunction } = sites((JSON.parse(readFileSync(out, 'utf8')) as { head: ProfileNode }).head);
+        const perRequest = total / result.requests;
+        rows.push(`| ${label} | ${caseId} | ${Math.round(perRequest)} | ${result.requests} |`);
+        console.log(`\n## ${label}, ${caseId}: ${Math.round(perRequest)} bytes/request over ${result.requests} requests (${Math.round(result.rps)} req/s under the profiler)\n`);
+        console.log('| bytes/request | function |\n|--:|---|');
+        for (const [key, bytes] of [...byFunction].sort((a, b) => b[1] - a[1]).slice(0, Number(values.top))) console.log(`| ${Math.round(bytes / result.requests)} | ${key} |`);
+      } finally {
+        await server.stop();
+      }
     }
   }
 }

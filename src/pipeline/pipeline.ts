@@ -7,7 +7,7 @@
  * (answer.ts), held back and counted by the limits on the way out.
  */
 import { MerchantApiError } from '../errors.js';
-import { createContext, createLazyContext, type RequestContext, type RequestInfo } from '../http/context.js';
+import { createContext, createLazyContext, type LazySource, type RequestContext, type RequestInfo } from '../http/context.js';
 import { HookAnswer, type MerchantApiHooks } from '../http/hooks.js';
 import { allowedMethods, methodsInWords } from '../http/methods.js';
 import type { ErrorShape } from '../http/responses.js';
@@ -41,13 +41,10 @@ export interface PipelineParts {
  * A request a host hands over without a Fetch `Request` (the Node adapter's
  * direct path): its method, its URL as the `Request` constructor would
  * normalise it, a header reader, and how to make the `Request` should a
- * hook read `ctx.request`.
+ * hook read `ctx.request` (made once: the same `Request` every time).
  */
-export interface RequestHead {
-  method: string;
-  url: string;
-  header(name: string): string | null;
-  request(): Request;
+export interface RequestHead extends LazySource {
+  readonly url: string;
 }
 
 /**
@@ -132,12 +129,14 @@ export function createPipeline(parts: PipelineParts): Pipeline {
       const url = request.url;
       return decide(ctx, url, head, info).then((answer) => respond(ctx, answer, head, started, info?.unsent === true, url.startsWith('https:')));
     },
-    direct(source, info) {
+    async direct(source, info) {
       const started = performance.now();
-      const ctx = createLazyContext(source.method, source.header, source.request, info, trustProxy);
+      const ctx = createLazyContext(source, info, trustProxy);
       const head = ctx.method === 'HEAD';
       const url = source.url;
-      return decide(ctx, url, head, info).then((answer) => direct(ctx, answer, head, started, url.startsWith('https:')));
+      // Awaited in an async function rather than chained with `.then`: no closure per request.
+      const answer = await decide(ctx, url, head, info);
+      return direct(ctx, answer, head, started, url.startsWith('https:'));
     },
   };
 }
