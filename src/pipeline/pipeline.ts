@@ -72,8 +72,12 @@ export function createPipeline(parts: PipelineParts): Pipeline {
   const failed = failure(logger, hooks.onError);
   const { respond, direct } = responder(logger, hooks, parts.inFlight);
 
-  /** Everything up to the answer, the same for both entries. */
-  async function decide(ctx: RequestContext, url: string, head: boolean, info: RequestInfo | undefined): Promise<Answer | Response> {
+  /**
+   * Everything up to the answer, the same for both entries, then `finish`
+   * (the entry's last step, one function per entry made once: no closure or
+   * extra async step per request).
+   */
+  async function decide<R>(ctx: RequestContext, url: string, head: boolean, info: RequestInfo | undefined, started: number, finish: Finish<R>): Promise<R> {
     let shape: ErrorShape = 'envelope';
     let answer: Answer | Response;
     try {
@@ -118,28 +122,28 @@ export function createPipeline(parts: PipelineParts): Pipeline {
     // A failure shared through a store is answered once the store has it (bounded).
     const counted = afterAnswer?.(ctx);
     if (counted) await counted;
-    return answer;
+    return finish(ctx, answer, head, started, info, url);
   }
+
+  const toResponse: Finish<Response> = (ctx, answer, head, started, info, url) => respond(ctx, answer, head, started, info?.unsent === true, url.startsWith('https:'));
+  const toDirect: Finish<DirectReply | Response> = (ctx, answer, head, started, _info, url) => direct(ctx, answer, head, started, url.startsWith('https:'));
 
   return {
     fetch(request, info) {
       const started = performance.now();
       const ctx = createContext(request, info, trustProxy);
-      const head = ctx.method === 'HEAD';
-      const url = request.url;
-      return decide(ctx, url, head, info).then((answer) => respond(ctx, answer, head, started, info?.unsent === true, url.startsWith('https:')));
+      return decide(ctx, request.url, ctx.method === 'HEAD', info, started, toResponse);
     },
-    async direct(source, info) {
+    direct(source, info) {
       const started = performance.now();
       const ctx = createLazyContext(source, info, trustProxy);
-      const head = ctx.method === 'HEAD';
-      const url = source.url;
-      // Awaited in an async function rather than chained with `.then`: no closure per request.
-      const answer = await decide(ctx, url, head, info);
-      return direct(ctx, answer, head, started, url.startsWith('https:'));
+      return decide(ctx, source.url, ctx.method === 'HEAD', info, started, toDirect);
     },
   };
 }
+
+/** An entry's last step: the decided answer as what the entry returns. */
+type Finish<R> = (ctx: RequestContext, answer: Answer | Response, head: boolean, started: number, info: RequestInfo | undefined, url: string) => R;
 
 /** The route of a path with several (one per method) that answers `method`; HEAD is answered by GET's. */
 function routeFor(routes: readonly Route[], method: string, head: boolean): Route | undefined {
