@@ -109,7 +109,7 @@ for (let round = 0; round < rounds; round++) {
       const request = caseRequest(caseId, authorization);
       const load = (s: number) => {
         const paths = caseId === 'validatesignature' ? { file: pathsFile, first: region * perRun + 1, count: perRun } : undefined;
-        region++;
+        if (paths) region++;
         return runWrk({ url: server.url, path: request.path, headers: request.headers, connections, seconds: s, paths, pin: false });
       };
       try {
