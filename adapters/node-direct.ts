@@ -17,7 +17,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Http2ServerRequest } from 'node:http2';
 import type { DirectReply } from '../src/pipeline/answer.js';
-import { DIRECT_ENTRY, type Pipeline } from '../src/pipeline/pipeline.js';
+import { DIRECT_ENTRY, type Pipeline, type RequestHead } from '../src/pipeline/pipeline.js';
+import type { RequestInfo } from '../src/http/context.js';
 import type { MerchantApi } from '../src/index.js';
 
 /** The API's direct entry, when it was made by `createMerchantApi` (an embedder's own object has only `fetch`). */
@@ -62,6 +63,63 @@ export function plainUrl(target: string, host: string | undefined, secure: boole
 /** True when the request may take the direct path (GET or HEAD over HTTP/1: no body to read, no HTTP/2 pseudo-headers). */
 export function directMethod(req: IncomingMessage): boolean {
   return (req.method === 'GET' || req.method === 'HEAD') && !(req instanceof Http2ServerRequest);
+}
+
+/**
+ * A Node request as the direct path hands it to the pipeline: its head
+ * (method, URL, header reader, the `Request` made when a hook asks) and what
+ * the adapter tells of it (the socket's address and port, the URL as sent),
+ * in one object, so that a request costs one allocation here.
+ */
+export class NodeRequestHead implements RequestHead, RequestInfo {
+  readonly method: string;
+  readonly url: string;
+  /** Set by the adapter right after construction (its reader needs this object for `request()`). */
+  header: (name: string) => string | null = NO_HEADER;
+  readonly clientAddress: string | undefined;
+  readonly clientPort: number | undefined;
+  readonly pathAsSent = true;
+  readonly #req: IncomingMessage;
+  readonly #res: ServerResponse;
+  #made: Request | undefined;
+
+  constructor(req: IncomingMessage, res: ServerResponse, url: string) {
+    this.method = req.method!;
+    this.url = url;
+    this.clientAddress = req.socket.remoteAddress;
+    this.clientPort = req.socket.remotePort;
+    this.#req = req;
+    this.#res = res;
+  }
+
+  request(): Request {
+    return (this.#made ??= requestOf(this.#req, this.#res, this.url));
+  }
+}
+
+const NO_HEADER = (): string | null => null;
+
+/**
+ * Runs the pipeline's direct entry for a request and writes its answer: a
+ * whole reply with `writeHead` and `end`, a `Response` through `writeResponse`
+ * (@hono/node-server's writer). An async function rather than `.then` and
+ * `.catch`: no closure per request.
+ */
+export async function answerDirectly(
+  direct: Pipeline['direct'],
+  head: NodeRequestHead,
+  req: IncomingMessage,
+  res: ServerResponse,
+  writeResponse: (req: IncomingMessage, res: ServerResponse, response: Response) => Promise<void>,
+): Promise<void> {
+  try {
+    const answer = await direct(head, head);
+    if (!(answer instanceof Response)) writeDirect(res, answer);
+    else await writeResponse(req, res, answer);
+  } catch {
+    // The pipeline never rejects; a header Node refuses to write would throw here: a bare 500, as on the other path, never an unhandled rejection.
+    writeFailed(res);
+  }
 }
 
 /**

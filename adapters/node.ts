@@ -13,7 +13,7 @@ import { EXPECTATION_FAILED } from './expectation.js';
 import { errorResponse, MerchantApiError, type MerchantApi } from '../src/index.js';
 import { capConnections } from './node-connections.js';
 import { endWithAnswer, refuseWithoutRequest } from './node-raw-answer.js';
-import { directEntry, directMethod, plainUrl, requestOf, writeDirect, writeFailed } from './node-direct.js';
+import { answerDirectly, directEntry, directMethod, NodeRequestHead, plainUrl } from './node-direct.js';
 import { keepRequestHeads, refusedHead } from './node-request-heads.js';
 import { closeWithin, listenUrl, resolveServeOptions, type Served, type ServeOptions } from './serve-options.js';
 
@@ -60,6 +60,10 @@ export function createRequestListener(api: MerchantApi, options: RequestListener
   // Answers a Hono listener writes from a Response the direct path got (a stream, a hook's Response): by request.
   const responses = new WeakMap<IncomingMessage, Response>();
   const writeResponse = getRequestListener((_request, env) => responses.get((env as { incoming: IncomingMessage }).incoming)!) as (req: IncomingMessage, res: ServerResponse) => Promise<void>;
+  const writeDirectResponse = (req: IncomingMessage, res: ServerResponse, response: Response) => {
+    responses.set(req, response);
+    return writeResponse(req, res);
+  };
   const fetchObjects = options.fetchObjects ?? process.env.MERCHANT_API_FETCH_OBJECTS === '1';
   const direct = fetchObjects ? undefined : directEntry(api);
   const listener = getRequestListener(
@@ -69,7 +73,7 @@ export function createRequestListener(api: MerchantApi, options: RequestListener
         refusal: refusals.get(incoming),
         clientAddress: incoming.socket.remoteAddress,
         clientPort: incoming.socket.remotePort,
-        header: nodeHeader(incoming, () => request),
+        header: nodeHeader(incoming, { request: () => request }),
         pathAsSent: true,
         // req.url is the target as sent; the Request's URL has its dot segments resolved away.
         dotSegments: hasDotSegment(incoming.url ?? ''),
@@ -94,17 +98,9 @@ export function createRequestListener(api: MerchantApi, options: RequestListener
     if (direct !== undefined && lines !== TWO_HOST_LINES && !refusals.has(req) && directMethod(req)) {
       const url = plainUrl(req.url ?? '', req.headers.host, (req.socket as { encrypted?: boolean }).encrypted === true);
       if (url !== undefined) {
-        let made: Request | undefined;
-        const request = () => (made ??= requestOf(req, res, url));
-        const info = { clientAddress: req.socket.remoteAddress, clientPort: req.socket.remotePort, pathAsSent: true };
-        direct({ method: req.method!, url, header: nodeHeader(req, request), request }, info)
-          .then((answer) => {
-            if (!(answer instanceof Response)) return writeDirect(res, answer);
-            responses.set(req, answer);
-            return writeResponse(req, res);
-          })
-          // The pipeline never rejects; a header Node refuses to write would throw here: a bare 500, as on the other path, never an unhandled rejection.
-          .catch(() => writeFailed(res));
+        const head = new NodeRequestHead(req, res, url);
+        head.header = nodeHeader(req, head);
+        void answerDirectly(direct, head, req, res, writeDirectResponse);
         return;
       }
     }
@@ -157,10 +153,10 @@ const NOT_JOINED = new Set(['age', 'authorization', 'content-length', 'content-t
  * `req.headers` where that gives the same value: the Fetch `Headers` is
  * then never built for the fields the handler reads.
  */
-function nodeHeader(incoming: IncomingMessage, request: () => Request): (name: string) => string | null {
+function nodeHeader(incoming: IncomingMessage, source: { request(): Request }): (name: string) => string | null {
   return (name) => {
     const key = name.toLowerCase();
-    if (NOT_JOINED.has(key) && (key !== 'authorization' || twoAuthorizations.has(incoming))) return request().headers.get(key);
+    if (NOT_JOINED.has(key) && (key !== 'authorization' || twoAuthorizations.has(incoming))) return source.request().headers.get(key);
     const value = incoming.headers[key];
     return value === undefined ? null : typeof value === 'string' ? value : value.join(', ');
   };

@@ -44,9 +44,11 @@ export function parseBasicAuth(header: string | null): { id: string; key: string
  * missing or malformed ones throw the 401 at once; otherwise it answers what
  * the check found, which `basicOutcome` turns into the merchant or the error.
  * Two steps rather than one async function: the pipeline already waits on
- * the check once, and one promise fewer per request is measurable.
+ * the check once, and one promise fewer per request is measurable. The
+ * answer is a value, not a promise, when the storage holds the merchant in
+ * memory (`verifyMerchant`).
  */
-export function checkBasicAuth(ctx: KeyAuthState, reader: MerchantReader): Promise<Merchant | Unverified> {
+export function checkBasicAuth(ctx: KeyAuthState, reader: MerchantReader): Merchant | Unverified | Promise<Merchant | Unverified> {
   const header = ctx.header('authorization');
   const credentials = parseBasicAuth(header);
   if (!credentials || credentials.key === '') throw fail(ctx, header === null ? 'missing_credentials' : 'malformed_credentials');

@@ -34,6 +34,8 @@ export interface AuthState {
 /** The storage calls the check makes (the request's guarded storage view is one). */
 export interface MerchantReader {
   getMerchant(id: string, options?: MerchantLookup): Promise<Merchant | undefined>;
+  /** The merchant when held in memory, synchronously (`Storage.cachedMerchant`); else undefined. */
+  cachedMerchant?(id: string): Merchant | undefined;
 }
 
 /** How one scheme compares what a request presents (`given`) with a merchant. */
@@ -56,15 +58,32 @@ const REFRESH: MerchantLookup = Object.freeze({ refresh: true });
  * The merchant `id` names, if its keys verify `given`; else why not.
  * `ctx.claimedMerchantId` is set once the merchant is known to exist, and
  * `ctx.authFailure` on a failure.
+ *
+ * A merchant the storage holds in memory (`cachedMerchant`) is checked
+ * without a promise: the answer is then a value, not a `Promise`, and the
+ * request costs no async step for it (docs/benchmarks.md#the-node-direct-path-28-november-2026).
+ * Otherwise, and when its keys verify nothing (the second read, past the
+ * cache), the same steps as before, awaited.
  */
-export async function verifyMerchant<G>(ctx: AuthState, reader: MerchantReader, id: string, scheme: CredentialScheme<G>, given: G): Promise<Merchant | Unverified> {
-  let merchant = await reader.getMerchant(id);
+export function verifyMerchant<G>(ctx: AuthState, reader: MerchantReader, id: string, scheme: CredentialScheme<G>, given: G): Merchant | Unverified | Promise<Merchant | Unverified> {
+  const held = reader.cachedMerchant?.(id);
+  if (held === undefined) return readAndVerify(ctx, reader, id, scheme, given);
+  ctx.claimedMerchantId = held.id;
+  if (scheme.disabledFirst && held.status !== 'active') return 'disabled';
+  return scheme.verifies(held, given) ? held : readAgain(ctx, reader, id, scheme, given);
+}
+
+async function readAndVerify<G>(ctx: AuthState, reader: MerchantReader, id: string, scheme: CredentialScheme<G>, given: G): Promise<Merchant | Unverified> {
+  const merchant = await reader.getMerchant(id);
   if (merchant === undefined) return (ctx.authFailure = 'unknown_merchant');
   ctx.claimedMerchantId = merchant.id;
   if (scheme.disabledFirst && merchant.status !== 'active') return 'disabled';
-  if (!scheme.verifies(merchant, given)) {
-    merchant = await reader.getMerchant(id, REFRESH);
-    if (merchant === undefined || !scheme.verifies(merchant, given)) return (ctx.authFailure = scheme.mismatch);
-  }
+  return scheme.verifies(merchant, given) ? merchant : readAgain(ctx, reader, id, scheme, given);
+}
+
+/** No key verified: the merchant read again past the storage's cache, then compared once more. */
+async function readAgain<G>(ctx: AuthState, reader: MerchantReader, id: string, scheme: CredentialScheme<G>, given: G): Promise<Merchant | Unverified> {
+  const merchant = await reader.getMerchant(id, REFRESH);
+  if (merchant === undefined || !scheme.verifies(merchant, given)) return (ctx.authFailure = scheme.mismatch);
   return merchant;
 }

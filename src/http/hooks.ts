@@ -70,12 +70,32 @@ export function composeHooks(sets: readonly MerchantApiHooks[]): MerchantApiHook
   const onError = all('onError');
   if (onError.length) composed.onError = (ctx, error) => onError.forEach((hook) => hook(ctx, error));
   const onFinish = all('onFinish');
-  if (onFinish.length) composed.onFinish = (ctx, summary) => onFinish.forEach((hook) => hook(ctx, summary));
+  if (onFinish.length === 1) composed.onFinish = onFinish[0];
+  else if (onFinish.length) {
+    composed.onFinish = (ctx, summary) => {
+      for (const hook of onFinish) hook(ctx, summary);
+    };
+  }
   const onStorageCall = all('onStorageCall');
-  if (onStorageCall.length) {
+  // One hook (tracing alone, or metrics alone) is called as it is; several without an array per call
+  // unless more than one of them wants to hear the end (every storage call of every request runs this).
+  if (onStorageCall.length === 1) {
+    const [hook] = onStorageCall as [NonNullable<MerchantApiHooks['onStorageCall']>];
     composed.onStorageCall = (ctx, operation) => {
-      const ends = onStorageCall.map((hook) => hook(ctx, operation)).filter((end) => typeof end === 'function');
-      return ends.length === 0 ? undefined : (error?: unknown) => ends.forEach((end) => end(error));
+      const end = hook(ctx, operation);
+      return typeof end === 'function' ? end : undefined;
+    };
+  } else if (onStorageCall.length) {
+    composed.onStorageCall = (ctx, operation) => {
+      let only: ((error?: unknown) => void) | undefined;
+      let ends: ((error?: unknown) => void)[] | undefined;
+      for (const hook of onStorageCall) {
+        const end = hook(ctx, operation);
+        if (typeof end !== 'function') continue;
+        if (only === undefined) only = end;
+        else (ends ??= [only]).push(end);
+      }
+      return ends === undefined ? only : (error?: unknown) => ends.forEach((end) => end(error));
     };
   }
   return composed;

@@ -126,4 +126,4 @@ function streamOf(pieces: AsyncIterable<string>, done?: (bytes: number, aborted:
 const NativeBuffer = (globalThis as { Buffer?: { byteLength(text: string): number } }).Buffer;
 
 /** UTF-8 length of a string: Node's and Bun's native count where there is one, else by encoding. */
-const byteLength: (text: string) => number = NativeBuffer ? (text) => NativeBuffer.byteLength(text) : (text) => utf8.encode(text).byteLength;
+export const byteLength: (text: string) => number = NativeBuffer ? (text) => NativeBuffer.byteLength(text) : (text) => utf8.encode(text).byteLength;

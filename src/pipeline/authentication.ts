@@ -7,10 +7,12 @@
  * `onAuthenticated` hooks.
  */
 import { basicKeyRefused, basicOutcome, checkBasicAuth } from '../auth/basic-auth.js';
+import type { Unverified } from '../auth/merchant-check.js';
 import type { RequestContext } from '../http/context.js';
 import { HookAnswer, type MerchantApiHooks } from '../http/hooks.js';
 import type { LimitPoints } from '../limits/limit.js';
 import type { HandlerDeps, Route } from '../routes/route.js';
+import type { Merchant } from '../storage/contract.js';
 import type { Answer } from './answer.js';
 
 /** Runs a route's handler, authenticated first where the route says so. Throws for errors. */
@@ -18,28 +20,34 @@ export type RunRoute = (ctx: RequestContext, route: Route, path: string, search:
 
 /** Not async: a route without Basic authentication costs no promise of its own here. */
 export function routeRunner(deps: HandlerDeps, aroundHandler: LimitPoints['aroundHandler']): RunRoute {
+  /** The handler of a Basic route, once the check answered. */
+  async function authorized(ctx: RequestContext, route: Route, path: string, search: string, origin: string, params: Record<string, string>, checked: Merchant | Unverified): Promise<Answer> {
+    // The key that matched may not be usable here (expired, outside its networks, without the scope):
+    // decided before the merchant counts as authenticated. Every Basic route reads users or keys.
+    if (typeof checked !== 'string') {
+      const refused = deps.keys.refusal(checked, ctx.keyIndex, 'users:read', ctx.clientAddress);
+      if (refused !== undefined) throw basicKeyRefused(ctx, refused);
+    }
+    const merchant = basicOutcome(ctx, checked);
+    const release = aroundHandler?.(ctx, merchant.id, route.limit);
+    try {
+      const hooked = deps.authenticated(ctx, merchant.id);
+      if (hooked) await hooked;
+      const answer = await route.handle(ctx, { path, search, origin, params, merchant }, deps);
+      // A copy: handlers may answer with a shared constant reply.
+      return release ? { ...answer, release } : answer;
+    } catch (error) {
+      release?.();
+      throw error;
+    }
+  }
+
   return (ctx, route, path, search, origin, params) => {
     if (route.auth !== 'basic') return route.handle(ctx, { path, search, origin, params, merchant: undefined }, deps);
-    return checkBasicAuth(ctx, deps.storage(ctx)).then(async (checked): Promise<Answer> => {
-      // The key that matched may not be usable here (expired, outside its networks, without the scope):
-      // decided before the merchant counts as authenticated. Every Basic route reads users or keys.
-      if (typeof checked !== 'string') {
-        const refused = deps.keys.refusal(checked, ctx.keyIndex, 'users:read', ctx.clientAddress);
-        if (refused !== undefined) throw basicKeyRefused(ctx, refused);
-      }
-      const merchant = basicOutcome(ctx, checked);
-      const release = aroundHandler?.(ctx, merchant.id, route.limit);
-      try {
-        const hooked = deps.authenticated(ctx, merchant.id);
-        if (hooked) await hooked;
-        const answer = await route.handle(ctx, { path, search, origin, params, merchant }, deps);
-        // A copy: handlers may answer with a shared constant reply.
-        return release ? { ...answer, release } : answer;
-      } catch (error) {
-        release?.();
-        throw error;
-      }
-    });
+    // A value when the storage holds the merchant in memory (src/auth/merchant-check.ts): no promise to wait for, no closure.
+    const checked = checkBasicAuth(ctx, deps.storage(ctx));
+    if (!(checked instanceof Promise)) return authorized(ctx, route, path, search, origin, params, checked);
+    return checked.then((answered) => authorized(ctx, route, path, search, origin, params, answered));
   };
 }
 

@@ -7,7 +7,7 @@
  * (answer.ts), held back and counted by the limits on the way out.
  */
 import { MerchantApiError } from '../errors.js';
-import { createContext, createLazyContext, type RequestContext, type RequestInfo } from '../http/context.js';
+import { createContext, createLazyContext, type LazySource, type RequestContext, type RequestInfo } from '../http/context.js';
 import { HookAnswer, type MerchantApiHooks } from '../http/hooks.js';
 import { allowedMethods, methodsInWords } from '../http/methods.js';
 import type { ErrorShape } from '../http/responses.js';
@@ -41,13 +41,10 @@ export interface PipelineParts {
  * A request a host hands over without a Fetch `Request` (the Node adapter's
  * direct path): its method, its URL as the `Request` constructor would
  * normalise it, a header reader, and how to make the `Request` should a
- * hook read `ctx.request`.
+ * hook read `ctx.request` (made once: the same `Request` every time).
  */
-export interface RequestHead {
-  method: string;
-  url: string;
-  header(name: string): string | null;
-  request(): Request;
+export interface RequestHead extends LazySource {
+  readonly url: string;
 }
 
 /**
@@ -75,8 +72,12 @@ export function createPipeline(parts: PipelineParts): Pipeline {
   const failed = failure(logger, hooks.onError);
   const { respond, direct } = responder(logger, hooks, parts.inFlight);
 
-  /** Everything up to the answer, the same for both entries. */
-  async function decide(ctx: RequestContext, url: string, head: boolean, info: RequestInfo | undefined): Promise<Answer | Response> {
+  /**
+   * Everything up to the answer, the same for both entries, then `finish`
+   * (the entry's last step, one function per entry made once: no closure or
+   * extra async step per request).
+   */
+  async function decide<R>(ctx: RequestContext, url: string, head: boolean, info: RequestInfo | undefined, started: number, finish: Finish<R>): Promise<R> {
     let shape: ErrorShape = 'envelope';
     let answer: Answer | Response;
     try {
@@ -121,26 +122,28 @@ export function createPipeline(parts: PipelineParts): Pipeline {
     // A failure shared through a store is answered once the store has it (bounded).
     const counted = afterAnswer?.(ctx);
     if (counted) await counted;
-    return answer;
+    return finish(ctx, answer, head, started, info, url);
   }
+
+  const toResponse: Finish<Response> = (ctx, answer, head, started, info, url) => respond(ctx, answer, head, started, info?.unsent === true, url.startsWith('https:'));
+  const toDirect: Finish<DirectReply | Response> = (ctx, answer, head, started, _info, url) => direct(ctx, answer, head, started, url.startsWith('https:'));
 
   return {
     fetch(request, info) {
       const started = performance.now();
       const ctx = createContext(request, info, trustProxy);
-      const head = ctx.method === 'HEAD';
-      const url = request.url;
-      return decide(ctx, url, head, info).then((answer) => respond(ctx, answer, head, started, info?.unsent === true, url.startsWith('https:')));
+      return decide(ctx, request.url, ctx.method === 'HEAD', info, started, toResponse);
     },
     direct(source, info) {
       const started = performance.now();
-      const ctx = createLazyContext(source.method, source.header, source.request, info, trustProxy);
-      const head = ctx.method === 'HEAD';
-      const url = source.url;
-      return decide(ctx, url, head, info).then((answer) => direct(ctx, answer, head, started, url.startsWith('https:')));
+      const ctx = createLazyContext(source, info, trustProxy);
+      return decide(ctx, source.url, ctx.method === 'HEAD', info, started, toDirect);
     },
   };
 }
+
+/** An entry's last step: the decided answer as what the entry returns. */
+type Finish<R> = (ctx: RequestContext, answer: Answer | Response, head: boolean, started: number, info: RequestInfo | undefined, url: string) => R;
 
 /** The route of a path with several (one per method) that answers `method`; HEAD is answered by GET's. */
 function routeFor(routes: readonly Route[], method: string, head: boolean): Route | undefined {

@@ -67,7 +67,9 @@ const SIGNATURE: CredentialScheme<SignedQuery> = {
 export async function validateSignature(ctx: RequestContext, input: RouteInput, deps: HandlerDeps): Promise<Reply> {
   const signed = requiredValues(parseQuery(input.search), ctx, input, deps.resolveBases);
 
-  const verified = await verifyMerchant(ctx, deps.storage(ctx), signed.cp, SIGNATURE, signed);
+  // A value without a promise when the storage holds the merchant in memory: awaited only when it is one.
+  const verifying = verifyMerchant(ctx, deps.storage(ctx), signed.cp, SIGNATURE, signed);
+  const verified = verifying instanceof Promise ? await verifying : verifying;
   if (typeof verified === 'string') {
     if (verified === 'bad_signature') ctx.errorCode = REFUSAL_CODE.mismatch;
     return verified === 'unknown_merchant' ? UNKNOWN_MERCHANT : verified === 'disabled' ? DISABLED : MISMATCH;

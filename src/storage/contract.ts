@@ -191,6 +191,14 @@ export interface Storage {
    */
   getMerchant(id: string, options?: MerchantLookup): Promise<Merchant | undefined>;
   /**
+   * Optional: the merchant as `getMerchant(id)` would answer it now, when the storage holds it in
+   * memory (the memory storage's map, the MySQL storage's merchant cache), synchronously; undefined
+   * when it would have to be read (or no merchant has this id, or the storage is closed): the
+   * handler then calls `getMerchant`. Lets a request whose merchant is held authenticate without
+   * waiting for a promise (docs/benchmarks.md#the-node-direct-path-28-november-2026). Never does I/O.
+   */
+  cachedMerchant?(id: string): Merchant | undefined;
+  /**
    * Records a salt atomically across every instance sharing the storage.
    * Returns true when it was new (or only an expired record of it existed),
    * false when this merchant already used it inside the window: a replay.

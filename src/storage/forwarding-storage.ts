@@ -13,7 +13,7 @@ import { STORAGE_OPERATIONS, WEBHOOK_OPERATIONS, type Storage, type StorageOpera
 export interface ForwardingStorage extends Storage {}
 
 /** What the constructor copies from the inner storage. */
-type Parts = { -readonly [K in 'concurrency' | 'pooledOperations' | 'health' | 'throttleStore' | 'recordKeyUse']?: Storage[K] };
+type Parts = { -readonly [K in 'concurrency' | 'pooledOperations' | 'health' | 'throttleStore' | 'recordKeyUse' | 'cachedMerchant']?: Storage[K] };
 
 export abstract class ForwardingStorage {
   /** The storage this one wraps. */
@@ -31,6 +31,8 @@ export abstract class ForwardingStorage {
     if (this.health === undefined && inner.health !== undefined) parts.health = () => inner.health!();
     if (this.throttleStore === undefined && inner.throttleStore !== undefined) parts.throttleStore = () => inner.throttleStore!();
     if (this.recordKeyUse === undefined && inner.recordKeyUse !== undefined) parts.recordKeyUse = (uses) => inner.recordKeyUse!(uses);
+    // Only where the wrapper reads merchants from the inner storage, as the Redis and replica wrappers do.
+    if (this.cachedMerchant === undefined && inner.cachedMerchant !== undefined && this.getMerchant === ForwardingStorage.prototype.getMerchant) parts.cachedMerchant = (id) => inner.cachedMerchant!(id);
     // An optional operation the inner storage lacks stays absent here too (the guard answers it 501).
     for (const operation of WEBHOOK_OPERATIONS) if (inner[operation] === undefined) (this as Record<string, unknown>)[operation] = undefined;
   }

@@ -6,7 +6,7 @@
  * (a pool reconnects), so the next request after the backend is back succeeds.
  */
 import { MerchantApiError, StorageUnavailableError } from '../errors.js';
-import { STORAGE_OPERATIONS, type Storage, type StorageOperation } from './contract.js';
+import { STORAGE_OPERATIONS, type Merchant, type Storage, type StorageOperation } from './contract.js';
 import { WEBHOOKS_NOT_KEPT } from './webhook-endpoints.js';
 
 /**
@@ -21,8 +21,11 @@ export type StorageCall<C> = <T>(operation: StorageOperation, context: C, call: 
 /** Runs a call within a limit of the request's (the merchant's share of the connections), inside the deadline. */
 export type StorageGate<C> = <T>(context: C, call: () => Promise<T>) => Promise<T>;
 
-/** The storage calls a request makes (`STORAGE_OPERATIONS`), each bounded, watched and shared; an optional one the storage lacks is 501. */
-export type StorageView = Required<Pick<Storage, StorageOperation>>;
+/**
+ * The storage calls a request makes (`STORAGE_OPERATIONS`), each bounded, watched and shared; an optional one the storage lacks is 501.
+ * And `cachedMerchant`: the storage's synchronous answer from memory, watched as a `getMerchant` call when it has one, else undefined.
+ */
+export type StorageView = Required<Pick<Storage, StorageOperation | 'cachedMerchant'>>;
 
 export interface StorageGuardOptions<C> {
   /** Milliseconds before a call is a 503. */
@@ -46,8 +49,20 @@ export function storageViews<C>(storage: Storage, options: StorageGuardOptions<C
     gate === undefined
       ? guarded
       : (operation, context, call) => (pooled !== undefined && !pooled.has(operation) ? guarded(operation, context, call) : guarded(operation, context, (s) => gate(context, () => call(s))));
-  return (context) => new GuardedView(run, context);
+  // A merchant held in memory needs no deadline or share: the watchers see it as a getMerchant call that took no time.
+  const { watch } = options;
+  const cached: CachedLookup<C> | undefined =
+    storage.cachedMerchant === undefined
+      ? undefined
+      : (context, id) => {
+          const merchant = storage.cachedMerchant!(id);
+          if (merchant !== undefined && watch !== undefined) watch('getMerchant', context)?.();
+          return merchant;
+        };
+  return (context) => new GuardedView(run, context, cached);
 }
+
+type CachedLookup<C> = (context: C, id: string) => Merchant | undefined;
 
 /**
  * A plain class rather than an object of closures: one small allocation per request. Its
@@ -56,10 +71,16 @@ export function storageViews<C>(storage: Storage, options: StorageGuardOptions<C
 class GuardedView<C> {
   readonly #run: StorageCall<C>;
   readonly #context: C;
+  readonly #cached: CachedLookup<C> | undefined;
 
-  constructor(run: StorageCall<C>, context: C) {
+  constructor(run: StorageCall<C>, context: C, cached: CachedLookup<C> | undefined) {
     this.#run = run;
     this.#context = context;
+    this.#cached = cached;
+  }
+
+  cachedMerchant(id: string): Merchant | undefined {
+    return this.#cached === undefined ? undefined : this.#cached(this.#context, id);
   }
 
   static {

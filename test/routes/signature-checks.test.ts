@@ -36,19 +36,22 @@ describe('cp and salt: at most 128 characters', () => {
   });
 });
 
-describe('a merchant whose keys this instance cached before a rotation', () => {
+// held: the stale copy comes from the storage's synchronous cachedMerchant (no promise for the first read); else from getMerchant.
+describe.each([false, true])('a merchant whose keys this instance cached before a rotation (held in memory: %s)', (held) => {
+  // The first read of each request: synchronous when held, else a getMerchant.
+  const first = held ? 'held' : 'cached';
   it('accepts a signature under a key added since, after reading the merchant again once', async () => {
-    const { api, lookups } = staleMerchantApi((merchant) => merchant);
+    const { api, lookups } = staleMerchantApi((merchant) => merchant, { held });
     expect((await call(api, signedUrl())).status).toBe(200);
-    expect(lookups).toEqual(['cached', 'refresh']);
+    expect(lookups).toEqual([first, 'refresh']);
     expect((await call(api, signedUrl({ key: 'key-old' }))).status).toBe(200);
-    expect(lookups).toEqual(['cached', 'refresh', 'cached']);
+    expect(lookups).toEqual([first, 'refresh', first]);
   });
 
   it('refuses it when the merchant read again is disabled, or gone', async () => {
-    const disabled = staleMerchantApi((merchant) => merchant && { ...merchant, status: 'disabled' });
+    const disabled = staleMerchantApi((merchant) => merchant && { ...merchant, status: 'disabled' }, { held });
     expect((await call(disabled.api, signedUrl())).body).toEqual({ status: 'error', message: 'Signature does not match.', is_valid: false });
-    const gone = staleMerchantApi(() => undefined);
+    const gone = staleMerchantApi(() => undefined, { held });
     expect((await call(gone.api, signedUrl())).body).toEqual({ status: 'error', message: 'Signature does not match.', is_valid: false });
   });
 });

@@ -178,6 +178,27 @@ export function storageContract(name: string, create: (seed: Seed, plan?: PagePl
       expect(await storage.getMerchant('')).toBeUndefined();
     });
 
+    it('answers a merchant it holds in memory synchronously, as getMerchant answers it, a copy each time', async () => {
+      // Every storage of this project holds merchants (the memory storage's map, the MySQL storage's
+      // cache, the wrappers forward it): the handler authenticates those without a promise.
+      expect(storage.cachedMerchant).toBeTypeOf('function');
+      for (const id of ['m1', 'off', 'keyed', 'M1']) {
+        const read = await storage.getMerchant(id);
+        const held = storage.cachedMerchant!(id);
+        expect(held).not.toBeInstanceOf(Promise);
+        expect(held).toEqual(read);
+        // The caller may change what it got: the next answer is not changed by it.
+        held!.keys.push('changed-by-the-caller');
+        expect(storage.cachedMerchant!(id)).toEqual(read);
+        expect(await storage.getMerchant(id)).toEqual(read);
+      }
+      // No merchant has these ids: nothing held, and getMerchant says so.
+      for (const id of ['m3', '', 'x'.repeat(129)]) {
+        expect(storage.cachedMerchant!(id)).toBeUndefined();
+        expect(await storage.getMerchant(id)).toBeUndefined();
+      }
+    });
+
     it('records a salt once per merchant and reports the replay', async () => {
       expect(await storage.recordSalt({ merchantId: 'm1', salt: 'salt-1', expiresAt: now + 300, now })).toBe(true);
       expect(await storage.recordSalt({ merchantId: 'm1', salt: 'salt-1', expiresAt: now + 300, now })).toBe(false);

@@ -122,6 +122,15 @@ export class MysqlStorage implements Storage {
     return this.#cache.get(id, () => this.#loadMerchant(id));
   }
 
+  /**
+   * The merchant while its cache entry is fresh (what `getMerchant` answers then, without a promise);
+   * else undefined, as where a subclass has a `getMerchant` of its own: the handler then asks that one.
+   */
+  cachedMerchant(id: string): Merchant | undefined {
+    if (this.getMerchant !== MysqlStorage.prototype.getMerchant || this.#closed || !isStorableId(id) || !this.#directory.mayExist(id)) return undefined;
+    return this.#cache.peek(id);
+  }
+
   async recordSalt(record: SaltRecord): Promise<boolean> {
     this.#assertOpen();
     if (!isStorableId(record.merchantId)) throw new RangeError('recordSalt: no merchant can have this id.');

@@ -66,6 +66,13 @@ export class MerchantCache {
     }
   }
 
+  /** The merchant while its entry is fresh, as `get` would answer it, without a promise; else undefined (`get` then reads). */
+  peek(id: string): Merchant | undefined {
+    if (this.ttlMs <= 0) return undefined;
+    const entry = this.#entries.get(id);
+    return entry !== undefined && entry.expiresAt > this.clock() ? copy(entry.merchant) : undefined;
+  }
+
   /**
    * The merchant read again, unless it was re-read less than `REFRESH_INTERVAL_MS` ago (then
    * what `get` answers). A load already under way is joined, not repeated.
