@@ -46,6 +46,8 @@ export interface MetricsOptions {
    * those are counted by each instance alone. Without it the metric is left out.
    */
   throttleFull?: () => number;
+  /** Webhook deliveries the memory storage's queue dropped for want of room (docs/webhooks.md#on-the-memory-storage). */
+  webhookDropped?: () => number;
 }
 
 export interface Metrics {
@@ -140,6 +142,18 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       collect(this: Counter) {
         this.reset();
         this.inc(throttleFull());
+      },
+    });
+  }
+  const webhookDropped = options.webhookDropped;
+  if (webhookDropped) {
+    new Counter({
+      name: 'merchant_api_webhook_dropped_total',
+      help: 'Webhook deliveries the memory storage dropped because its in-process queue had no room (the change itself was kept).',
+      registers,
+      collect(this: Counter) {
+        this.reset();
+        this.inc(webhookDropped());
       },
     });
   }

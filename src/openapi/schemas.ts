@@ -158,6 +158,7 @@ export function schemas(): Json {
               in_flight: { type: 'integer', minimum: 0, description: '`webhooks`: attempts this instance is sending' },
               pending: { type: 'integer', minimum: 0, description: '`webhooks`: deliveries waiting in the outbox (every instance), as of the last read (every 15 s)' },
               oldest_due_seconds: { type: 'number', minimum: 0, description: '`webhooks`: how long the oldest due delivery has waited past its time' },
+              dropped: { type: 'integer', minimum: 0, description: '`webhooks` on the memory storage: deliveries dropped since start because its queue had no room (docs/webhooks.md#memory-storage)' },
             },
           },
         },

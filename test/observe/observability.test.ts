@@ -354,6 +354,16 @@ describe('metrics', () => {
     expect(text).not.toContain('merchant_api_throttle_full_total');
   });
 
+  it('counts webhook deliveries the memory queue dropped, and leaves the metric out without a memory storage', async () => {
+    let dropped = 0;
+    const metrics = createMetrics({ processMetrics: false, webhookDropped: () => dropped });
+    expect((await parse(metrics))('merchant_api_webhook_dropped_total', {})).toBe(0);
+    dropped = 4;
+    expect((await parse(metrics))('merchant_api_webhook_dropped_total', {})).toBe(4);
+    const text = await (await createMetrics({ processMetrics: false }).fetch(new Request('http://metrics/metrics'))).text();
+    expect(text).not.toContain('merchant_api_webhook_dropped_total');
+  });
+
   it('answers 404 away from /metrics', async () => {
     const metrics = createMetrics({ processMetrics: false });
     expect((await metrics.fetch(new Request('http://metrics/'))).status).toBe(404);
