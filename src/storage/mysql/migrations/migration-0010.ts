@@ -8,7 +8,8 @@
  * - `webhook_events.data` may be NULL: the record is built when it is sent, from the user's row,
  *   which is the state at the change until a change of the user writes it into the event first
  *   (`src/storage/mysql/webhooks/event-records.ts`).
- * - `webhook_events_created` goes: ids begin with the time, so pruning walks the primary key.
+ * - `webhook_events_created` and `webhook_deliveries_created` go: event ids begin with the time and
+ *   delivery ids grow, so pruning walks each primary key; an import writes two index entries fewer.
  * Down writes the record into every event without one, then restores 0008's table.
  */
 import { sql, type Kysely } from 'kysely';
@@ -32,10 +33,12 @@ export const webhookEventRefs: Migration = {
       ADD COLUMN shared_user_id ${await sharedUserIdType(db)} AFTER merchant_id,
       DROP INDEX webhook_events_created,
       ADD KEY webhook_events_share (merchant_id, shared_user_id)`).execute(db);
+    await sql.raw('ALTER TABLE webhook_deliveries DROP INDEX webhook_deliveries_created').execute(db);
     await sql.raw(`UPDATE webhook_events SET shared_user_id = JSON_UNQUOTE(JSON_EXTRACT(data, '$.shared_user_id')) WHERE type IN (${TYPES}, 'user.unshared')`).execute(db);
   },
   async down(db: Kysely<any>) {
     await materializeAllEvents(db);
+    await sql.raw('ALTER TABLE webhook_deliveries ADD KEY webhook_deliveries_created (created_at)').execute(db);
     await sql.raw(`ALTER TABLE webhook_events
       DROP INDEX webhook_events_share,
       DROP COLUMN shared_user_id,

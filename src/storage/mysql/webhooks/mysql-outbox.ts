@@ -199,7 +199,9 @@ export class MysqlWebhookOutbox implements WebhookOutbox {
     let deleted = 0;
     // In bounded steps: a week of a busy outbox is not one statement's undo log.
     for (;;) {
-      const result = await sql`DELETE FROM webhook_deliveries WHERE created_at < ${cutoff} AND state <> 'pending' ORDER BY created_at LIMIT 5000`.execute(this.#db);
+      // In primary key order, oldest first (migration 0010 dropped the index on created_at): the
+      // rows before the cutoff are the first ones, and only pending ones among them are passed over.
+      const result = await sql`DELETE FROM webhook_deliveries WHERE created_at < ${cutoff} AND state <> 'pending' ORDER BY id LIMIT 5000`.execute(this.#db);
       const n = Number(result.numAffectedRows ?? 0);
       deleted += n;
       if (n < 5000) break;
