@@ -403,11 +403,17 @@ describe.skipIf(!available)('webhooks on MySQL', () => {
   it('prune removes finished deliveries and their events older than the retention', async () => {
     const { merchantId } = await merchantWithEndpoint();
     await importSeed(database.db, undefined, { merchants: [], users: [user(merchantId, 'old')] });
-    await sql`UPDATE webhook_deliveries SET state = 'delivered', created_at = UTC_TIMESTAMP(6) - INTERVAL 8 DAY WHERE merchant_id = ${merchantId}`.execute(database.db);
-    await sql`UPDATE webhook_events SET created_at = UTC_TIMESTAMP(6) - INTERVAL 8 DAY WHERE merchant_id = ${merchantId}`.execute(database.db);
+    // Everything so far, of every merchant, as if written 8 days ago (rows age in the order they were written).
+    await sql`UPDATE webhook_deliveries SET state = 'delivered', created_at = UTC_TIMESTAMP(6) - INTERVAL 8 DAY`.execute(database.db);
+    await sql`UPDATE webhook_events SET created_at = UTC_TIMESTAMP(6) - INTERVAL 8 DAY`.execute(database.db);
+    // A later one, delivered too: pruning walks the primary keys up to the first recent row and stops there.
+    await importSeed(database.db, undefined, { merchants: [], users: [user(merchantId, 'recent')] });
+    await sql`UPDATE webhook_deliveries SET state = 'delivered' WHERE merchant_id = ${merchantId}`.execute(database.db);
     expect(await outbox.prune(new Date(Date.now() - 7 * 86_400_000))).toBeGreaterThanOrEqual(1);
-    const left = await sql<{ n: number }>`SELECT COUNT(*) AS n FROM webhook_events WHERE merchant_id = ${merchantId}`.execute(database.db);
-    expect(Number(left.rows[0]!.n)).toBe(0);
+    const left = await sql<{ shared_user_id: string }>`SELECT shared_user_id FROM webhook_events WHERE merchant_id = ${merchantId}`.execute(database.db);
+    expect(left.rows).toEqual([{ shared_user_id: 'recent' }]);
+    const deliveries = await sql<{ n: number }>`SELECT COUNT(*) AS n FROM webhook_deliveries WHERE merchant_id = ${merchantId}`.execute(database.db);
+    expect(Number(deliveries.rows[0]!.n)).toBe(1);
   });
 
   it('migration 0010 down writes the record into every reference (the bytes it would have sent); up again keeps them', async () => {

@@ -197,22 +197,33 @@ export class MysqlWebhookOutbox implements WebhookOutbox {
   async prune(before: Date): Promise<number> {
     const cutoff = sqlTime(before);
     let deleted = 0;
+    // Along each primary key, oldest first (migration 0010 dropped the indexes on created_at):
+    // delivery ids grow and event ids begin with the time, so the rows before the cutoff come
+    // first. Each delete is bounded by the first id at or after the cutoff (a plain read that
+    // stops there), so it never scans, nor locks, the recent rows the dispatchers work on. A row
+    // written out of order (a transaction that committed late) waits for the next prune.
+    const deliveriesUpTo = await this.#firstIdFrom('webhook_deliveries', cutoff);
     // In bounded steps: a week of a busy outbox is not one statement's undo log.
     for (;;) {
-      // In primary key order, oldest first (migration 0010 dropped the index on created_at): the
-      // rows before the cutoff are the first ones, and only pending ones among them are passed over.
-      const result = await sql`DELETE FROM webhook_deliveries WHERE created_at < ${cutoff} AND state <> 'pending' ORDER BY id LIMIT 5000`.execute(this.#db);
+      const result = await sql`DELETE FROM webhook_deliveries WHERE ${deliveriesUpTo === undefined ? sql`1 = 1` : sql`id < ${deliveriesUpTo}`}
+        AND created_at < ${cutoff} AND state <> 'pending' ORDER BY id LIMIT 5000`.execute(this.#db);
       const n = Number(result.numAffectedRows ?? 0);
       deleted += n;
       if (n < 5000) break;
     }
+    const eventsUpTo = await this.#firstIdFrom('webhook_events', cutoff);
     for (;;) {
-      // In primary key order: ids begin with the time (migration 0010 dropped the index on created_at).
-      const result = await sql`DELETE FROM webhook_events WHERE created_at < ${cutoff}
+      const result = await sql`DELETE FROM webhook_events WHERE ${eventsUpTo === undefined ? sql`1 = 1` : sql`id < ${eventsUpTo}`} AND created_at < ${cutoff}
         AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = webhook_events.id) ORDER BY id LIMIT 5000`.execute(this.#db);
       if (Number(result.numAffectedRows ?? 0) < 5000) break;
     }
     return deleted;
+  }
+
+  /** The first id (primary key order) of a row created at or after `cutoff`; undefined when every row is older. */
+  async #firstIdFrom(table: 'webhook_deliveries' | 'webhook_events', cutoff: string): Promise<string | undefined> {
+    const { rows } = await sql<{ id: string | number }>`SELECT id FROM ${sql.table(table)} WHERE created_at >= ${cutoff} ORDER BY id LIMIT 1`.execute(this.#db);
+    return rows[0] === undefined ? undefined : String(rows[0].id);
   }
 
   async stats(): Promise<OutboxStats> {
