@@ -10,9 +10,10 @@ import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import type { LookupFunction } from 'node:net';
 import { DEFAULTS } from '../defaults.js';
+import { PACKAGE_VERSION } from '../version.js';
 
-/** `merchant-api-webhooks/<version>`: receivers' logs name the sender. */
-export const WEBHOOK_USER_AGENT = 'merchant-api-webhooks/0.1.0 (+https://www.standardwebhooks.com)';
+/** `merchant-api-webhooks/<version>` of package.json: receivers' logs name the sender and its release. */
+export const WEBHOOK_USER_AGENT = `merchant-api-webhooks/${PACKAGE_VERSION} (+https://www.standardwebhooks.com)`;
 
 export interface AttemptRequest {
   url: URL;

@@ -24,8 +24,9 @@ const LAYERS = [
   // records are the events' data), below every layer of a request; never a storage's own files.
   { name: 'webhooks', path: '^src/webhooks/' },
   { name: 'auth-listing-signing', path: '^src/(auth|listing|signing)/' },
-  // defaults.ts is the one table of defaults that the storages, the limits and the CLI all read.
-  { name: 'storage-json-errors', path: '^src/(storage|json)/|^src/(errors|defaults)\\.ts$' },
+  // defaults.ts is the one table of defaults that the storages, the limits and the CLI all read;
+  // version.ts the package's version, read from package.json (its one field, inlined by the build).
+  { name: 'storage-json-errors', path: '^src/(storage|json)/|^src/(errors|defaults|version)\\.ts$|^package\\.json$' },
 ];
 
 /**

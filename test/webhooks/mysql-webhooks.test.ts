@@ -6,7 +6,7 @@
 import { sql } from 'kysely';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { changedUserJson } from '../../src/listing/user-json.js';
-import { addWebhookEndpoint, deleteMerchant, enableWebhookEndpoint, eraseUser, eraseWebhookEvents, importSeed, listWebhookEndpoints, MysqlWebhookOutbox, removeWebhookEndpoint, rotateWebhookSecret, sendWebhookTest, WebhookAdminError, writeUnsharedEvent } from '../../src/storage/mysql/index.js';
+import { addWebhookEndpoint, createMigrator, deleteMerchant, enableWebhookEndpoint, eraseUser, eraseWebhookEvents, importSeed, listWebhookEndpoints, migrateToLatest, MysqlWebhookOutbox, removeWebhookEndpoint, rotateWebhookSecret, sendWebhookTest, WebhookAdminError, writeUnsharedEvent } from '../../src/storage/mysql/index.js';
 import type { ChangedUserRecord } from '../../src/storage/contract.js';
 import { userEventData } from '../../src/storage/webhook-outbox.js';
 import { WebhookDispatcher, type AttemptEvent, type DispatcherOptions } from '../../src/webhooks/dispatcher.js';
@@ -130,6 +130,49 @@ describe.skipIf(!available)('webhooks on MySQL', () => {
     expect(b.endpoint.secret).not.toBe(c.endpoint.secret);
     const none = await sql<{ n: number }>`SELECT COUNT(*) AS n FROM webhook_events WHERE merchant_id = 'no-endpoint'`.execute(database.db);
     expect(Number(none.rows[0]!.n)).toBe(0);
+  });
+
+  it('an import writes a reference to the share, not a copy of the record; each event is sent with the state of its change however the user changed after, every attempt the same bytes', async () => {
+    const { merchantId, receiver, endpoint } = await merchantWithEndpoint();
+    const id = 'ref "1"\n😀';
+    await importSeed(database.db, undefined, { merchants: [], users: [user(merchantId, id)] });
+    const stored = async () => (await sql<{ type: string; data: string | null; shared_user_id: string }>`SELECT type, data, shared_user_id FROM webhook_events WHERE merchant_id = ${merchantId} ORDER BY id`.execute(database.db)).rows;
+    expect(await stored()).toEqual([{ type: 'user.shared', data: null, shared_user_id: id }]);
+    // The first attempt fails, with the record built from the user's row.
+    receiver.answer = (n, res) => void res.writeHead(n === 0 ? 500 : 204).end();
+    const attempts: AttemptEvent[] = [];
+    const first = dispatcher({ retrySchedule: [1500, 200, 200], onAttempt: (event) => event.endpointId === endpoint.id && attempts.push(event) });
+    await vi.waitFor(() => expect(attempts.map((a) => a.outcome)).toEqual(['retry']), { timeout: 10_000 });
+    await first.stop();
+    // The user changes twice before the retry: each change first writes the record into the events of the one before.
+    await importSeed(database.db, undefined, { merchants: [], users: [user(merchantId, id, { city: 'Bonn' })] });
+    await importSeed(database.db, undefined, { merchants: [], users: [user(merchantId, id, { city: 'Köln', deactivated_at: '2026-01-02T03:04:05.000006+00:00' })] });
+    expect((await stored()).map((e) => [e.type, e.data === null ? null : (JSON.parse(e.data) as { city: string }).city])).toEqual([['user.shared', 'Berlin'], ['user.updated', 'Bonn'], ['user.deactivated', null]]);
+    dispatcher();
+    await vi.waitFor(() => expect(receiver.received).toHaveLength(4), { timeout: 15_000 });
+    expect(receiver.unverified).toEqual([]);
+    const [attempt1, ...rest] = receiver.received;
+    const retried = rest.find((r) => r.headers['webhook-id'] === attempt1!.headers['webhook-id'])!;
+    // The retry sends the bytes of the first attempt: the state at the change, not the user's state now.
+    expect(retried.body).toBe(attempt1!.body);
+    expect(attempt1!.event).toMatchObject({ type: 'user.shared', data: { shared_user_id: id, city: 'Berlin', deactivated_at: null } });
+    const byType = new Map(rest.map((r) => [r.event.type, r]));
+    expect(byType.get('user.updated')!.event.data).toMatchObject({ city: 'Bonn', deactivated_at: null });
+    // Built at send time, byte for byte what the import would have written (and GET /merchant/users answers).
+    const deactivated = byType.get('user.deactivated')!;
+    const expected = { ...user(merchantId, id, { city: 'Köln', deactivated_at: '2026-01-02T03:04:05.000006+00:00' }), updated_at: deactivated.event.timestamp } as unknown as ChangedUserRecord & { merchant_id?: string };
+    delete expected.merchant_id;
+    expect(deactivated.body).toBe(`{"type":"user.deactivated","timestamp":"${deactivated.event.timestamp}","data":${userEventData(expected)}}`);
+  });
+
+  it('a reference whose share is gone (its merchant being deleted) is cancelled, not sent', async () => {
+    const { merchantId, receiver, endpoint } = await merchantWithEndpoint();
+    await importSeed(database.db, undefined, { merchants: [], users: [user(merchantId, 'gone')] });
+    await sql`DELETE FROM user_shares WHERE merchant_id = ${merchantId} AND shared_user_id = 'gone'`.execute(database.db);
+    await outbox.claimDue({ limit: 10, leaseMs: 60_000, maxInFlightPerEndpoint: 10 });
+    const row = await sql<{ state: string; last_error: string }>`SELECT state, last_error FROM webhook_deliveries WHERE endpoint_id = ${endpoint.id}`.execute(database.db);
+    expect(row.rows).toEqual([{ state: 'cancelled', last_error: 'share_gone' }]);
+    expect(receiver.received).toHaveLength(0);
   });
 
   it('an endpoint receives only the event types it names', async () => {
@@ -297,8 +340,10 @@ describe.skipIf(!available)('webhooks on MySQL', () => {
       return n;
     });
     expect(erased).toBe(2);
-    const left = await sql<{ type: string; data: string }>`SELECT type, data FROM webhook_events WHERE merchant_id = ${merchantId} ORDER BY type`.execute(database.db);
-    expect(left.rows.map((r) => [r.type, (JSON.parse(r.data) as { shared_user_id: string }).shared_user_id])).toEqual([['user.shared', 'keep'], ['user.unshared', 'erase "me"']]);
+    const left = await sql<{ type: string; shared_user_id: string; data: string | null }>`SELECT type, shared_user_id, data FROM webhook_events WHERE merchant_id = ${merchantId} ORDER BY type`.execute(database.db);
+    expect(left.rows.map((r) => [r.type, r.shared_user_id])).toEqual([['user.shared', 'keep'], ['user.unshared', 'erase "me"']]);
+    // What is left holds nothing of the erased person but the id in user.unshared.
+    expect(JSON.stringify(left.rows.map((r) => r.data))).not.toContain('Bonn');
     expect(await count('webhook_deliveries')).toBe(2);
     await sql`UPDATE webhook_deliveries SET state = 'cancelled' WHERE merchant_id = ${merchantId}`.execute(database.db);
   });
@@ -308,8 +353,8 @@ describe.skipIf(!available)('webhooks on MySQL', () => {
     await importSeed(database.db, undefined, { merchants: [], users: [user(merchantId, 'forget-me'), user(merchantId, 'stay')] });
     const result = await eraseUser(database.db, 'forget-me', { merchantId, actor: 'test' });
     expect(result).toMatchObject({ shares: 1, users: 1, merchants: 1 });
-    const events = await sql<{ type: string; data: string }>`SELECT type, data FROM webhook_events WHERE merchant_id = ${merchantId} ORDER BY type`.execute(database.db);
-    expect(events.rows.map((r) => [r.type, (JSON.parse(r.data) as { shared_user_id: string }).shared_user_id])).toEqual([['user.shared', 'stay'], ['user.unshared', 'forget-me']]);
+    const events = await sql<{ type: string; shared_user_id: string }>`SELECT type, shared_user_id FROM webhook_events WHERE merchant_id = ${merchantId} ORDER BY type`.execute(database.db);
+    expect(events.rows.map((r) => [r.type, r.shared_user_id])).toEqual([['user.shared', 'stay'], ['user.unshared', 'forget-me']]);
     dispatcher();
     await vi.waitFor(() => expect(receiver.received.filter((r) => r.event.type === 'user.unshared')).toHaveLength(1), { timeout: 10_000 });
     const unshared = receiver.received.find((r) => r.event.type === 'user.unshared')!;
@@ -358,10 +403,32 @@ describe.skipIf(!available)('webhooks on MySQL', () => {
   it('prune removes finished deliveries and their events older than the retention', async () => {
     const { merchantId } = await merchantWithEndpoint();
     await importSeed(database.db, undefined, { merchants: [], users: [user(merchantId, 'old')] });
-    await sql`UPDATE webhook_deliveries SET state = 'delivered', created_at = UTC_TIMESTAMP(6) - INTERVAL 8 DAY WHERE merchant_id = ${merchantId}`.execute(database.db);
-    await sql`UPDATE webhook_events SET created_at = UTC_TIMESTAMP(6) - INTERVAL 8 DAY WHERE merchant_id = ${merchantId}`.execute(database.db);
+    // Everything so far, of every merchant, as if written 8 days ago (rows age in the order they were written).
+    await sql`UPDATE webhook_deliveries SET state = 'delivered', created_at = UTC_TIMESTAMP(6) - INTERVAL 8 DAY`.execute(database.db);
+    await sql`UPDATE webhook_events SET created_at = UTC_TIMESTAMP(6) - INTERVAL 8 DAY`.execute(database.db);
+    // A later one, delivered too: pruning walks the primary keys up to the first recent row and stops there.
+    await importSeed(database.db, undefined, { merchants: [], users: [user(merchantId, 'recent')] });
+    await sql`UPDATE webhook_deliveries SET state = 'delivered' WHERE merchant_id = ${merchantId}`.execute(database.db);
     expect(await outbox.prune(new Date(Date.now() - 7 * 86_400_000))).toBeGreaterThanOrEqual(1);
-    const left = await sql<{ n: number }>`SELECT COUNT(*) AS n FROM webhook_events WHERE merchant_id = ${merchantId}`.execute(database.db);
-    expect(Number(left.rows[0]!.n)).toBe(0);
+    const left = await sql<{ shared_user_id: string }>`SELECT shared_user_id FROM webhook_events WHERE merchant_id = ${merchantId}`.execute(database.db);
+    expect(left.rows).toEqual([{ shared_user_id: 'recent' }]);
+    const deliveries = await sql<{ n: number }>`SELECT COUNT(*) AS n FROM webhook_deliveries WHERE merchant_id = ${merchantId}`.execute(database.db);
+    expect(Number(deliveries.rows[0]!.n)).toBe(1);
+  });
+
+  it('migration 0010 down writes the record into every reference (the bytes it would have sent); up again keeps them', async () => {
+    const { merchantId } = await merchantWithEndpoint();
+    await importSeed(database.db, undefined, { merchants: [], users: [user(merchantId, 'down "1"')] });
+    const before = await sql<{ id: string; data: string | null; at: string }>`SELECT id, data, DATE_FORMAT(created_at, '%Y-%m-%dT%H:%i:%s.%f+00:00') AS at FROM webhook_events WHERE merchant_id = ${merchantId}`.execute(database.db);
+    expect(before.rows.map((r) => r.data)).toEqual([null]);
+    const migrator = createMigrator(database.db);
+    expect((await migrator.migrateDown()).results).toEqual([{ migrationName: '0010_webhook_event_refs', direction: 'Down', status: 'Success' }]);
+    const expected = { ...user(merchantId, 'down "1"'), updated_at: before.rows[0]!.at } as unknown as ChangedUserRecord & { merchant_id?: string };
+    delete expected.merchant_id;
+    const after = await sql<{ data: string }>`SELECT data FROM webhook_events WHERE id = ${before.rows[0]!.id}`.execute(database.db);
+    expect(after.rows[0]!.data).toBe(userEventData(expected));
+    expect((await migrateToLatest(database.db)).results).toEqual([{ migrationName: '0010_webhook_event_refs', direction: 'Up', status: 'Success' }]);
+    const up = await sql<{ data: string; shared_user_id: string }>`SELECT data, shared_user_id FROM webhook_events WHERE id = ${before.rows[0]!.id}`.execute(database.db);
+    expect(up.rows).toEqual([{ data: userEventData(expected), shared_user_id: 'down "1"' }]);
   });
 });

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { Webhook } from 'standardwebhooks';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -43,6 +44,9 @@ describe('sendAttempt', () => {
     expect(req.headers.host).toBe(`hooks.invalid:${port}`);
     expect(req.headers['content-type']).toBe('application/json');
     expect(req.headers['user-agent']).toBe(WEBHOOK_USER_AGENT);
+    // The release it names is package.json's, read here on its own.
+    const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+    expect(WEBHOOK_USER_AGENT).toBe(`merchant-api-webhooks/${version} (+https://www.standardwebhooks.com)`);
     expect(new Webhook(secret).verify(received, req.headers as Record<string, string>)).toEqual(JSON.parse(body));
   });
 

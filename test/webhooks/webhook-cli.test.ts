@@ -4,6 +4,7 @@
  * and the answer, rotation, redelivery, and the log events, none holding a secret or a body.
  */
 import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { WEBHOOK_ADMIN_EVENTS } from '../../src/cli/commands/admin-log.js';
 import { importSeed } from '../../src/storage/mysql/index.js';
@@ -88,6 +89,9 @@ describe.skipIf(!available)('webhooks through the CLI and serve on MySQL', () =>
     await vi.waitFor(() => expect(receiver.received).toHaveLength(2), { timeout: 20_000, interval: 100 });
     expect(receiver.received[1]!.headers['webhook-id']).toBe(receiver.received[0]!.headers['webhook-id']);
     expect(receiver.received[1]!.event).toMatchObject({ type: 'user.shared', data: { shared_user_id: 'killed-before-delivery' } });
+    // The built server names the release of package.json (the build inlines it).
+    const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+    expect(receiver.received[1]!.headers['user-agent']).toBe(`merchant-api-webhooks/${version} (+https://www.standardwebhooks.com)`);
     expect(receiver.unverified).toEqual([]);
     await vi.waitFor(() => expect(second.output()).toMatch(/"event":"webhook_attempt"/), { timeout: 10_000 });
     const attempt = second.output().split('\n').find((line) => line.includes('"webhook_attempt"'))!;

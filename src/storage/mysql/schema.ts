@@ -115,12 +115,16 @@ export interface WebhookEndpointsTable {
   updated_at: ColumnType<string, string | undefined, string>;
 }
 
-/** One event for one merchant (migration 0008): `data` is the JSON its body carries. */
+/**
+ * One event for one merchant (migration 0008): `data` is the JSON its body carries; NULL for a user
+ * event that references its share (`shared_user_id`, migration 0010), whose record is built when sent.
+ */
 export interface WebhookEventsTable {
   id: string;
   merchant_id: string;
+  shared_user_id: ColumnType<string | null, string | null | undefined, string | null>;
   type: string;
-  data: string;
+  data: ColumnType<string | null, string | null | undefined, string | null>;
   created_at: string;
 }
 

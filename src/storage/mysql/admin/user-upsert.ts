@@ -28,8 +28,8 @@ import { insertNewUsers, loadData, UserBatch, type IdAllocation } from './new-us
 import { userColumns } from './user-rows.js';
 import { USER_FIELDS, USER_FIELD_MAX_LENGTH, type MerchantApiDatabase } from '../schema.js';
 import { canonicalColumn } from '../sql-values.js';
-import { canonicalStamp, subscribedEndpoints, userChange, writeEvents, type ShareChange } from '../webhooks/outbox-writes.js';
-import { USER_RECORD_KEYS, type ChangedUserRecord } from '../../contract.js';
+import { subscribedEndpoints, userReference, writeEvents, type ShareChange } from '../webhooks/outbox-writes.js';
+import { materializeEventsOf } from '../webhooks/event-records.js';
 
 type Trx = Transaction<MerchantApiDatabase>;
 
@@ -76,7 +76,10 @@ export async function upsertUsers(trx: Trx, batch: SeedUser[] | UserBatch, alloc
   const stamp = await changeStamp(trx, locked);
   // Webhook events go into the outbox in this transaction (docs/webhooks.md#delivery): one per share changed.
   const subscribers = await subscribedEndpoints(trx, locked);
-  const events = subscribers.size > 0 ? await shareChanges(trx, subscribers, news, changed, stamp) : [];
+  const events = subscribers.size > 0 ? await shareChanges(trx, subscribers, news, changed) : [];
+  // Events of earlier changes that reference these users get their record now, before it changes:
+  // any merchant's, endpoints or not (one indexed read when there are none).
+  if (changed.length > 0) await materializeEventsOf(trx, changed.map(({ id }) => id));
   if (changed.length > 0) await updateUsers(trx, changed, stamp);
   if (news.length > 0) await insertNewUsers(trx, news, allocation, stamp, prepared.prepared(news.length));
   if (events.length > 0) await writeEvents(trx, events, stamp, subscribers, async (table, columns, chunks, rows) => (await loadData(trx, chunks, table, columns, rows, allocation)) !== undefined);
@@ -178,17 +181,12 @@ interface ChangedUser {
  * The webhook events of a batch, for the merchants in `subscribers`: `user.shared` for each new
  * share, and for each changed user one event per share of it, in that merchant's view (its
  * `shared_user_id`): `user.deactivated` when `deactivated_at` was just set, else `user.updated`.
+ * Each references its share; the record is built from the user's row when sent, which this batch
+ * leaves in the state of the change (migration 0010, `event-records.ts`).
  */
-async function shareChanges(trx: Trx, subscribers: ReadonlyMap<string, unknown>, news: SeedUser[], changed: ChangedUser[], stamp: string): Promise<ShareChange[]> {
-  const updatedAt = canonicalStamp(stamp);
-  const record = (user: SeedUser, sharedUserId: string): ChangedUserRecord => {
-    const out = { updated_at: updatedAt } as Record<string, string | null>;
-    for (const key of USER_RECORD_KEYS) out[key] = user[key];
-    out.shared_user_id = sharedUserId;
-    return out as unknown as ChangedUserRecord;
-  };
+async function shareChanges(trx: Trx, subscribers: ReadonlyMap<string, unknown>, news: SeedUser[], changed: ChangedUser[]): Promise<ShareChange[]> {
   const changes: ShareChange[] = [];
-  for (const user of news) if (subscribers.has(user.merchant_id)) changes.push(userChange(user.merchant_id, 'user.shared', record(user, user.shared_user_id)));
+  for (const user of news) if (subscribers.has(user.merchant_id)) changes.push(userReference(user.merchant_id, 'user.shared', user.shared_user_id));
   const merchants = [...subscribers.keys()];
   for (let i = 0; i < changed.length; i += 1000) {
     const chunk = changed.slice(i, i + 1000);
@@ -198,7 +196,7 @@ async function shareChanges(trx: Trx, subscribers: ReadonlyMap<string, unknown>,
     for (const row of rows) {
       const change = byId.get(String(row.user_id))!;
       const type = change.wasActive && change.user.deactivated_at !== null ? 'user.deactivated' : 'user.updated';
-      changes.push(userChange(row.merchant_id, type, record(change.user, row.shared_user_id)));
+      changes.push(userReference(row.merchant_id, type, row.shared_user_id));
     }
   }
   return changes;

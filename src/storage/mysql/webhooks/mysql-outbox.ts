@@ -14,6 +14,7 @@ import { sql, type Kysely, type Transaction } from 'kysely';
 import { openApiKey, type MasterKey } from '../../sql/key-sealing.js';
 import type { AttemptRecord, ClaimOptions, DueDelivery, OutboxStats, WebhookOutbox } from '../../webhook-outbox.js';
 import type { MerchantApiDatabase } from '../schema.js';
+import { eventDataFromRow, recordColumns } from './event-records.js';
 
 type Db = Kysely<MerchantApiDatabase>;
 
@@ -88,24 +89,39 @@ export class MysqlWebhookOutbox implements WebhookOutbox {
       merchant_id: string;
       attempts: number;
       type: string;
-      data: string;
+      data: string | null;
+      shared_user_id: string | null;
+      user_found: number | string | null;
       event_at: string;
       url: string;
       sealed_secret: string;
       previous_sealed_secret: string | null;
       previous_valid: number | null;
       failing_ms: string | number | null;
-    }>`SELECT d.id, d.event_id, d.endpoint_id, d.merchant_id, d.attempts, e.type, e.data,
+    } & Record<string, unknown>>`SELECT d.id, d.event_id, d.endpoint_id, d.merchant_id, d.attempts, e.type, e.data, e.shared_user_id, u.id IS NOT NULL AS user_found, ${recordColumns('u')},
         DATE_FORMAT(e.created_at, '%Y-%m-%dT%H:%i:%s.%f+00:00') AS event_at,
         p.url, p.sealed_secret, p.previous_sealed_secret, p.previous_expires_at > UTC_TIMESTAMP(6) AS previous_valid,
         FLOOR(TIMESTAMPDIFF(MICROSECOND, p.failing_since, UTC_TIMESTAMP(6)) / 1000) AS failing_ms
       FROM webhook_deliveries d
       INNER JOIN webhook_events e ON e.id = d.event_id
       INNER JOIN webhook_endpoints p ON p.id = d.endpoint_id
+      LEFT JOIN user_shares s ON e.data IS NULL AND s.merchant_id = e.merchant_id AND s.shared_user_id = e.shared_user_id
+      LEFT JOIN users u ON u.id = s.user_id
       WHERE d.claim_token = ${token} AND d.state = 'pending'
       ORDER BY d.id`.execute(this.#db);
     const deliveries: DueDelivery[] = [];
     for (const row of rows) {
+      // An event that references its share: the record from the user's row, unchanged since the
+      // change (a change writes it into the event first: event-records.ts), so every attempt
+      // sends the same bytes. The share gone (its merchant being deleted): nothing to send.
+      let data = row.data;
+      if (data === null) {
+        if (Number(row.user_found) !== 1 || row.shared_user_id === null) {
+          await sql`UPDATE webhook_deliveries SET state = 'cancelled', claim_token = NULL, leased_until = NULL, last_error = 'share_gone' WHERE id = ${row.id} AND claim_token = ${token}`.execute(this.#db);
+          continue;
+        }
+        data = eventDataFromRow(row, row.shared_user_id, row.event_at);
+      }
       const secrets: string[] = [];
       try {
         secrets.push(await this.#open(row.merchant_id, row.sealed_secret));
@@ -124,7 +140,7 @@ export class MysqlWebhookOutbox implements WebhookOutbox {
         url: row.url,
         type: row.type,
         eventTimestamp: row.event_at,
-        data: row.data,
+        data,
         attempts: Number(row.attempts),
         secrets,
         ...(row.failing_ms !== null ? { failingForMs: Number(row.failing_ms) } : {}),
@@ -181,19 +197,33 @@ export class MysqlWebhookOutbox implements WebhookOutbox {
   async prune(before: Date): Promise<number> {
     const cutoff = sqlTime(before);
     let deleted = 0;
+    // Along each primary key, oldest first (migration 0010 dropped the indexes on created_at):
+    // delivery ids grow and event ids begin with the time, so the rows before the cutoff come
+    // first. Each delete is bounded by the first id at or after the cutoff (a plain read that
+    // stops there), so it never scans, nor locks, the recent rows the dispatchers work on. A row
+    // written out of order (a transaction that committed late) waits for the next prune.
+    const deliveriesUpTo = await this.#firstIdFrom('webhook_deliveries', cutoff);
     // In bounded steps: a week of a busy outbox is not one statement's undo log.
     for (;;) {
-      const result = await sql`DELETE FROM webhook_deliveries WHERE created_at < ${cutoff} AND state <> 'pending' ORDER BY created_at LIMIT 5000`.execute(this.#db);
+      const result = await sql`DELETE FROM webhook_deliveries WHERE ${deliveriesUpTo === undefined ? sql`1 = 1` : sql`id < ${deliveriesUpTo}`}
+        AND created_at < ${cutoff} AND state <> 'pending' ORDER BY id LIMIT 5000`.execute(this.#db);
       const n = Number(result.numAffectedRows ?? 0);
       deleted += n;
       if (n < 5000) break;
     }
+    const eventsUpTo = await this.#firstIdFrom('webhook_events', cutoff);
     for (;;) {
-      const result = await sql`DELETE FROM webhook_events WHERE created_at < ${cutoff}
-        AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = webhook_events.id) ORDER BY created_at LIMIT 5000`.execute(this.#db);
+      const result = await sql`DELETE FROM webhook_events WHERE ${eventsUpTo === undefined ? sql`1 = 1` : sql`id < ${eventsUpTo}`} AND created_at < ${cutoff}
+        AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = webhook_events.id) ORDER BY id LIMIT 5000`.execute(this.#db);
       if (Number(result.numAffectedRows ?? 0) < 5000) break;
     }
     return deleted;
+  }
+
+  /** The first id (primary key order) of a row created at or after `cutoff`; undefined when every row is older. */
+  async #firstIdFrom(table: 'webhook_deliveries' | 'webhook_events', cutoff: string): Promise<string | undefined> {
+    const { rows } = await sql<{ id: string | number }>`SELECT id FROM ${sql.table(table)} WHERE created_at >= ${cutoff} ORDER BY id LIMIT 1`.execute(this.#db);
+    return rows[0] === undefined ? undefined : String(rows[0].id);
   }
 
   async stats(): Promise<OutboxStats> {

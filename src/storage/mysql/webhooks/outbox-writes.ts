@@ -11,6 +11,7 @@ import type { ChangedUserRecord } from '../../contract.js';
 import { unsharedEventData, userEventData } from '../../webhook-outbox.js';
 import type { MerchantApiDatabase } from '../schema.js';
 import { InfileWriter } from '../admin/infile.js';
+import { RECORD_EVENT_TYPES } from './event-records.js';
 
 /**
  * Loads rows in bulk (the import's `LOAD DATA LOCAL INFILE` from memory): true when it did, false
@@ -29,11 +30,28 @@ export type UserEventType = 'user.shared' | 'user.updated' | 'user.deactivated';
 export interface ShareChange {
   merchantId: string;
   type: UserEventType | 'user.unshared';
-  /** The event's `data`, JSON text (`userEventData`, `unsharedEventData`). */
-  data: string;
+  /**
+   * The event's `data`, JSON text (`userEventData`, `unsharedEventData`); null for a user event that
+   * references its share (`sharedUserId`), whose record is built when sent (`event-records.ts`).
+   */
+  data: string | null;
+  /** The merchant's id of the user: the share the event is about. */
+  sharedUserId?: string;
 }
 
 let sequence = 0;
+/** Random bytes for event ids, taken 18 at a time from a block: one call to the generator per 512 ids. */
+let randomBlock = Buffer.alloc(0);
+let randomOffset = 0;
+
+function randomPart(): string {
+  if (randomOffset + 18 > randomBlock.length) {
+    randomBlock = randomBytes(18 * 512);
+    randomOffset = 0;
+  }
+  randomOffset += 18;
+  return randomBlock.toString('base64url', randomOffset - 18, randomOffset);
+}
 
 /**
  * A new event id: `evt_`, the time in ms and a counter as hex (ordered, as KSUIDs are: an import's
@@ -42,7 +60,7 @@ let sequence = 0;
  */
 export function newEventId(): string {
   sequence = (sequence + 1) % 0x1000000;
-  return `evt_${Date.now().toString(16).padStart(12, '0')}${sequence.toString(16).padStart(6, '0')}${randomBytes(18).toString('base64url')}`;
+  return `evt_${Date.now().toString(16).padStart(12, '0')}${sequence.toString(16).padStart(6, '0')}${randomPart()}`;
 }
 
 /** `DATETIME(6)` text in UTC → the API's canonical timestamp. */
@@ -74,19 +92,19 @@ export async function writeEvents(db: Db, changes: readonly ShareChange[], stamp
   if (changes.length === 0) return 0;
   const subscribers = endpoints ?? (await subscribedEndpoints(db, new Set(changes.map((change) => change.merchantId))));
   if (subscribers.size === 0) return 0;
-  const events: Array<{ id: string; merchant_id: string; type: string; data: string; created_at: string }> = [];
+  const events: Array<{ id: string; merchant_id: string; shared_user_id: string | null; type: string; data: string | null; created_at: string }> = [];
   const deliveries: Array<{ event_id: string; endpoint_id: string; merchant_id: string; next_attempt_at: string; created_at: string }> = [];
   for (const change of changes) {
     const receivers = subscribers.get(change.merchantId)?.filter((endpoint) => endpoint.events.has(change.type));
     if (!receivers || receivers.length === 0) continue;
     const id = newEventId();
-    events.push({ id, merchant_id: change.merchantId, type: change.type, data: change.data, created_at: stamp });
+    events.push({ id, merchant_id: change.merchantId, shared_user_id: change.sharedUserId ?? null, type: change.type, data: change.data, created_at: stamp });
     for (const endpoint of receivers) deliveries.push({ event_id: id, endpoint_id: endpoint.id, merchant_id: change.merchantId, next_attempt_at: stamp, created_at: stamp });
   }
   if (bulk && events.length >= BULK_FROM) {
     const eventRows = new InfileWriter();
-    for (const e of events) eventRows.row([e.id, e.merchant_id, e.type, e.data, e.created_at]);
-    if (await bulk('webhook_events', 'id, merchant_id, type, data, created_at', eventRows.finish(), events.length)) {
+    for (const e of events) eventRows.row([e.id, e.merchant_id, e.shared_user_id, e.type, e.data, e.created_at]);
+    if (await bulk('webhook_events', 'id, merchant_id, shared_user_id, type, data, created_at', eventRows.finish(), events.length)) {
       const deliveryRows = new InfileWriter();
       for (const d of deliveries) deliveryRows.row([d.event_id, d.endpoint_id, d.merchant_id, d.next_attempt_at, d.created_at]);
       if (await bulk('webhook_deliveries', 'event_id, endpoint_id, merchant_id, next_attempt_at, created_at', deliveryRows.finish(), deliveries.length)) return events.length;
@@ -106,7 +124,16 @@ async function insertRows<T extends 'webhook_events' | 'webhook_deliveries'>(db:
 
 /** The event of a user record shared with a merchant, in that merchant's view. */
 export function userChange(merchantId: string, type: UserEventType, record: ChangedUserRecord): ShareChange {
-  return { merchantId, type, data: userEventData(record) };
+  return { merchantId, type, data: userEventData(record), sharedUserId: record.shared_user_id };
+}
+
+/**
+ * The event of a change of the share (`merchantId`, `sharedUserId`) that references it: its record
+ * is built from the user's row when sent, the state at the change (`event-records.ts`), so the
+ * import writes a small row instead of the record a second time.
+ */
+export function userReference(merchantId: string, type: UserEventType, sharedUserId: string): ShareChange {
+  return { merchantId, type, data: null, sharedUserId };
 }
 
 /**
@@ -117,20 +144,19 @@ export function userChange(merchantId: string, type: UserEventType, record: Chan
 export async function writeUnsharedEvent(trx: Transaction<MerchantApiDatabase>, merchantId: string, sharedUserId: string): Promise<number> {
   const { rows } = await sql<{ now: string }>`SELECT DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%d %H:%i:%s.%f') AS now`.execute(trx);
   const stamp = rows[0]!.now;
-  return writeEvents(trx, [{ merchantId, type: 'user.unshared', data: unsharedEventData(sharedUserId, canonicalStamp(stamp)) }], stamp);
+  return writeEvents(trx, [{ merchantId, type: 'user.unshared', data: unsharedEventData(sharedUserId, canonicalStamp(stamp)), sharedUserId }], stamp);
 }
 
 /**
- * Deletes, inside `trx`, the webhook events that hold the record of the share (`merchantId`,
- * `sharedUserId`), `user.shared`, `user.updated` and `user.deactivated`, with their deliveries,
- * sent or not: an erasure leaves no copy of the person in the outbox (issue 31 calls it before
- * `writeUnsharedEvent`). Returns how many events went. A scan of the merchant's events: a rare
- * command over a table pruned after `WEBHOOK_RETENTION`.
+ * Deletes, inside `trx`, the webhook events of the share (`merchantId`, `sharedUserId`) that hold
+ * or reference the person's record, `user.shared`, `user.updated` and `user.deactivated`, with
+ * their deliveries, sent or not: an erasure leaves no copy of the person in the outbox (issue 31
+ * calls it before `writeUnsharedEvent`). Returns how many events went. One index range
+ * (`webhook_events_share`, migration 0010).
  */
 export async function eraseWebhookEvents(trx: Transaction<MerchantApiDatabase>, merchantId: string, sharedUserId: string): Promise<number> {
-  const { rows } = await sql<{ id: string }>`SELECT id FROM webhook_events WHERE merchant_id = ${merchantId}
-    AND type IN ('user.shared', 'user.updated', 'user.deactivated')
-    AND JSON_UNQUOTE(JSON_EXTRACT(data, '$.shared_user_id')) = ${sharedUserId} FOR UPDATE`.execute(trx);
+  const { rows } = await sql<{ id: string }>`SELECT id FROM webhook_events WHERE merchant_id = ${merchantId} AND shared_user_id = ${sharedUserId}
+    AND type IN (${sql.join([...RECORD_EVENT_TYPES])}) FOR UPDATE`.execute(trx);
   if (rows.length === 0) return 0;
   const ids = rows.map((row) => row.id);
   await sql`DELETE FROM webhook_deliveries WHERE event_id IN (${sql.join(ids)})`.execute(trx);
