@@ -48,6 +48,8 @@ export interface MetricsOptions {
   throttleFull?: () => number;
   /** Webhook deliveries the memory storage's queue dropped for want of room (docs/webhooks.md#on-the-memory-storage). */
   webhookDropped?: () => number;
+  /** Each process has its own webhook outbox (the memory storage): with WORKERS, `merchant_api_webhook_pending` is summed, not the max of one shared outbox's readings. */
+  webhookOutboxPerProcess?: boolean;
 }
 
 export interface Metrics {
@@ -198,7 +200,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     },
   };
 
-  const webhooks = registerWebhookMetrics(registry);
+  const webhooks = registerWebhookMetrics(registry, { outboxPerProcess: options.webhookOutboxPerProcess });
 
   return {
     registry,

@@ -159,8 +159,7 @@ describe.skipIf(!mysql)('WORKERS=2 on MariaDB', () => {
         expect(server.output().match(/^Metrics: /gm)).toHaveLength(1);
       });
 
-      // The Deno CLI runs no webhook dispatcher yet (docs/webhooks.md#not-there-yet): its gauges stay at 0.
-      it.skipIf(runtime === 'deno')('reports the shared webhook outbox once, not once per worker', async () => {
+      it('reports the shared webhook outbox once, not once per worker', async () => {
         const metricsUrl = /^Metrics: (http:\/\/\S+)$/m.exec(server.output())![1]!;
         const gauge = async (name: string) => {
           const text = await (await fetch(metricsUrl)).text();

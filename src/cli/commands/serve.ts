@@ -136,7 +136,7 @@ async function listen(runtime: ServeRuntime, config: ServerConfig, storage: Stor
   let served: Served | undefined;
   try {
     const memory = storage instanceof MemoryStorage ? storage : undefined;
-    const metrics = config.metricsPort === undefined ? undefined : createMetrics({ saltCount: memory && (() => memory.saltCount), saltCapacity: memory?.maxSalts, writeConflicts: config.databaseUrl ? writeConflictCounts : undefined, throttleFull: throttleFullCount, webhookDropped: memory && (() => webhookDeliveriesDropped) });
+    const metrics = config.metricsPort === undefined ? undefined : createMetrics({ saltCount: memory && (() => memory.saltCount), saltCapacity: memory?.maxSalts, writeConflicts: config.databaseUrl ? writeConflictCounts : undefined, throttleFull: throttleFullCount, webhookDropped: memory && (() => webhookDeliveriesDropped), webhookOutboxPerProcess: memory !== undefined });
     const api = createMerchantApi({
       storage,
       publicUrl: config.publicUrl,
