@@ -24,6 +24,9 @@
  * text (characters or bytes) from its start, so that each user words them its own way.
  */
 import { PendingScan } from './pending-scan.js';
+import type { SplitterText } from './splitter-text.js';
+
+export type { SplitterText };
 
 /**
  * What went wrong, and where: `offset` counts units of the text from its start; `code` is the
@@ -50,28 +53,6 @@ export class JsonStreamError extends Error {
     this.truncated = truncated;
     this.problem = problem;
   }
-}
-
-/** How a text `T` is held: the few operations the splitter needs, and where a value ends. */
-export interface SplitterText<T> {
-  readonly empty: T;
-  length(text: T): number;
-  /** The unit at `index`: a UTF-16 code unit, or a byte. */
-  code(text: T, index: number): number;
-  /** Where the unit `unit` is first found in `text` from `from` on, or -1. */
-  indexOf(text: T, unit: number, from: number): number;
-  /** The pieces joined, `length` units in all: the one copy of a value cut between pieces. */
-  concat(pieces: T[], length: number): T;
-  /** The text from `start` to `end` (`end` by default: its end), without a copy where the holder allows. */
-  slice(text: T, start: number, end?: number): T;
-  /** The end (exclusive) of the string starting at `start` (a quote), or -1 when it is not complete yet. */
-  stringEnd(text: T, start: number): number;
-  /** The end (exclusive) of the value starting at `start`, or -1 when it is not complete yet (`final`: the text has ended). */
-  valueEnd(text: T, start: number, final: boolean): number;
-  /** Where a number or literal going on at `from` ends (its delimiter), or -1 when it goes on past the text. */
-  primitiveEnd(text: T, from: number): number;
-  /** The characters of `text` from `start` to `end`. */
-  decode(text: T, start: number, end: number): string;
 }
 
 /**

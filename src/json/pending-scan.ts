@@ -9,7 +9,7 @@
  * backslashes in strings, brackets counted without matching them, a number or literal up to a
  * delimiter. `JSON.parse` judges the value once it is whole.
  */
-import type { SplitterText } from './array-splitter.js';
+import type { SplitterText } from './splitter-text.js';
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
