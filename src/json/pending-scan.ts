@@ -49,7 +49,6 @@ export class PendingScan<T> {
   scan(text: T, from: number): number {
     const ops = this.ops;
     if (this.kind === Kind.Primitive) return ops.primitiveEnd(text, from);
-    const length = ops.length(text);
     let i = from;
     for (;;) {
       if (this.inString) {
@@ -59,17 +58,19 @@ export class PendingScan<T> {
         if (this.kind === Kind.String) return end;
         i = end;
       }
-      for (; i < length; i++) {
-        const c = ops.code(text, i);
+      // From quote or bracket to the next, found by the holder's own search (whitespace and other units skipped in bulk).
+      for (;;) {
+        const at = ops.structureIndex(text, i);
+        if (at < 0) return -1;
+        const c = ops.code(text, at);
+        i = at + 1;
         if (c === QUOTE) {
           this.inString = true;
-          i++;
           break;
         }
         if (c === 0x7b || c === 0x5b) this.depth++;
-        else if ((c === 0x7d || c === 0x5d) && --this.depth === 0) return i + 1;
+        else if (--this.depth === 0) return i;
       }
-      if (!this.inString) return -1;
     }
   }
 

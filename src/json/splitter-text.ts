@@ -11,6 +11,8 @@ export interface SplitterText<T> {
   code(text: T, index: number): number;
   /** Where the unit `unit` is first found in `text` from `from` on, or -1. */
   indexOf(text: T, unit: number, from: number): number;
+  /** Where the next quote or bracket (`"`, `{`, `}`, `[`, `]`) is in `text` from `from` on, or -1. */
+  structureIndex(text: T, from: number): number;
   /** The pieces joined, `length` units in all: the one copy of a value cut between pieces. */
   concat(pieces: T[], length: number): T;
   /** The text from `start` to `end` (`end` by default: its end), without a copy where the holder allows. */

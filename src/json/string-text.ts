@@ -20,6 +20,10 @@ export const STRING_TEXT: SplitterText<string> = {
   length: (text) => text.length,
   code: (text, index) => text.charCodeAt(index),
   indexOf: (text, unit, from) => text.indexOf(String.fromCharCode(unit), from),
+  structureIndex(text, from) {
+    STRUCTURE.lastIndex = from;
+    return STRUCTURE.exec(text)?.index ?? -1;
+  },
   concat: (pieces) => pieces.join(''),
   slice: (text, start, end) => text.slice(start, end),
   stringEnd: scanString,

@@ -212,6 +212,7 @@ export const SEED_BYTES: SplitterText<Buffer> = {
   length: (data) => data.length,
   code: (data, index) => data[index]!,
   indexOf: (data, unit, from) => data.indexOf(unit, from),
+  structureIndex,
   concat: (pieces, length) => Buffer.concat(pieces, length),
   slice: (data, start, end) => data.subarray(start, end),
   stringEnd,
@@ -253,6 +254,14 @@ function valueEnd(data: Buffer, start: number, final: boolean): number {
   // A number or a literal: up to the next delimiter.
   const end = primitiveEnd(data, start);
   return end >= 0 || !final ? end : n;
+}
+
+function structureIndex(data: Buffer, from: number): number {
+  for (let i = from; i < data.length; i++) {
+    const c = data[i]!;
+    if (c === QUOTE || c === 0x7b || c === 0x7d || c === 0x5b || c === 0x5d) return i;
+  }
+  return -1;
 }
 
 function primitiveEnd(data: Buffer, from: number): number {

@@ -83,6 +83,7 @@ function counting<T>(ops: SplitterText<T>) {
     ...ops,
     code: (text, index) => (count.examined++, ops.code(text, index)),
     indexOf: (text, unit, from) => examined(text, from, ops.indexOf(text, unit, from)),
+    structureIndex: (text, from) => examined(text, from, ops.structureIndex(text, from)),
     stringEnd: (text, start) => examined(text, start, ops.stringEnd(text, start)),
     valueEnd: (text, start, final) => examined(text, start, ops.valueEnd(text, start, final)),
     primitiveEnd: (text, from) => examined(text, from, ops.primitiveEnd(text, from)),
