@@ -13,19 +13,32 @@
  * seed loader, which decodes each element from its bytes). Only quotes, backslashes, brackets, `,`, `:` and
  * JSON's whitespace matter, all ASCII, so UTF-8 bytes split the same as the decoded string.
  *
+ * A string or value cut at the end of a piece is held as a list of pieces and scanned one piece
+ * at a time (./pending-scan.ts), then joined once when it completes: the work per unit is
+ * constant however long a value is (joining the held text to every piece and scanning it again
+ * was quadratic: issue 34 §6). A value (an element, a member's value, a member name) longer than
+ * `maxPending` units is refused, whether it came in one piece or many.
+ *
  * Problems are reported in document order (a run of elements is handed out before what follows
  * it is judged) as a `JsonStreamError` whose `problem` says what and where, in units of the
  * text (characters or bytes) from its start, so that each user words them its own way.
  */
+import { PendingScan } from './pending-scan.js';
+import type { SplitterText } from './splitter-text.js';
+
+export type { SplitterText };
 
 /**
  * What went wrong, and where: `offset` counts units of the text from its start; `code` is the
  * unit found there. `no-value`: a unit that cannot start a value where an element should be
- * (`[1,]`, `[}`).
+ * (`[1,]`, `[}`). `too-long`: the value starting at `offset` is longer than `maxPending`; it is
+ * an element of the array `key` (`element`), the value of the member `key`, or a member name
+ * (`key` undefined).
  */
 export type JsonStreamProblem =
   | { kind: 'unexpected' | 'no-value'; offset: number; code: number }
-  | { kind: 'invalid-key' | 'too-long'; offset: number }
+  | { kind: 'invalid-key'; offset: number }
+  | { kind: 'too-long'; offset: number; key: string | undefined; element: boolean }
   | { kind: 'truncated'; offset: number; inKey: boolean };
 
 /** The text is not JSON of the expected shape, or ended before it was complete. */
@@ -40,23 +53,6 @@ export class JsonStreamError extends Error {
     this.truncated = truncated;
     this.problem = problem;
   }
-}
-
-/** How a text `T` is held: the few operations the splitter needs, and where a value ends. */
-export interface SplitterText<T> {
-  readonly empty: T;
-  length(text: T): number;
-  /** The unit at `index`: a UTF-16 code unit, or a byte. */
-  code(text: T, index: number): number;
-  join(rest: T, piece: T): T;
-  /** The text from `index` on. */
-  from(text: T, index: number): T;
-  /** The end (exclusive) of the string starting at `start` (a quote), or -1 when it is not complete yet. */
-  stringEnd(text: T, start: number): number;
-  /** The end (exclusive) of the value starting at `start`, or -1 when it is not complete yet (`final`: the text has ended). */
-  valueEnd(text: T, start: number, final: boolean): number;
-  /** The characters of `text` from `start` to `end`. */
-  decode(text: T, start: number, end: number): string;
 }
 
 /**
@@ -106,49 +102,110 @@ export function isSpace(code: number): boolean {
 }
 
 export class JsonArraySplitter<T> {
-  /** Units before `text[0]`, for offsets from the start of the whole text. */
+  /** Units before the text being read (or before the pending value), for offsets from the start of the whole text. */
   private consumedLength = 0;
-  /** The text being read: what was left of the previous pieces, then the new one. */
-  private text: T;
   private state = State.Start;
   private key = '';
   /** The bounds of the run of elements being read, reused from run to run. */
   private readonly bounds: number[] = [];
+  /** A member name or value cut at the end of a piece: its pieces so far, their length, and its scan. */
+  private pending: T[] = [];
+  private pendingLength = 0;
+  private scan: PendingScan<T> | undefined;
+  private copiedUnits = 0;
 
-  /** `maxPending`: the longest unfinished value kept between pieces (units); longer throws `too-long`. */
+  /** `maxPending`: the longest value (element, member value or name) read, in units; longer throws `too-long`. */
   constructor(
     private readonly ops: SplitterText<T>,
     private readonly handler: ArraySplitterHandler<T>,
     private readonly maxPending = Number.POSITIVE_INFINITY,
-  ) {
-    this.text = ops.empty;
-  }
+  ) {}
 
   /** Where the text being read starts in the whole text: what the handler's places are counted from. */
   get consumed(): number {
     return this.consumedLength;
   }
 
+  /** Units copied to join values cut between pieces (tests: each unit at most once). */
+  get copied(): number {
+    return this.copiedUnits;
+  }
+
   /** Feeds the next piece of text; the handler hears of every value it completes. */
   push(piece: T): void {
-    const text = this.ops.length(this.text) === 0 ? piece : this.ops.join(this.text, piece);
-    this.text = text;
-    this.keepFrom(this.run(text, 0, false));
-    if (this.ops.length(this.text) > this.maxPending) throw new JsonStreamError(`A value of the document is longer than ${this.maxPending} characters.`, false, { kind: 'too-long', offset: this.consumedLength });
+    const ops = this.ops;
+    let text = piece;
+    if (this.scan) {
+      // Only the new piece is scanned, from the state the previous ones left.
+      const end = this.scan.scan(piece, 0);
+      const taken = end < 0 ? ops.length(piece) : end;
+      if (this.pendingLength + taken > this.maxPending) throw this.tooLong(0);
+      this.pending.push(end < 0 ? piece : ops.slice(piece, 0, end));
+      this.pendingLength += taken;
+      if (end < 0) return;
+      this.completePending();
+      text = ops.slice(piece, end);
+    }
+    this.keepFrom(text, this.run(text, 0, false));
   }
 
   /** The text has ended: throws a `truncated` problem unless the document was complete. */
   end(): void {
-    this.keepFrom(this.run(this.text, 0, true));
+    // A number or literal ends with the text; a string or container cut short is truncated.
+    if (this.scan?.primitive) this.completePending();
+    if (!this.scan) this.run(this.ops.empty, 0, true);
     if (this.state !== State.Done) {
-      const inKey = (this.state === State.FirstKey || this.state === State.Key) && this.ops.length(this.text) > 0;
+      const inKey = (this.state === State.FirstKey || this.state === State.Key) && this.scan !== undefined;
       throw new JsonStreamError('The document ended early.', true, { kind: 'truncated', offset: this.consumedLength, inKey });
     }
   }
 
-  private keepFrom(pos: number): void {
+  /** `run` stopped at `pos` in `text`: what is left (a value cut at the end of the piece) is held. */
+  private keepFrom(text: T, pos: number): void {
     this.consumedLength += pos;
-    this.text = pos >= this.ops.length(this.text) ? this.ops.empty : this.ops.from(this.text, pos);
+    const length = this.ops.length(text);
+    if (pos >= length) return;
+    if (length - pos > this.maxPending) throw this.tooLong(0);
+    this.scan = new PendingScan(this.ops, text, pos);
+    this.pending.push(this.ops.slice(text, pos));
+    this.pendingLength = length - pos;
+  }
+
+  /** The held value is complete: joined once, and read as the state that stopped at it. */
+  private completePending(): void {
+    const whole = this.pending.length === 1 ? this.pending[0]! : this.ops.concat(this.pending, this.pendingLength);
+    if (this.pending.length > 1) this.copiedUnits += this.pendingLength;
+    const length = this.pendingLength;
+    this.pending = [];
+    this.pendingLength = 0;
+    this.scan = undefined;
+    switch (this.state) {
+      case State.FirstKey:
+      case State.Key:
+        this.key = this.parseKey(whole, 0, length);
+        this.state = State.Colon;
+        break;
+      case State.MemberValue:
+        this.handler.member(this.key, whole, 0, length);
+        this.state = State.AfterValue;
+        break;
+      default:
+        // State Element: one element, then a separator.
+        this.handler.elements(this.key, whole, [0, length]);
+        this.state = State.ElementSeparator;
+    }
+    this.consumedLength += length;
+  }
+
+  /** The value starting at `pos` (of the text being read, or the pending value) is longer than `maxPending`. */
+  private tooLong(pos: number): JsonStreamError {
+    const inKey = this.state === State.FirstKey || this.state === State.Key;
+    return new JsonStreamError(`A value of the document is longer than ${this.maxPending} characters.`, false, {
+      kind: 'too-long',
+      offset: this.consumedLength + pos,
+      key: inKey ? undefined : this.key,
+      element: this.state === State.Element,
+    });
   }
 
   private unexpected(text: T, pos: number, wanted: string, kind: 'unexpected' | 'no-value' = 'unexpected'): JsonStreamError {
@@ -190,6 +247,7 @@ export class JsonArraySplitter<T> {
           if (c !== QUOTE) throw this.unexpected(text, pos, 'a key');
           const end = ops.stringEnd(text, pos);
           if (end < 0) return pos;
+          if (end - pos > this.maxPending) throw this.tooLong(pos);
           this.key = this.parseKey(text, pos, end);
           this.state = State.Colon;
           pos = end;
@@ -216,6 +274,7 @@ export class JsonArraySplitter<T> {
         case State.MemberValue: {
           const end = ops.valueEnd(text, pos, final);
           if (end < 0) return pos;
+          if (end - pos > this.maxPending) throw this.tooLong(pos);
           this.handler.member(this.key, text, pos, end);
           this.state = State.AfterValue;
           pos = end;
@@ -267,6 +326,10 @@ export class JsonArraySplitter<T> {
       if (end < 0) break;
       if (end === pos) {
         problem = this.unexpected(text, pos, 'a value', 'no-value');
+        break;
+      }
+      if (end - pos > this.maxPending) {
+        problem = this.tooLong(pos);
         break;
       }
       bounds.push(pos, end);

@@ -19,8 +19,13 @@ export const STRING_TEXT: SplitterText<string> = {
   empty: '',
   length: (text) => text.length,
   code: (text, index) => text.charCodeAt(index),
-  join: (rest, piece) => rest + piece,
-  from: (text, index) => text.slice(index),
+  indexOf: (text, unit, from) => text.indexOf(String.fromCharCode(unit), from),
+  structureIndex(text, from) {
+    STRUCTURE.lastIndex = from;
+    return STRUCTURE.exec(text)?.index ?? -1;
+  },
+  concat: (pieces) => pieces.join(''),
+  slice: (text, start, end) => text.slice(start, end),
   stringEnd: scanString,
   valueEnd(text, start, final) {
     if (text.charCodeAt(start) === OPEN_BRACE) {
@@ -29,6 +34,7 @@ export const STRING_TEXT: SplitterText<string> = {
     }
     return scanValue(text, start, final);
   },
+  primitiveEnd,
   decode: (text, start, end) => text.slice(start, end),
 };
 
@@ -68,8 +74,12 @@ function scanValue(text: string, start: number, final: boolean): number {
     }
   }
   // A number, true, false or null: it ends at a delimiter, or at the very end of the text.
-  PRIMITIVE_END.lastIndex = start;
+  const end = primitiveEnd(text, start);
+  return end >= 0 || !final ? end : text.length;
+}
+
+function primitiveEnd(text: string, from: number): number {
+  PRIMITIVE_END.lastIndex = from;
   const match = PRIMITIVE_END.exec(text);
-  if (match !== null) return match.index;
-  return final ? text.length : -1;
+  return match === null ? -1 : match.index;
 }

@@ -85,7 +85,11 @@ describe('the incremental array splitter', () => {
     expect(problemOf('{"\u0001": 1}')).toEqual({ kind: 'invalid-key', offset: 1 });
     expect(problemOf('{"a": [1, 2], "bc', [4])).toEqual({ kind: 'truncated', offset: 14, inKey: true });
     expect(problemOf('{"a": [1, {"b"', [8])).toEqual({ kind: 'truncated', offset: 10, inKey: false });
-    expect(problemOf('{"a": ["0123456789"]}', [13], 5)).toEqual({ kind: 'too-long', offset: 7 });
+    expect(problemOf('{"a": ["0123456789"]}', [13], 5)).toEqual({ kind: 'too-long', offset: 7, key: 'a', element: true });
+    // The cap holds for a value that came in one piece too, and for a member's value and name.
+    expect(problemOf('{"a": ["0123456789"]}', [], 5)).toEqual({ kind: 'too-long', offset: 7, key: 'a', element: true });
+    expect(problemOf('{"a": [], "b": "0123456789"}', [17], 5)).toEqual({ kind: 'too-long', offset: 15, key: 'b', element: false });
+    expect(problemOf('{"a": [], "0123456789": 1}', [], 5)).toEqual({ kind: 'too-long', offset: 10, key: undefined, element: false });
     expect(problemOf('{"a": [1, 2]}')).toBeUndefined();
   });
 

@@ -205,16 +205,19 @@ const BYTE_ORDER_MARK = Buffer.from([0xef, 0xbb, 0xbf]);
 
 /**
  * A seed document held as bytes: UTF-8 needs no care, since every byte of a multi-byte
- * character is >= 0x80, never a quote, backslash or bracket.
+ * character is >= 0x80, never a quote, backslash or bracket. Exported for tests.
  */
-const BYTES: SplitterText<Buffer> = {
+export const SEED_BYTES: SplitterText<Buffer> = {
   empty: Buffer.alloc(0),
   length: (data) => data.length,
   code: (data, index) => data[index]!,
-  join: (rest, piece) => Buffer.concat([rest, piece]),
-  from: (data, index) => data.subarray(index),
+  indexOf: (data, unit, from) => data.indexOf(unit, from),
+  structureIndex,
+  concat: (pieces, length) => Buffer.concat(pieces, length),
+  slice: (data, start, end) => data.subarray(start, end),
   stringEnd,
   valueEnd,
+  primitiveEnd,
   decode: (data, start, end) => data.toString('utf8', start, end),
 };
 
@@ -249,11 +252,24 @@ function valueEnd(data: Buffer, start: number, final: boolean): number {
     return -1;
   }
   // A number or a literal: up to the next delimiter.
-  for (let i = start; i < n; i++) {
+  const end = primitiveEnd(data, start);
+  return end >= 0 || !final ? end : n;
+}
+
+function structureIndex(data: Buffer, from: number): number {
+  for (let i = from; i < data.length; i++) {
+    const c = data[i]!;
+    if (c === QUOTE || c === 0x7b || c === 0x7d || c === 0x5b || c === 0x5d) return i;
+  }
+  return -1;
+}
+
+function primitiveEnd(data: Buffer, from: number): number {
+  for (let i = from; i < data.length; i++) {
     const c = data[i]!;
     if (c === 0x2c || c === 0x5d || c === 0x7d || isSpace(c)) return i;
   }
-  return final ? n : -1;
+  return -1;
 }
 
 /** A seed document's bytes, split (see the file comment). */
@@ -277,8 +293,8 @@ class SeedDocumentReader {
     private readonly sink: SeedElementSink,
     private readonly maxRecordBytes: number,
   ) {
-    // The value being read is held between chunks, joined to each: bounded by the cap, so the copying stays linear in the file.
-    this.#splitter = new JsonArraySplitter(BYTES, {
+    // A value cut between chunks is held as its pieces and joined once, when it completes (see the splitter).
+    this.#splitter = new JsonArraySplitter(SEED_BYTES, {
       splits: (key, offset) => {
         if (key !== 'merchants' && key !== 'users') return false;
         if (this.#seen[key]) throw this.#error(`"${key}" appears twice in the document`, offset);
@@ -385,8 +401,11 @@ class SeedDocumentReader {
         return this.#error('a member name that is not a valid JSON string', problem.offset);
       case 'truncated':
         return this.#error(problem.inKey ? 'unexpected end of the file in a string' : 'unexpected end of the file', problem.offset);
-      case 'too-long':
-        return new SeedSyntaxError(`the value starting at byte ${this.#skipped + problem.offset} is longer than ${this.maxRecordBytes} bytes, the most one seed record may be`);
+      case 'too-long': {
+        // An element is named by its place too (`users[12]`), as the seed's other problems are.
+        const place = problem.element ? `${problem.key}[${this.#index}]: ` : '';
+        return new SeedSyntaxError(`${place}the value starting at byte ${this.#skipped + problem.offset} is longer than ${this.maxRecordBytes} bytes, the most one seed record may be`);
+      }
     }
   }
 

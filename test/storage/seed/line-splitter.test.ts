@@ -107,6 +107,6 @@ describe('the seed loader: the cap on one record', () => {
     const start = document.indexOf('{"merchant_id"');
     const error = await readMemoryStorage(streamOf(chunksOf(document, 100)), 'json', {}, undefined, 1000).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(SeedSyntaxError);
-    expect((error as Error).message).toBe(`the value starting at byte ${start} is longer than 1000 bytes, the most one seed record may be`);
+    expect((error as Error).message).toBe(`users[0]: the value starting at byte ${start} is longer than 1000 bytes, the most one seed record may be`);
   });
 });
