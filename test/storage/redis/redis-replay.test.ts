@@ -32,13 +32,26 @@ const OK = { status: 'ok', is_valid: true };
 const seconds = () => Math.floor(Date.now() / 1000);
 
 /** One instance on the real clock (shifted by `shiftMs`): a memory storage of its own, salts on Redis through a connection of its own. */
-function instanceOn(redis: SuiteRedis, options: { shiftMs?: number; tolerance?: number; url?: string } = {}) {
-  const connection = redis.connect(options.url);
+function instanceOn(redis: SuiteRedis, options: { shiftMs?: number; tolerance?: number; url?: string; blind?: boolean } = {}) {
+  const connection = options.blind ? blind(redis.connect(options.url)) : redis.connect(options.url);
   const clock = () => Date.now() + (options.shiftMs ?? 0);
   const storage = withRedisState(new MemoryStorage(contractSeed()), connection, { now: clock, timestampTolerance: options.tolerance });
   const api = createMerchantApi({ storage, now: clock, logger: silentLogger, throttle: false, timestampTolerance: options.tolerance });
   const ready = async () => (await api.fetch(new Request(`${ORIGIN}/readyz`))).status;
   return { api, storage, connection, clock, ready };
+}
+
+/** `connection` without `subscribersOfEveryMaster`, as a connection of an embedder's own may be: the instance cannot see the others. */
+function blind(connection: RedisConnection): RedisConnection {
+  return {
+    database: connection.database,
+    run: (script, keys, args, options) => connection.run(script, keys, args, options),
+    infoOfEveryMaster: () => connection.infoOfEveryMaster(),
+    configOfEveryMaster: (parameter) => connection.configOfEveryMaster(parameter),
+    ping: () => connection.ping(),
+    subscribe: (channel, subscriber) => connection.subscribe(channel, subscriber),
+    close: () => connection.close(),
+  };
 }
 
 /** Markers written, and /readyz 200: a URL signed now validates (a first marker refuses the second it was written in). */
@@ -134,6 +147,40 @@ describe.skipIf(!available)('no replay after a loss, whatever the ts and the clo
     const replay = await call(a.api, url);
     expect(replay.status).toBe(400);
     expect(replay.body.message).toMatch(/before the replay store began/);
+  });
+
+  it('refuses after a FLUSHALL a URL signed 200 s ahead, at an instance started after it (which sees the running one) and at the one that accepted it', async () => {
+    const a = instanceOn(redis);
+    await ready(a);
+    const url = signedUrl({ ts: seconds() + 200 });
+    expect((await call(a.api, url)).body).toEqual(OK);
+    redis.cli('flushall');
+    // b never knew this Redis: an empty Redis is a first contact to it, unless another instance is listening.
+    const b = instanceOn(redis);
+    await b.storage.redisReady();
+    for (const each of [b, a]) {
+      const replay = await call(each.api, url);
+      expect(replay.status).toBe(400);
+      expect(replay.body.message).toMatch(/before the replay store began/);
+    }
+  });
+
+  it('refuses at the instance that accepted it a URL signed 200 s ahead, when one that cannot see it marked the flushed Redis as new', async () => {
+    const a = instanceOn(redis);
+    await ready(a);
+    const url = signedUrl({ ts: seconds() + 200 });
+    expect((await call(a.api, url)).body).toEqual(OK);
+    redis.cli('flushall');
+    // A connection without the count of listeners (an embedder's own): b takes the empty Redis for a new one, from its start.
+    const b = instanceOn(redis, { blind: true });
+    await b.storage.redisReady();
+    expect(redis.cli('get', 'merchant-api:{000}life')).toMatch(/\./);
+    // a knew another first marker: the Redis was emptied since, so the marker is raised past the tolerance, for b too.
+    const replay = await call(a.api, url);
+    expect(replay.status).toBe(400);
+    expect(replay.body.message).toMatch(/before the replay store began/);
+    await vi.waitFor(() => expect(Number(redis.cli('get', 'merchant-api:{000}life'))).toBeGreaterThan(seconds() + 250), { timeout: 5000 });
+    expect((await call(b.api, url)).status).toBe(400);
   });
 
   it('refuses a replay although the marker after the loss was written by an instance whose clock is a minute behind', async () => {
