@@ -23,7 +23,7 @@ import { basic, call, ORIGIN, signedUrl } from '../../support/api.js';
 import { send } from '../../support/http-client.js';
 import { CLI, RUNTIMES, startServer, type ServerProcess } from '../../support/processes.js';
 import { largeSeed, MERCHANTS, writeSeed } from '../../support/seeds.js';
-import { redisAvailable, useRedis, type SuiteRedis } from '../../support/redis.js';
+import { blind, redisAvailable, useRedis, type SuiteRedis } from '../../support/redis.js';
 import { contractSeed } from '../../support/seeds.js';
 import { sleep } from '../../support/sleep.js';
 
@@ -39,19 +39,6 @@ function instanceOn(redis: SuiteRedis, options: { shiftMs?: number; tolerance?: 
   const api = createMerchantApi({ storage, now: clock, logger: silentLogger, throttle: false, timestampTolerance: options.tolerance });
   const ready = async () => (await api.fetch(new Request(`${ORIGIN}/readyz`))).status;
   return { api, storage, connection, clock, ready };
-}
-
-/** `connection` without `subscribersOfEveryMaster`, as a connection of an embedder's own may be: the instance cannot see the others. */
-function blind(connection: RedisConnection): RedisConnection {
-  return {
-    database: connection.database,
-    run: (script, keys, args, options) => connection.run(script, keys, args, options),
-    infoOfEveryMaster: () => connection.infoOfEveryMaster(),
-    configOfEveryMaster: (parameter) => connection.configOfEveryMaster(parameter),
-    ping: () => connection.ping(),
-    subscribe: (channel, subscriber) => connection.subscribe(channel, subscriber),
-    close: () => connection.close(),
-  };
 }
 
 /** Markers written, and /readyz 200: a URL signed now validates (a first marker refuses the second it was written in). */

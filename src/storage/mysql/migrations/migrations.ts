@@ -21,6 +21,7 @@ import { withMigrationLease } from './migration-lease.js';
 import { keyLimitsAudit } from './migration-0007.js';
 import { webhooks } from './migration-0008.js';
 import { authCheckReservations } from './migration-0009.js';
+import { authFailuresCensus } from './migration-0011.js';
 
 const TEXT = 'VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci';
 const TABLE_OPTIONS = 'ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci';
@@ -106,6 +107,7 @@ export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0007_key_limits_audit': keyLimitsAudit,
   '0008_webhooks': webhooks,
   '0009_auth_check_reservations': authCheckReservations,
+  '0011_auth_failures_census': authFailuresCensus,
 });
 
 /** A `MigrationProvider` serving `migrations` from code (no files to ship). */
