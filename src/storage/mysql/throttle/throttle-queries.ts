@@ -68,7 +68,7 @@ function toRecord(row: RecordRow): ThrottleRecord {
 /**
  * Counts one failure of the address, and of the pair when the merchant exists; answers both rows as
  * they are now. A row not yet in the census (new, or written by a reservation) is admitted to it
- * (`admitToCensus`); `full` is told when one could not be: the failure was counted, and the row went.
+ * (`admitToCensus`); `full` is told when one could not be: the row went, and is not answered.
  */
 export async function recordFailure(db: Kysely<any>, { address, merchantId, now, reserved }: ThrottleFailure, rules: ThrottleRules, full?: () => void): Promise<ThrottleRecord[]> {
   if (!isShareableAddress(address)) return [];
@@ -78,12 +78,13 @@ export async function recordFailure(db: Kysely<any>, { address, merchantId, now,
   if (pair) await retryOnConflict(() => pairUpsert(address, merchantId, now, rules, reserved?.pair === true).execute(db));
   const { rows } = await sql<RecordRow & { census_stripe: number | null }>`SELECT ${RECORD_COLUMNS}, census_stripe FROM auth_failures
     WHERE scope IN ('address', 'pair') AND address = ${address} AND merchant_id IN ('', ${pair ? merchantId : ''})`.execute(db);
-  let refused = false;
+  const kept: RecordRow[] = [];
   for (const row of rows) {
-    if (row.census_stripe === null && !(await retryOnConflict(() => admitToCensus(db, row, rules.maxEntries)))) refused = true;
+    if (row.census_stripe !== null || (await retryOnConflict(() => admitToCensus(db, row, rules.maxEntries)))) kept.push(row);
   }
-  if (refused) full?.();
-  return rows.map(toRecord);
+  if (kept.length < rows.length) full?.();
+  // A row refused is gone: its counts are this instance's own (a record of them would set its count back to 1).
+  return kept.map(toRecord);
 }
 
 /**
@@ -231,11 +232,15 @@ export async function resetPair(db: Kysely<any>, address: string, merchantId: st
 
 /**
  * Rows changed at or after `since` less `overlapMicros` (`since` undefined: the server's now),
- * oldest change first, at most `limit`: a range of `auth_failures_changes`.
+ * oldest change first, at most `limit`: a range of `auth_failures_changes`. Rows in the census
+ * only: a row not yet admitted is admitted within milliseconds of its change (read then, inside
+ * the overlap) or refused and deleted, and the counts of a refused row are the instances' own, so
+ * a record of it (a count of 1, each time it is written again) would set theirs back.
  */
 export async function selectChanges(db: Kysely<any>, since: string | undefined, overlapMicros: number, limit: number): Promise<ThrottleRecord[]> {
   const { rows } = await sql<RecordRow>`SELECT ${RECORD_COLUMNS} FROM auth_failures
     WHERE updated_at >= COALESCE(CAST(${since ?? null} AS DATETIME(6)), UTC_TIMESTAMP(6)) - INTERVAL ${overlapMicros} MICROSECOND
+      AND census_stripe IS NOT NULL
     ORDER BY updated_at LIMIT ${limit}`.execute(db);
   return rows.map(toRecord);
 }
