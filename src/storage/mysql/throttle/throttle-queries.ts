@@ -304,9 +304,13 @@ async function pruneBatch(db: Kysely<any>, batchSize: number): Promise<number> {
   return db.transaction().execute(async (trx) => {
     // One instant for the whole batch, and the expiry of its last row: the statements below see the same rows.
     const { rows: [at] } = await sql<{ now: string }>`SELECT DATE_FORMAT(UTC_TIMESTAMP(6), ${TIME_TEXT}) AS now`.execute(trx);
-    const { rows: [last] } = await sql<{ cut: string }>`SELECT DATE_FORMAT(expires_at, ${TIME_TEXT}) AS cut FROM auth_failures
-      WHERE expires_at < CAST(${at!.now} AS DATETIME(6)) ORDER BY expires_at LIMIT 1 OFFSET ${batchSize - 1}`.execute(trx);
-    const ended = last ? sql`expires_at <= CAST(${last.cut} AS DATETIME(6))` : sql`expires_at < CAST(${at!.now} AS DATETIME(6))`;
+    const before = sql`expires_at < CAST(${at!.now} AS DATETIME(6))`;
+    // The batch's last row in the expiry index's order (expires_at, then the primary key): rows of one expiry are cut too.
+    const { rows: [last] } = await sql<{ cut: string; scope: string; address: string; merchant_id: string }>`SELECT DATE_FORMAT(expires_at, ${TIME_TEXT}) AS cut, scope, address, merchant_id
+      FROM auth_failures WHERE ${before} ORDER BY expires_at, scope, address, merchant_id LIMIT 1 OFFSET ${batchSize - 1}`.execute(trx);
+    const ended = last
+      ? sql`${before} AND (expires_at, scope, address, merchant_id) <= (CAST(${last.cut} AS DATETIME(6)), ${last.scope}, ${last.address}, ${last.merchant_id})`
+      : before;
     const { rows: stripes } = await sql<{ stripe: number | null; n: number | string }>`SELECT census_stripe AS stripe, COUNT(*) AS n FROM auth_failures
       WHERE ${ended} GROUP BY census_stripe FOR UPDATE`.execute(trx);
     const result = await sql`DELETE FROM auth_failures WHERE ${ended}`.execute(trx);
