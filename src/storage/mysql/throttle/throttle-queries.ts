@@ -232,15 +232,17 @@ export async function resetPair(db: Kysely<any>, address: string, merchantId: st
 
 /**
  * Rows changed at or after `since` less `overlapMicros` (`since` undefined: the server's now),
- * oldest change first, at most `limit`: a range of `auth_failures_changes`. Rows in the census
- * only: a row not yet admitted is admitted within milliseconds of its change (read then, inside
- * the overlap) or refused and deleted, and the counts of a refused row are the instances' own, so
- * a record of it (a count of 1, each time it is written again) would set theirs back.
+ * oldest change first, at most `limit`: a range of `auth_failures_changes`. A row outside the
+ * census with a first failure and no block is left out: it is admitted within milliseconds of its
+ * change (read then, inside the overlap) or refused and deleted, and the counts of a refused row
+ * are the instances' own, so a record of it (a count of 1, each time it is written again) would
+ * set theirs back. Its later counts and blocks are read, so the rows of an instance of a version
+ * before migration 0011 (a rolling upgrade) still spread.
  */
 export async function selectChanges(db: Kysely<any>, since: string | undefined, overlapMicros: number, limit: number): Promise<ThrottleRecord[]> {
   const { rows } = await sql<RecordRow>`SELECT ${RECORD_COLUMNS} FROM auth_failures
     WHERE updated_at >= COALESCE(CAST(${since ?? null} AS DATETIME(6)), UTC_TIMESTAMP(6)) - INTERVAL ${overlapMicros} MICROSECOND
-      AND census_stripe IS NOT NULL
+      AND (census_stripe IS NOT NULL OR failures > 1 OR blocked_until <> 0)
     ORDER BY updated_at LIMIT ${limit}`.execute(db);
   return rows.map(toRecord);
 }
