@@ -179,3 +179,16 @@ export function useRedis(options: { extra?: string[]; flushAfterEach?: boolean; 
     },
   };
 }
+
+/** `connection` without `subscribersOfEveryMaster`, as a connection of an embedder's own may be: the instance cannot see the others. */
+export function blind(connection: RedisConnection): RedisConnection {
+  return {
+    database: connection.database,
+    run: (script, keys, args, options) => connection.run(script, keys, args, options),
+    infoOfEveryMaster: () => connection.infoOfEveryMaster(),
+    configOfEveryMaster: (parameter) => connection.configOfEveryMaster(parameter),
+    ping: () => connection.ping(),
+    subscribe: (channel, subscriber) => connection.subscribe(channel, subscriber),
+    close: () => connection.close(),
+  };
+}

@@ -48,6 +48,12 @@ export interface RedisConnection {
   /** `CONFIG GET parameter` from every master: its values; throws the server's refusal where CONFIG is not allowed. */
   configOfEveryMaster(parameter: string): Promise<string[]>;
   ping(): Promise<void>;
+  /**
+   * `PUBSUB NUMSUB channel` summed over every master: how many clients listen. Optional (a connection
+   * of your own may lack it): the salts use it to tell a Redis that lost its data while instances
+   * ran from a new one (salt-script.ts), and without it they rely on the running instances alone.
+   */
+  subscribersOfEveryMaster?(channel: string): Promise<number>;
   /** Listens to `channel` on a connection of its own, until the returned function is called. */
   subscribe(channel: string, subscriber: RedisSubscriber): () => void;
   /** Closes every connection. */
@@ -212,6 +218,15 @@ class IoredisConnection implements RedisConnection {
     if (masters.length === 0) throw new StorageUnavailableError('No Redis cluster master is known yet.');
     // CONFIG GET answers [name, value] pairs; a missing parameter answers none.
     return Promise.all(masters.map(async (node) => String(((await node.config('GET', parameter)) as unknown as string[])[1] ?? 'unknown')));
+  }
+
+  async subscribersOfEveryMaster(channel: string): Promise<number> {
+    if (this.#starting) await this.#starting;
+    const masters = this.#masters();
+    if (masters.length === 0) throw new StorageUnavailableError('No Redis cluster master is known yet.');
+    // A subscriber is counted by the node it is connected to alone, so the sum counts each once.
+    const counts = await Promise.all(masters.map(async (node) => Number(((await node.pubsub('NUMSUB', channel)) as unknown[])[1] ?? 0)));
+    return counts.reduce((sum, count) => sum + count, 0);
   }
 
   async ping(): Promise<void> {

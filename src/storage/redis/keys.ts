@@ -70,10 +70,10 @@ export class RedisKeys {
    * The key of a merchant's salt and the life and boot markers of its group. The id's length goes first, so
    * no (merchant, salt) pair hashes the same text as another.
    */
-  salt(merchantId: string, salt: string): { key: string; marker: string; boot: string } {
+  salt(merchantId: string, salt: string): { key: string; marker: string; boot: string; group: number } {
     const hash = createHash('sha256').update(`${merchantId.length}:${merchantId}${salt}`).digest();
     const group = groupOf(hash);
-    return { key: `${this.prefix}{${tag(group)}}${hash.subarray(2, 2 + SALT_HASH_BYTES).toString('base64url')}`, marker: this.lifeMarker(group), boot: this.bootMarker(group) };
+    return { key: `${this.prefix}{${tag(group)}}${hash.subarray(2, 2 + SALT_HASH_BYTES).toString('base64url')}`, marker: this.lifeMarker(group), boot: this.bootMarker(group), group };
   }
 
   /** The failure counter of a client address (a hash). */
@@ -94,6 +94,15 @@ export class RedisKeys {
   /** Blocks in force, scored by their end, for instances that start (a sorted set of its own slot). */
   get blocks(): string {
     return `${this.prefix}{blocks}`;
+  }
+
+  /**
+   * The channel every running instance listens to and nothing is sent on: Pub/Sub outlives a
+   * FLUSHALL, so an instance that finds no life markers but listeners here knows the Redis lost
+   * its data while instances ran (salt-script.ts). Named with the database, as the throttle's.
+   */
+  get presenceChannel(): string {
+    return this.#database === 0 ? `${this.prefix}presence` : `${this.prefix}db${this.#database}:presence`;
   }
 
   /**

@@ -99,6 +99,10 @@ class RedisState extends ForwardingStorage implements RedisStateStorage {
   #verified: Promise<void> | undefined;
   /** Each group's Redis (`run_id`) as the last check found it: a missing marker, or another Redis, is then a loss. */
   readonly #runIds: string[] = Array.from({ length: SALT_GROUPS }, () => '');
+  /** Each group's marker as the last check found it, as Redis holds it: a first marker other than it is a loss (salt-script.ts). */
+  readonly #markers: string[] = Array.from({ length: SALT_GROUPS }, () => '');
+  /** Listening on the presence channel once the first check wrote every marker, until `close()`: see salt-script.ts. */
+  #present: (() => void) | undefined;
   /** The latest marker the last check found (Unix seconds): a ts before it is refused, so readiness waits for it. */
   #refusedBefore = 0;
 
@@ -123,19 +127,20 @@ class RedisState extends ForwardingStorage implements RedisStateStorage {
     try {
       await this.#policy.ensure();
       await this.#verify(this.#precise(now));
-      const { key, marker, boot } = this.#keys.salt(merchantId, salt);
+      const { key, marker, boot, group } = this.#keys.salt(merchantId, salt);
       const lives = Math.max(1, Math.ceil(expiresAt - now)) + this.#margin;
       // The handler's own window, should it be wider than the option: a marker after a loss covers it.
       const tolerance = ts === undefined ? this.#tolerance : Math.max(this.#tolerance, Math.ceil(expiresAt - ts));
-      const args = ['record', Math.floor(now), tolerance, lives, ts === undefined ? '' : Math.floor(ts)];
+      // The marker this instance verified: another first marker since means the group was emptied (salt-script.ts).
+      const args = () => ['record', Math.floor(now), tolerance, lives, ts === undefined ? '' : Math.floor(ts), this.#markers[group]!];
       try {
-        reply = await this.#connection.run(this.#script, [marker, key, boot], args, { ifLoaded: true });
+        reply = await this.#connection.run(this.#script, [marker, key, boot], args(), { ifLoaded: true });
       } catch (error) {
         if (!(error instanceof ScriptNotLoadedError)) throw error;
         // Redis lost its scripts since this instance last ran one: perhaps its data too. Check every group first.
         this.#verified = undefined;
         await this.#verify(this.#precise(now));
-        reply = await this.#connection.run(this.#script, [marker, key, boot], args);
+        reply = await this.#connection.run(this.#script, [marker, key, boot], args());
       }
     } catch (error) {
       this.#problem = healthProblem(error);
@@ -212,15 +217,21 @@ class RedisState extends ForwardingStorage implements RedisStateStorage {
    */
   #verify(now: number): Promise<void> {
     const since = Math.round(now * 1000) / 1000;
-    const check = (group: number) => this.#connection.run(this.#script, [this.#keys.lifeMarker(group), this.#keys.bootMarker(group)], ['verify', since, this.#tolerance, this.#runIds[group]!]);
+    const check = (group: number, others: boolean) =>
+      this.#connection.run(this.#script, [this.#keys.lifeMarker(group), this.#keys.bootMarker(group)], ['verify', since, this.#tolerance, this.#runIds[group]!, others ? '1' : '', this.#markers[group]!]);
     // The first group alone, so that the script is loaded once (on a single server) rather than sent whole 1,024 times.
-    this.#verified ??= check(0)
-      .then(async (first) => [first, ...(await Promise.all(Array.from({ length: SALT_GROUPS - 1 }, (_, group) => check(group + 1))))])
+    this.#verified ??= this.#othersRun()
+      .then((others) => check(0, others).then(async (first) => [first, ...(await Promise.all(Array.from({ length: SALT_GROUPS - 1 }, (_, group) => check(group + 1, others))))]))
       .then(
       (replies) => {
         const verdicts = replies.map(readGroupVerdict);
-        for (const [group, verdict] of verdicts.entries()) this.#runIds[group] = verdict.runId;
+        for (const [group, verdict] of verdicts.entries()) {
+          this.#runIds[group] = verdict.runId;
+          this.#markers[group] = verdict.marker;
+        }
         this.#refusedBefore = Math.max(...verdicts.map((verdict) => verdict.since));
+        // Every marker is written: from now on an empty group while this instance listens is a loss to the ones that start.
+        this.#present ??= this.#connection.subscribe(this.#keys.presenceChannel, { message: () => undefined, ready: () => undefined, failed: () => undefined });
       },
       (error: unknown) => {
         this.#verified = undefined;
@@ -228,6 +239,16 @@ class RedisState extends ForwardingStorage implements RedisStateStorage {
       },
     );
     return this.#verified;
+  }
+
+  /**
+   * Whether other instances run on this Redis (listeners on the presence channel), asked only at this
+   * instance's first check: then a missing marker is a loss (a FLUSHALL while they ran), not a new
+   * Redis. A connection that cannot count them answers no.
+   */
+  async #othersRun(): Promise<boolean> {
+    if (this.#present || this.#runIds[0] !== '' || !this.#connection.subscribersOfEveryMaster) return false;
+    return (await this.#connection.subscribersOfEveryMaster(this.#keys.presenceChannel)) > 0;
   }
 
   get #tolerance(): number {
@@ -245,6 +266,8 @@ class RedisState extends ForwardingStorage implements RedisStateStorage {
 
   override async close(): Promise<void> {
     this.#throttle?.close();
+    this.#present?.();
+    this.#present = undefined;
     if (this.#options.closeStorage !== false) await this.inner.close();
     if (this.#options.closeConnection) await this.#connection.close();
   }

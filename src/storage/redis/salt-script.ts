@@ -42,16 +42,23 @@ export const EXPIRY_MARGIN_SECONDS = 2;
  * (`verify`) before it trusts a salt: detection costs nothing per request.
  *
  * `verify` (KEYS: the group's life marker, its boot key; ARGV: 'verify', now, tolerance, the
- * `run_id` this instance last found for the group, or ''): the boot key holds the `run_id` of the
- * Redis that recorded the group's salts. Answers {code, since, run_id}: 0 when the marker is there
- * and this Redis wrote it (or an earlier version did, without a boot key), and it is the Redis this
- * instance knew; 1 after a loss (the marker missing although this instance knew the group, or
- * recorded by another Redis, or this instance knew another Redis), having raised the marker past
- * every ts an instance may have accepted; 2 on first contact with an empty group, marked from `now`.
+ * `run_id` this instance last found for the group, or '', '1' when other instances listen on the
+ * presence channel, and the marker this instance last found, or ''): the boot key holds the `run_id` of the Redis that recorded the group's salts.
+ * Answers {code, since, run_id}: 0 when the marker is there and this Redis wrote it (or an earlier
+ * version did, without a boot key), and it is the Redis this instance knew; 1 after a loss (the
+ * marker missing although this instance knew the group, or other instances run, which wrote every
+ * marker before they listened; or recorded by another Redis, or this instance knew another Redis,
+ * or a first marker other than the one it knew),
+ * having raised the marker past every ts an instance may have accepted; 2 on first contact with an
+ * empty group, marked from `now` with three decimals (`%.3f`): a first marker always holds a dot,
+ * a marker after a loss never does.
  *
  * `record` (KEYS: the group's life marker, the salt's key, the boot key; ARGV: 'record', now,
- * tolerance, seconds the key lives, ts or ''): answers {verdict, since, markerWritten}: verdict 1
- * new, 0 a replay, -1 ts before the marker (since: the marker).
+ * tolerance, seconds the key lives, ts or '', the marker this instance last verified for the group
+ * or ''): answers {verdict, since, markerWritten}: verdict 1 new, 0 a replay, -1 ts before the
+ * marker (since: the marker). A first marker other than the one this instance verified means the
+ * group was empty since (a FLUSHALL, and an instance that did not see this one marked it as new):
+ * a loss, so the marker is raised as if it were missing.
  *
  * After a loss the marker is the later of the instance's clock and Redis's `TIME`, plus the
  * tolerance, plus one second: an instance accepts a ts up to its clock plus the tolerance, so a URL
@@ -70,16 +77,17 @@ if ARGV[1] == 'verify' then
   local boot = redis.call('GET', KEYS[2])
   local run = runId()
   local same = ARGV[4] == '' or ARGV[4] == run
-  if since and same and (boot == run or not boot) then
+  local emptied = since and ARGV[6] ~= '' and since ~= ARGV[6] and string.find(since, '.', 1, true)
+  if since and same and (boot == run or not boot) and not emptied then
     if not boot then redis.call('SET', KEYS[2], run) end
     return {0, since, run}
   end
   local code = 2
-  if since or ARGV[4] ~= '' then
+  if since or ARGV[4] ~= '' or ARGV[5] == '1' then
     since = afterLoss(since)
     code = 1
   else
-    since = ARGV[2]
+    since = string.format('%.3f', tonumber(ARGV[2]))
   end
   redis.call('SET', KEYS[1], since)
   redis.call('SET', KEYS[2], run)
@@ -88,6 +96,11 @@ end
 local written = 0
 if not since then
   since = afterLoss(nil)
+  redis.call('SET', KEYS[1], since)
+  redis.call('SET', KEYS[3], runId())
+  written = 1
+elseif ARGV[6] ~= '' and since ~= ARGV[6] and string.find(since, '.', 1, true) then
+  since = afterLoss(since)
   redis.call('SET', KEYS[1], since)
   redis.call('SET', KEYS[3], runId())
   written = 1
@@ -106,6 +119,8 @@ export function saltScript(): RedisScript {
 export interface GroupVerdict {
   kind: 'kept' | 'loss' | 'first';
   since: number;
+  /** The marker as Redis holds it, for `record` to tell a first marker written since. */
+  marker: string;
   runId: string;
 }
 
@@ -113,7 +128,7 @@ export function readGroupVerdict(reply: unknown): GroupVerdict {
   const [code, since, runId] = Array.isArray(reply) ? (reply as unknown[]) : [];
   const kind = code === 0 ? 'kept' : code === 1 ? 'loss' : code === 2 ? 'first' : undefined;
   if (kind === undefined || !Number.isFinite(Number(since)) || typeof runId !== 'string') throw new TypeError('The Redis salt script answered something unexpected.');
-  return { kind, since: Number(since), runId };
+  return { kind, since: Number(since), marker: String(since), runId };
 }
 
 /** What the script answered, read; `markerWritten`: the group's marker was missing. */

@@ -153,6 +153,8 @@ describe.skipIf(!available)('migration 0003_auth_failures', () => {
   });
 
   it('counts merchants whose ids differ only in case or a trailing space apart', async () => {
+    // Today's store reads the columns of later migrations (0011's census): on the latest schema, then back to 0003.
+    await migrateToLatest(database.db);
     const store = new MysqlThrottleStore(database.db);
     const rules = new FailureThrottle().rules;
     for (const id of ['shop', 'Shop', 'shop ', 'shop']) await store.recordFailure({ address: '192.0.2.1', merchantId: id, now: 1_700_000_000 }, rules);
@@ -163,6 +165,7 @@ describe.skipIf(!available)('migration 0003_auth_failures', () => {
       { merchant_id: 'shop ', failures: 1 },
     ]);
     await store.close();
+    expect((await createMigrator(database.db).migrateTo('0003_auth_failures')).error).toBeUndefined();
   });
 
   it('goes down without the table and leaves the rest, and up again', async () => {

@@ -344,6 +344,7 @@ describe.skipIf(!available)('MySQL storage', () => {
           { migrationName: '0008_webhooks', direction: 'Up', status: 'Success' },
           { migrationName: '0009_auth_check_reservations', direction: 'Up', status: 'Success' },
           { migrationName: '0010_webhook_event_refs', direction: 'Up', status: 'Success' },
+          { migrationName: '0011_auth_failures_census', direction: 'Up', status: 'Success' },
         ]);
         expect((await migrateToLatest(scratch.db)).results).toEqual([]);
         expect((await createMigrator(scratch.db).migrateDown()).error).toBeUndefined();

@@ -23,7 +23,7 @@ import { basic, call, ORIGIN, signedUrl } from '../../support/api.js';
 import { send } from '../../support/http-client.js';
 import { CLI, RUNTIMES, startServer, type ServerProcess } from '../../support/processes.js';
 import { largeSeed, MERCHANTS, writeSeed } from '../../support/seeds.js';
-import { redisAvailable, useRedis, type SuiteRedis } from '../../support/redis.js';
+import { blind, redisAvailable, useRedis, type SuiteRedis } from '../../support/redis.js';
 import { contractSeed } from '../../support/seeds.js';
 import { sleep } from '../../support/sleep.js';
 
@@ -32,8 +32,8 @@ const OK = { status: 'ok', is_valid: true };
 const seconds = () => Math.floor(Date.now() / 1000);
 
 /** One instance on the real clock (shifted by `shiftMs`): a memory storage of its own, salts on Redis through a connection of its own. */
-function instanceOn(redis: SuiteRedis, options: { shiftMs?: number; tolerance?: number; url?: string } = {}) {
-  const connection = redis.connect(options.url);
+function instanceOn(redis: SuiteRedis, options: { shiftMs?: number; tolerance?: number; url?: string; blind?: boolean } = {}) {
+  const connection = options.blind ? blind(redis.connect(options.url)) : redis.connect(options.url);
   const clock = () => Date.now() + (options.shiftMs ?? 0);
   const storage = withRedisState(new MemoryStorage(contractSeed()), connection, { now: clock, timestampTolerance: options.tolerance });
   const api = createMerchantApi({ storage, now: clock, logger: silentLogger, throttle: false, timestampTolerance: options.tolerance });
@@ -134,6 +134,40 @@ describe.skipIf(!available)('no replay after a loss, whatever the ts and the clo
     const replay = await call(a.api, url);
     expect(replay.status).toBe(400);
     expect(replay.body.message).toMatch(/before the replay store began/);
+  });
+
+  it('refuses after a FLUSHALL a URL signed 200 s ahead, at an instance started after it (which sees the running one) and at the one that accepted it', async () => {
+    const a = instanceOn(redis);
+    await ready(a);
+    const url = signedUrl({ ts: seconds() + 200 });
+    expect((await call(a.api, url)).body).toEqual(OK);
+    redis.cli('flushall');
+    // b never knew this Redis: an empty Redis is a first contact to it, unless another instance is listening.
+    const b = instanceOn(redis);
+    await b.storage.redisReady();
+    for (const each of [b, a]) {
+      const replay = await call(each.api, url);
+      expect(replay.status).toBe(400);
+      expect(replay.body.message).toMatch(/before the replay store began/);
+    }
+  });
+
+  it('refuses at the instance that accepted it a URL signed 200 s ahead, when one that cannot see it marked the flushed Redis as new', async () => {
+    const a = instanceOn(redis);
+    await ready(a);
+    const url = signedUrl({ ts: seconds() + 200 });
+    expect((await call(a.api, url)).body).toEqual(OK);
+    redis.cli('flushall');
+    // A connection without the count of listeners (an embedder's own): b takes the empty Redis for a new one, from its start.
+    const b = instanceOn(redis, { blind: true });
+    await b.storage.redisReady();
+    expect(redis.cli('get', 'merchant-api:{000}life')).toMatch(/\./);
+    // a knew another first marker: the Redis was emptied since, so the marker is raised past the tolerance, for b too.
+    const replay = await call(a.api, url);
+    expect(replay.status).toBe(400);
+    expect(replay.body.message).toMatch(/before the replay store began/);
+    await vi.waitFor(() => expect(Number(redis.cli('get', 'merchant-api:{000}life'))).toBeGreaterThan(seconds() + 250), { timeout: 5000 });
+    expect((await call(b.api, url)).status).toBe(400);
   });
 
   it('refuses a replay although the marker after the loss was written by an instance whose clock is a minute behind', async () => {

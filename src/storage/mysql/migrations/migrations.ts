@@ -22,6 +22,7 @@ import { keyLimitsAudit } from './migration-0007.js';
 import { webhooks } from './migration-0008.js';
 import { authCheckReservations } from './migration-0009.js';
 import { webhookEventRefs } from './migration-0010.js';
+import { authFailuresCensus } from './migration-0011.js';
 
 const TEXT = 'VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci';
 const TABLE_OPTIONS = 'ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci';
@@ -108,6 +109,7 @@ export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0008_webhooks': webhooks,
   '0009_auth_check_reservations': authCheckReservations,
   '0010_webhook_event_refs': webhookEventRefs,
+  '0011_auth_failures_census': authFailuresCensus,
 });
 
 /** A `MigrationProvider` serving `migrations` from code (no files to ship). */

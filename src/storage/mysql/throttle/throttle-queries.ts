@@ -12,7 +12,8 @@
  * least), so a copy with the greater version is always the newer one.
  */
 import { sql, type Kysely, type RawBuilder } from 'kysely';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomInt } from 'node:crypto';
+import { CENSUS_STRIPES } from '../migrations/migration-0011.js';
 import type { ReservationAnswer, ThrottleFailure, ThrottleRecord, ThrottleReservation, ThrottleRules } from '../../throttle-store.js';
 import { RESERVATION_SECONDS } from '../../throttle-store.js';
 import { isStorableId } from '../sql-values.js';
@@ -64,16 +65,49 @@ function toRecord(row: RecordRow): ThrottleRecord {
   };
 }
 
-/** Counts one failure of the address, and of the pair when the merchant exists; answers both rows as they are now. */
-export async function recordFailure(db: Kysely<any>, { address, merchantId, now, reserved }: ThrottleFailure, rules: ThrottleRules): Promise<ThrottleRecord[]> {
+/**
+ * Counts one failure of the address, and of the pair when the merchant exists; answers both rows as
+ * they are now. A row not yet in the census (new, or written by a reservation) is admitted to it
+ * (`admitToCensus`); `full` is told when one could not be: the row went, and is not answered.
+ */
+export async function recordFailure(db: Kysely<any>, { address, merchantId, now, reserved }: ThrottleFailure, rules: ThrottleRules, full?: () => void): Promise<ThrottleRecord[]> {
   if (!isShareableAddress(address)) return [];
   // Each upsert alone: one that lost a conflict (a deadlock of a burst, or another Galera node's write) changed nothing and runs again.
   await retryOnConflict(() => addressUpsert(address, now, rules, reserved?.address === true).execute(db));
   const pair = merchantId !== undefined && isStorableId(merchantId);
   if (pair) await retryOnConflict(() => pairUpsert(address, merchantId, now, rules, reserved?.pair === true).execute(db));
-  const { rows } = await sql<RecordRow>`SELECT ${RECORD_COLUMNS} FROM auth_failures
+  const { rows } = await sql<RecordRow & { census_stripe: number | null }>`SELECT ${RECORD_COLUMNS}, census_stripe FROM auth_failures
     WHERE scope IN ('address', 'pair') AND address = ${address} AND merchant_id IN ('', ${pair ? merchantId : ''})`.execute(db);
-  return rows.map(toRecord);
+  const kept: RecordRow[] = [];
+  for (const row of rows) {
+    if (row.census_stripe !== null || (await retryOnConflict(() => admitToCensus(db, row, rules.maxEntries)))) kept.push(row);
+  }
+  if (kept.length < rows.length) full?.();
+  // A row refused is gone: its counts are this instance's own (a record of them would set its count back to 1).
+  return kept.map(toRecord);
+}
+
+/**
+ * The census of `auth_failures` (migration 0011, docs/scaling.md#the-throttles-keys): each row the
+ * throttle keeps for more than a reservation's seconds is counted in one of `CENSUS_STRIPES`
+ * stripes, drawn at random, each admitting at most its share of `maxEntries`, so the table holds at
+ * most `maxEntries` such rows whatever the number of addresses, and new rows of many addresses at
+ * once wait on sixteen locks, not one. In one transaction: the row is claimed (locked), then its
+ * stripe counts it, or the row goes (the failure stays counted by each instance alone). Answers
+ * whether it was admitted (a row another instance admitted meanwhile, or that is gone, is).
+ */
+async function admitToCensus(db: Kysely<any>, row: RecordRow, maxEntries: number): Promise<boolean> {
+  const stripe = randomInt(CENSUS_STRIPES);
+  const share = Math.max(1, Math.floor(maxEntries / CENSUS_STRIPES));
+  const key = sql`scope = ${row.scope} AND address = ${row.address} AND merchant_id = ${row.merchant_id}`;
+  return db.transaction().execute(async (trx) => {
+    const claimed = await sql`UPDATE auth_failures SET census_stripe = ${stripe} WHERE ${key} AND census_stripe IS NULL`.execute(trx);
+    if (Number(claimed.numAffectedRows ?? 0n) === 0) return true;
+    const counted = await sql`UPDATE auth_failures_census SET held = held + 1 WHERE stripe = ${stripe} AND held < ${share}`.execute(trx);
+    if (Number(counted.numAffectedRows ?? 0n) === 1) return true;
+    await sql`DELETE FROM auth_failures WHERE ${key}`.execute(trx);
+    return false;
+  });
 }
 
 /**
@@ -198,11 +232,17 @@ export async function resetPair(db: Kysely<any>, address: string, merchantId: st
 
 /**
  * Rows changed at or after `since` less `overlapMicros` (`since` undefined: the server's now),
- * oldest change first, at most `limit`: a range of `auth_failures_changes`.
+ * oldest change first, at most `limit`: a range of `auth_failures_changes`. A row outside the
+ * census with a first failure and no block is left out: it is admitted within milliseconds of its
+ * change (read then, inside the overlap) or refused and deleted, and the counts of a refused row
+ * are the instances' own, so a record of it (a count of 1, each time it is written again) would
+ * set theirs back. Its later counts and blocks are read, so the rows of an instance of a version
+ * before migration 0011 (a rolling upgrade) still spread.
  */
 export async function selectChanges(db: Kysely<any>, since: string | undefined, overlapMicros: number, limit: number): Promise<ThrottleRecord[]> {
   const { rows } = await sql<RecordRow>`SELECT ${RECORD_COLUMNS} FROM auth_failures
     WHERE updated_at >= COALESCE(CAST(${since ?? null} AS DATETIME(6)), UTC_TIMESTAMP(6)) - INTERVAL ${overlapMicros} MICROSECOND
+      AND (census_stripe IS NOT NULL OR failures > 1 OR blocked_until <> 0)
     ORDER BY updated_at LIMIT ${limit}`.execute(db);
   return rows.map(toRecord);
 }
@@ -245,14 +285,46 @@ export async function liftThrottleBlocks(db: Kysely<any>, address: string, merch
   return Number(result.numAffectedRows ?? 0n);
 }
 
-/** Deletes rows that mean nothing any more, `batchSize` at a time, at most `maxBatches` statements; resolves to the count. */
+/**
+ * Deletes rows that mean nothing any more, about `batchSize` at a time, at most `maxBatches`
+ * transactions; resolves to the count. Each batch gives its rows back to their census stripes in
+ * the same transaction (rows locked, then the stripes: the order `admitToCensus` takes them in).
+ */
 export async function pruneAuthFailures(db: Kysely<any>, batchSize: number, maxBatches: number): Promise<number> {
   let deleted = 0;
   for (let batch = 0; batch < maxBatches; batch++) {
-    const result = await retryOnConflict(() => sql`DELETE FROM auth_failures WHERE expires_at < UTC_TIMESTAMP(6) ORDER BY expires_at LIMIT ${batchSize}`.execute(db));
-    const count = Number(result.numAffectedRows ?? 0n);
+    const count = await retryOnConflict(() => pruneBatch(db, batchSize));
     deleted += count;
     if (count < batchSize) break;
   }
   return deleted;
+}
+
+const TIME_TEXT = sql.raw(`'%Y-%m-%d %H:%i:%s.%f'`);
+
+async function pruneBatch(db: Kysely<any>, batchSize: number): Promise<number> {
+  return db.transaction().execute(async (trx) => {
+    // One instant for the whole batch, and the expiry of its last row: the statements below see the same rows.
+    const { rows: [at] } = await sql<{ now: string }>`SELECT DATE_FORMAT(UTC_TIMESTAMP(6), ${TIME_TEXT}) AS now`.execute(trx);
+    const before = sql`expires_at < CAST(${at!.now} AS DATETIME(6))`;
+    // The batch's last row in the expiry index's order (expires_at, then the primary key): rows of one expiry are cut too.
+    const { rows: [last] } = await sql<{ cut: string; scope: string; address: string; merchant_id: string }>`SELECT DATE_FORMAT(expires_at, ${TIME_TEXT}) AS cut, scope, address, merchant_id
+      FROM auth_failures WHERE ${before} ORDER BY expires_at, scope, address, merchant_id LIMIT 1 OFFSET ${batchSize - 1}`.execute(trx);
+    const ended = last
+      ? sql`${before} AND (expires_at, scope, address, merchant_id) <= (CAST(${last.cut} AS DATETIME(6)), ${last.scope}, ${last.address}, ${last.merchant_id})`
+      : before;
+    const { rows: stripes } = await sql<{ stripe: number | null; n: number | string }>`SELECT census_stripe AS stripe, COUNT(*) AS n FROM auth_failures
+      WHERE ${ended} GROUP BY census_stripe FOR UPDATE`.execute(trx);
+    const result = await sql`DELETE FROM auth_failures WHERE ${ended}`.execute(trx);
+    for (const { stripe, n } of stripes) {
+      if (stripe !== null) await sql`UPDATE auth_failures_census SET held = GREATEST(held - ${Number(n)}, 0) WHERE stripe = ${stripe}`.execute(trx);
+    }
+    return Number(result.numAffectedRows ?? 0n);
+  });
+}
+
+/** Rows the census counts now, for tests and `throttle` reports: the sum of its stripes. */
+export async function censusHeld(db: Kysely<any>): Promise<number> {
+  const { rows } = await sql<{ held: number | string | null }>`SELECT SUM(held) AS held FROM auth_failures_census`.execute(db);
+  return Number(rows[0]?.held ?? 0);
 }

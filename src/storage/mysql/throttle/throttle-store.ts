@@ -10,7 +10,7 @@
 import type { Kysely } from 'kysely';
 import { StorageUnavailableError } from '../../../errors.js';
 import type { ReservationAnswer, ThrottleFailure, ThrottleRecord, ThrottleReservation, ThrottleRules, ThrottleStore, ThrottleStoreListener } from '../../throttle-store.js';
-import { WeakListeners } from '../../throttle-store.js';
+import { countThrottleFull, WeakListeners } from '../../throttle-store.js';
 import { storageError } from '../sql-values.js';
 import { mysqlErrorCode } from '../storage-error.js';
 import { pruneAuthFailures, recordFailure, releaseChecks, reserveChecks, resetPair, selectActiveBlocks, selectChanges } from './throttle-queries.js';
@@ -66,7 +66,7 @@ export class MysqlThrottleStore implements ThrottleStore {
   }
 
   recordFailure(failure: ThrottleFailure, rules: ThrottleRules): Promise<readonly ThrottleRecord[]> {
-    return this.#query('throttle failure', () => recordFailure(this.#db, failure, rules));
+    return this.#query('throttle failure', () => recordFailure(this.#db, failure, rules, () => this.#full(rules.maxEntries)));
   }
 
   reserveChecks(reservation: ThrottleReservation, rules: ThrottleRules): Promise<ReservationAnswer> {
@@ -83,6 +83,12 @@ export class MysqlThrottleStore implements ThrottleStore {
 
   activeBlocks(now: number): Promise<readonly ThrottleRecord[]> {
     return this.#query('throttle blocks read', () => selectActiveBlocks(this.#db, now, MAX_ACTIVE_BLOCKS));
+  }
+
+  /** The census refused a row (docs/scaling.md#the-throttles-keys): the failure is counted by each instance alone. */
+  #full(cap: number): void {
+    countThrottleFull();
+    for (const listener of this.#listeners.live()) listener.full?.(cap);
   }
 
   subscribe(listener: ThrottleStoreListener): () => void {
