@@ -8,13 +8,13 @@ import { describe, expect, it } from 'vitest';
 import { ROOT } from '../support/processes.js';
 
 const EXPECTED: Record<string, string[]> = {
-  '.': ['MAX_ID_LENGTH', 'MerchantApiError', 'StorageUnavailableError', 'USER_RECORD_KEYS', 'createJsonLogger', 'createMerchantApi', 'errorResponse', 'silentLogger'],
+  '.': ['MAX_ID_LENGTH', 'MerchantApiError', 'StorageUnavailableError', 'USER_RECORD_KEYS', 'createJsonLogger', 'createMerchantApi', 'errorResponse', 'silentLogger', 'WebhookDispatcher'],
   './signing': ['canonicalMessage', 'pct', 'sign', 'signUrl', 'verify'],
   './metrics': ['answerScrape', 'createMetrics'],
   './node': ['answerClientErrors', 'answerExpectations', 'createRequestListener', 'serve'],
   './bun': ['serve'],
   './deno': ['serve'],
-  './storage/memory': ['MemoryStorage', 'SeedError', 'SeedSyntaxError', 'createDemoStorage', 'createMemoryStorage', 'loadMemoryStorage', 'parseSeed'],
+  './storage/memory': ['MEMORY_WEBHOOK_DEFAULTS', 'MemoryStorage', 'SeedError', 'SeedSyntaxError', 'createDemoStorage', 'createMemoryStorage', 'loadMemoryStorage', 'parseSeed'],
   './storage/mysql': [
     'DEFAULT_BATCH_SIZE', 'ImportValidationError', 'MasterKeyError', 'MerchantAdminError', 'MysqlStorage', 'addMerchant', 'createMigrator', 'createMysqlKysely',
     'generateApiKey', 'generateMasterKey', 'importSeed', 'importUserFile', 'listMerchants', 'migrateToLatest', 'openApiKey', 'parseMasterKey',
