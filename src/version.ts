@@ -1,8 +1,8 @@
 /**
  * The package's own version, from package.json: what names the product to others (the webhook
- * `user-agent`). A named import of the one field: the build inlines that string and none of the
- * rest of package.json; run from source, the file is read as it is.
+ * `user-agent`). An import with the JSON attribute, which Deno requires to run the source; the
+ * bundle holds package.json's fields (esbuild keeps what is read of a default JSON import).
  */
-import { version } from '../package.json';
+import packageJson from '../package.json' with { type: 'json' };
 
-export const PACKAGE_VERSION: string = version;
+export const PACKAGE_VERSION: string = packageJson.version;

@@ -43,6 +43,15 @@ function onRandomNodes(storages: readonly Storage[]): Storage {
   const random = { close: async () => void (await Promise.all(storages.map((storage) => storage.close()))) } as Record<string, unknown>;
   // The request's operations, and the optional one the contract suite calls beside them.
   for (const operation of [...STORAGE_OPERATIONS, 'recordKeyUse'] as const) random[operation] = (...args: unknown[]) => (pick()[operation] as (...a: unknown[]) => unknown)(...args);
+  // What a node holds in memory is that node's: the synchronous answer comes from the node that last
+  // read the merchant, as a server's own storage answers from its own cache.
+  const readBy = new Map<string, Storage>();
+  random.getMerchant = (id: string, options?: unknown) => {
+    const node = pick();
+    readBy.set(id, node);
+    return node.getMerchant(id, options as Parameters<Storage['getMerchant']>[1]);
+  };
+  random.cachedMerchant = (id: string) => (readBy.get(id) ?? pick()).cachedMerchant!(id);
   return random as unknown as Storage;
 }
 
