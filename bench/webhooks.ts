@@ -6,8 +6,13 @@
  *    (with / without) of the medians, same run.
  * 2. The dispatcher: the deliveries of that import sent to a local receiver (a node:http server
  *    answering 204), deliveries/s from the first claim to the last recorded attempt.
+ * 3. With --backlog=N, instead of 1 and 2: the dispatcher behind a large outbox, as after an import
+ *    of N users shared with 3 merchants with one endpoint each: N pending deliveries (3 endpoints,
+ *    written by INSERT ... SELECT from MariaDB's Sequence engine), of which it sends --deliveries;
+ *    deliveries/s, and the median time of a claim.
  * MYSQL_URL (default mysql://root@127.0.0.1:3306/test). Options: --users=N (default 100000),
- * --rounds=N (default 3), --deliveries=N (default 5000: how many of them the dispatcher sends).
+ * --rounds=N (default 3), --deliveries=N (default 5000: how many of them the dispatcher sends),
+ * --backlog=N (default 0).
  */
 import { createServer } from 'node:http';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -18,16 +23,18 @@ import { sql } from 'kysely';
 import { createConnection } from 'mysql2/promise';
 import { addMerchant, addWebhookEndpoint, createMysqlKysely, generateMasterKey, importUserFile, migrateToLatest, MysqlWebhookOutbox, parseMasterKey } from '../src/storage/mysql/index.js';
 import { WebhookDispatcher } from '../src/webhooks/dispatcher.js';
+import type { WebhookOutbox } from '../src/storage/webhook-outbox.js';
 import { MERCHANT, writeUsersFile } from './fake-users.js';
 
 const arg = (name: string, fallback: number) => Number(process.argv.find((a) => a.startsWith(`--${name}=`))?.split('=')[1] ?? fallback);
 const USERS = arg('users', 100_000);
 const ROUNDS = arg('rounds', 3);
 const DELIVERIES = arg('deliveries', 5000);
+const BACKLOG = arg('backlog', 0);
 const MYSQL_URL = process.env.MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/test';
 const masterKey = parseMasterKey(generateMasterKey());
 
-async function freshDatabase() {
+async function freshDatabase(merchants: readonly string[] = [MERCHANT]) {
   const name = `merchant_api_bench_wh_${randomBytes(4).toString('hex')}`;
   const admin = await createConnection({ uri: MYSQL_URL });
   await admin.query(`CREATE DATABASE \`${name}\` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci`);
@@ -36,7 +43,7 @@ async function freshDatabase() {
   url.pathname = `/${name}`;
   const db = createMysqlKysely(url.toString(), { queryTimeout: 0 });
   await migrateToLatest(db);
-  await addMerchant(db, masterKey, MERCHANT);
+  for (const merchant of merchants) await addMerchant(db, masterKey, merchant);
   return {
     db,
     async drop() {
@@ -50,16 +57,79 @@ async function freshDatabase() {
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
+/** Sends DELIVERIES of the pending deliveries to the receiver; deliveries/s and the median claim time. */
+async function dispatch(db: Awaited<ReturnType<typeof freshDatabase>>['db'], endpoints: number) {
+  let sent = 0;
+  let failed = 0;
+  const outbox = new MysqlWebhookOutbox({ db, masterKey });
+  const claimMs: number[] = [];
+  const timed: WebhookOutbox = {
+    async claimDue(options) {
+      const started = performance.now();
+      const claimed = await outbox.claimDue(options);
+      if (claimed.length > 0) claimMs.push(performance.now() - started);
+      return claimed;
+    },
+    recordAttempt: (record) => outbox.recordAttempt(record),
+    prune: (before) => outbox.prune(before),
+    stats: () => outbox.stats(),
+  };
+  const dispatcher = new WebhookDispatcher({
+    outbox: timed,
+    policy: { allowPrivate: true, allowHttp: true },
+    pollIntervalMs: 20,
+    claimBatch: 100,
+    maxInFlightPerEndpoint: 64,
+    onAttempt: (event) => (event.outcome === 'delivered' ? sent++ : failed++),
+  });
+  const started = performance.now();
+  dispatcher.start();
+  while (sent + failed < DELIVERIES) await new Promise((resolve) => setTimeout(resolve, 20));
+  const seconds = (performance.now() - started) / 1000;
+  await dispatcher.stop();
+  console.log(`dispatcher: ${sent} delivered, ${failed} failed, ${Math.round(DELIVERIES / seconds)} deliveries/s to a local receiver (${endpoints} endpoint(s), 64 in flight); ${claimMs.length} claims, median ${median(claimMs).toFixed(1)} ms`);
+}
+
+/** --backlog: N pending deliveries to 3 endpoints (3 merchants), then the dispatcher. */
+async function backlogMain(port: number) {
+  const merchants = ['bench-merchant-a', 'bench-merchant-b', 'bench-merchant-c'];
+  const database = await freshDatabase(merchants);
+  const { db } = database;
+  const endpoints: string[] = [];
+  for (const merchant of merchants) endpoints.push((await addWebhookEndpoint(db, masterKey, merchant, `http://127.0.0.1:${port}/hook`, ['user.updated'])).id);
+  const started = performance.now();
+  // One event per delivery, its record in `data` (so no user rows are needed); the endpoint by seq % 3.
+  const endpointOf = sql.raw(`ELT(seq % 3 + 1, ${endpoints.map((id) => `'${id}'`).join(', ')})`);
+  const merchantOf = sql.raw(`ELT(seq % 3 + 1, ${merchants.map((id) => `'${id}'`).join(', ')})`);
+  const sequence = sql.raw(`seq_1_to_${Math.floor(BACKLOG)}`);
+  await sql`INSERT INTO webhook_events (id, merchant_id, type, data, created_at)
+    SELECT CONCAT('evt_bench_', seq), ${merchantOf}, 'user.updated', '{"shared_user_id":"u"}', UTC_TIMESTAMP(6) FROM ${sequence}`.execute(db);
+  await sql`INSERT INTO webhook_deliveries (event_id, endpoint_id, merchant_id, next_attempt_at, created_at)
+    SELECT CONCAT('evt_bench_', seq), ${endpointOf}, ${merchantOf}, UTC_TIMESTAMP(6) - INTERVAL 1 SECOND, UTC_TIMESTAMP(6) FROM ${sequence}`.execute(db);
+  await sql`ANALYZE TABLE webhook_deliveries`.execute(db);
+  console.log(`backlog: ${BACKLOG} pending deliveries to 3 endpoints written in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  await dispatch(db, 3);
+  await database.drop();
+}
+
 async function main() {
   const dir = mkdtempSync(join(tmpdir(), 'merchant-api-bench-wh-'));
   const file = join(dir, 'users.ndjson');
-  await writeUsersFile(file, USERS, 'ndjson');
+  if (BACKLOG === 0) await writeUsersFile(file, USERS, 'ndjson');
   const receiver = createServer((req, res) => {
     req.resume();
     req.on('end', () => res.writeHead(204).end());
   });
   await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
   const port = (receiver.address() as { port: number }).port;
+  if (BACKLOG > 0) {
+    console.log(`load average at start: ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+    await backlogMain(port);
+    console.log(`load average at end: ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+    receiver.close();
+    rmSync(dir, { recursive: true, force: true });
+    return;
+  }
   const rates: Record<'with' | 'without', number[]> = { with: [], without: [] };
   let kept: Awaited<ReturnType<typeof freshDatabase>> | undefined;
   console.log(`load average at start: ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
@@ -82,22 +152,7 @@ async function main() {
   // The dispatcher over the kept database's outbox: only DELIVERIES of them stay pending.
   const db = kept!.db;
   await sql`UPDATE webhook_deliveries SET state = 'cancelled' WHERE id > (SELECT m FROM (SELECT MIN(id) + ${DELIVERIES - 1} AS m FROM webhook_deliveries) t)`.execute(db);
-  let sent = 0;
-  let failed = 0;
-  const dispatcher = new WebhookDispatcher({
-    outbox: new MysqlWebhookOutbox({ db, masterKey }),
-    policy: { allowPrivate: true, allowHttp: true },
-    pollIntervalMs: 20,
-    claimBatch: 100,
-    maxInFlightPerEndpoint: 64,
-    onAttempt: (event) => (event.outcome === 'delivered' ? sent++ : failed++),
-  });
-  const started = performance.now();
-  dispatcher.start();
-  while (sent + failed < DELIVERIES) await new Promise((resolve) => setTimeout(resolve, 20));
-  const seconds = (performance.now() - started) / 1000;
-  await dispatcher.stop();
-  console.log(`dispatcher: ${sent} delivered, ${failed} failed, ${Math.round(DELIVERIES / seconds)} deliveries/s to a local receiver (one endpoint, 64 in flight)`);
+  await dispatch(db, 1);
   console.log(`load average at end: ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
   await kept!.drop();
   receiver.close();

@@ -315,6 +315,25 @@ describe.skipIf(!available)('webhooks on MySQL', () => {
     await sql`UPDATE webhook_deliveries SET state = 'cancelled' WHERE merchant_id IN (${busy.merchantId}, ${quiet.merchantId})`.execute(database.db);
   });
 
+  it('counts the claimed deliveries of an endpoint as in flight, and not those waiting for a retry', async () => {
+    const { merchantId } = await merchantWithEndpoint();
+    await importSeed(database.db, undefined, { merchants: [], users: Array.from({ length: 10 }, (_, i) => user(merchantId, `flying-${i}`)) });
+    const claim = async () => (await outbox.claimDue({ limit: 10, leaseMs: 60_000, maxInFlightPerEndpoint: 4 })).filter((d) => d.merchantId === merchantId);
+    const first = await claim();
+    expect(first).toHaveLength(4);
+    // Four in flight: nothing more for this endpoint while their leases hold.
+    expect(await claim()).toEqual([]);
+    // Two answered with a retry due within the lease: waiting, not in flight, so two more are claimed.
+    for (const delivery of first.slice(0, 2)) {
+      await outbox.recordAttempt({ delivery, outcome: 'retry', nextAttemptAt: new Date(Date.now() + 30_000), status: 500, durationMs: 1 });
+    }
+    const second = await claim();
+    expect(second).toHaveLength(2);
+    expect(new Set([...first, ...second].map((d) => d.id)).size).toBe(6);
+    expect(await claim()).toEqual([]);
+    await sql`UPDATE webhook_deliveries SET state = 'cancelled' WHERE merchant_id = ${merchantId}`.execute(database.db);
+  });
+
   it('writeUnsharedEvent writes user.unshared in the given transaction', async () => {
     const { merchantId, receiver } = await merchantWithEndpoint();
     await database.db.transaction().execute((trx) => writeUnsharedEvent(trx, merchantId, 'gone-user'));

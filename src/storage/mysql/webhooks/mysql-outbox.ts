@@ -2,9 +2,11 @@
  * The webhook outbox on MySQL (docs/webhooks.md#delivery), for the dispatcher every `serve`
  * instance runs. A claim is one transaction: the endpoints with due deliveries (one loose index
  * read of `webhook_deliveries_due`), then for each, its row locked with `SKIP LOCKED` (an endpoint
- * another instance is claiming for is skipped this round) and its deliveries in flight counted, at
- * most its share of the round's due ids (`FOR UPDATE SKIP LOCKED`, by primary key), which are then
- * updated: a claim token, and `next_attempt_at` moved to the end of the lease. Endpoints take
+ * another instance is claiming for is skipped this round) and its deliveries in flight counted (a
+ * range of the same index: a claimed row's `next_attempt_at` is its lease's end), at most its share
+ * of the round's due ids (`FOR UPDATE SKIP LOCKED`, by primary key), which are then updated: a claim
+ * token, and `next_attempt_at` moved to the end of the lease; they are read back by those ids. So a
+ * claim reads what it takes and what is in flight, however large the outbox. Endpoints take
  * turns, so a merchant with 10,000 due deliveries delays another's first one by one round at most.
  * A claim whose instance died is due again when its lease ends; one whose instance lives is sent
  * once, since only the holder of the token records it.
@@ -53,6 +55,7 @@ export class MysqlWebhookOutbox implements WebhookOutbox {
 
   async #claim(options: ClaimOptions): Promise<DueDelivery[]> {
     const token = randomBytes(16).toString('base64url');
+    const claimedIds: (string | number)[] = [];
     const claimed = await this.#db.transaction().execute(async (trx) => {
       const { rows: due } = await sql<{ endpoint_id: string; first_due: string }>`SELECT endpoint_id, MIN(next_attempt_at) AS first_due FROM webhook_deliveries
         WHERE state = 'pending' GROUP BY endpoint_id HAVING MIN(next_attempt_at) <= UTC_TIMESTAMP(6)`.execute(trx);
@@ -66,8 +69,14 @@ export class MysqlWebhookOutbox implements WebhookOutbox {
         if (total >= options.limit) break;
         const { rows: locked } = await sql<{ id: string }>`SELECT id FROM webhook_endpoints WHERE id = ${endpointId} AND status = 'enabled' FOR UPDATE SKIP LOCKED`.execute(trx);
         if (locked.length === 0) continue;
-        const { rows: flying } = await sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM webhook_deliveries
-          WHERE endpoint_id = ${endpointId} AND state = 'pending' AND leased_until > UTC_TIMESTAMP(6)`.execute(trx);
+        // In flight: claimed rows, whose `next_attempt_at` is their lease's end, so a range of the due
+        // index between now and one lease ahead (leased_until has no index: filtering on it alone
+        // read every pending row of the endpoint, a third of a million after a large import). A row
+        // of that range without a lease is a retry due soon; at most maxInFlight matches are read.
+        const { rows: flying } = await sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM (SELECT 1 FROM webhook_deliveries
+          WHERE endpoint_id = ${endpointId} AND state = 'pending' AND next_attempt_at > UTC_TIMESTAMP(6)
+            AND next_attempt_at <= UTC_TIMESTAMP(6) + INTERVAL ${micros} MICROSECOND AND leased_until > UTC_TIMESTAMP(6)
+          LIMIT ${options.maxInFlightPerEndpoint}) flying`.execute(trx);
         const room = Math.min(share, options.maxInFlightPerEndpoint - Number(flying[0]!.n), options.limit - total);
         if (room <= 0) continue;
         const { rows: ids } = await sql<{ id: string | number }>`SELECT id FROM webhook_deliveries
@@ -77,6 +86,7 @@ export class MysqlWebhookOutbox implements WebhookOutbox {
         await sql`UPDATE webhook_deliveries SET claim_token = ${token},
           leased_until = UTC_TIMESTAMP(6) + INTERVAL ${micros} MICROSECOND, next_attempt_at = UTC_TIMESTAMP(6) + INTERVAL ${micros} MICROSECOND
           WHERE id IN (${sql.join(ids.map((row) => row.id))})`.execute(trx);
+        claimedIds.push(...ids.map((row) => row.id));
         total += ids.length;
       }
       return total;
@@ -107,7 +117,7 @@ export class MysqlWebhookOutbox implements WebhookOutbox {
       INNER JOIN webhook_endpoints p ON p.id = d.endpoint_id
       LEFT JOIN user_shares s ON e.data IS NULL AND s.merchant_id = e.merchant_id AND s.shared_user_id = e.shared_user_id
       LEFT JOIN users u ON u.id = s.user_id
-      WHERE d.claim_token = ${token} AND d.state = 'pending'
+      WHERE d.id IN (${sql.join(claimedIds)}) AND d.claim_token = ${token} AND d.state = 'pending'
       ORDER BY d.id`.execute(this.#db);
     const deliveries: DueDelivery[] = [];
     for (const row of rows) {
