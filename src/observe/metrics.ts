@@ -135,29 +135,11 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       },
     });
   }
-  const throttleFull = options.throttleFull;
-  if (throttleFull) {
-    new Counter({
-      name: 'merchant_api_throttle_full_total',
-      help: 'Failed authentications the shared throttle store could not count because it holds as many counters as it may (AUTH_MAX_ENTRIES): counted by each instance alone.',
-      registers,
-      collect(this: Counter) {
-        this.reset();
-        this.inc(throttleFull());
-      },
-    });
+  if (options.throttleFull) {
+    countedElsewhere(registers, options.throttleFull, 'merchant_api_throttle_full_total', 'Failed authentications the shared throttle store could not count because it holds as many counters as it may (AUTH_MAX_ENTRIES): counted by each instance alone.');
   }
-  const webhookDropped = options.webhookDropped;
-  if (webhookDropped) {
-    new Counter({
-      name: 'merchant_api_webhook_dropped_total',
-      help: 'Webhook deliveries the memory storage dropped because its in-process queue had no room (the change itself was kept).',
-      registers,
-      collect(this: Counter) {
-        this.reset();
-        this.inc(webhookDropped());
-      },
-    });
+  if (options.webhookDropped) {
+    countedElsewhere(registers, options.webhookDropped, 'merchant_api_webhook_dropped_total', 'Webhook deliveries the memory storage dropped because its in-process queue had no room (the change itself was kept).');
   }
   const saltCapacity = new Gauge({ name: 'merchant_api_salts_capacity', help: 'The most salts the storage may hold (where it has a bound: MAX_SALTS of the memory storage), else 0.', registers });
   if (options.saltCapacity !== undefined) saltCapacity.set(options.saltCapacity);
@@ -208,4 +190,17 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     webhooks,
     fetch: (request) => answerScrape(request, async () => ({ text: await registry.metrics(), contentType: registry.contentType })),
   };
+}
+
+/** A counter whose count another part of the process keeps: read at each scrape. */
+function countedElsewhere(registers: Registry[], count: () => number, name: string, help: string): void {
+  new Counter({
+    name,
+    help,
+    registers,
+    collect(this: Counter) {
+      this.reset();
+      this.inc(count());
+    },
+  });
 }
