@@ -7,6 +7,8 @@
  * merchant's endpoints: another merchant's id is not found, as one that does not exist. Every
  * change writes its audit event (`webhook_endpoint_added`, ...) in its own transaction, under the
  * `actor` given (the CLI's `--actor`, the API's `merchant:ID key:KEY_ID`; `library` without one).
+ * A transaction that lost a write conflict (a deadlock, a Galera certification failure) runs again,
+ * as every administrative change does (`write-conflicts.ts`).
  */
 import { randomBytes } from 'node:crypto';
 import { sql, type Kysely, type Transaction } from 'kysely';
@@ -18,6 +20,7 @@ import { DEFAULTS } from '../../../defaults.js';
 import { writeAuditEvent } from '../admin/audit.js';
 import { fromSqlDatetime } from '../sql-values.js';
 import { LIBRARY_ACTOR } from '../admin/merchant-admin.js';
+import { retryOnConflict } from '../write-conflicts.js';
 
 type Db = Kysely<MerchantApiDatabase>;
 
@@ -67,7 +70,7 @@ export function auditedUrl(url: string): string {
  * so two adds at once cannot both take the last place). Audited as `webhook_endpoint_added`.
  */
 export async function addWebhookEndpoint(db: Db, masterKey: MasterKey, merchantId: string, url: string, events: readonly string[], maxPerMerchant: number = DEFAULTS.webhooks.maxEndpointsPerMerchant, actor: string = LIBRARY_ACTOR): Promise<WebhookEndpointSummary & { secret: string }> {
-  return db.transaction().execute(async (trx) => {
+  return retryOnConflict(() => db.transaction().execute(async (trx) => {
     const merchant = await sql<{ id: string }>`SELECT id FROM merchants WHERE id = ${merchantId} FOR UPDATE`.execute(trx);
     if (merchant.rows.length === 0) throw new WebhookAdminError('merchant_not_found', 'No such merchant.');
     const { rows } = await sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM webhook_endpoints WHERE merchant_id = ${merchantId}`.execute(trx);
@@ -78,7 +81,7 @@ export async function addWebhookEndpoint(db: Db, masterKey: MasterKey, merchantI
     const { rows: created } = await sql<Parameters<typeof summary>[0]>`SELECT ${summaryColumns} FROM webhook_endpoints WHERE id = ${id}`.execute(trx);
     await writeAuditEvent(trx, actor, { action: 'webhook_endpoint_added', merchantId, summary: { endpoint_id: id, url_origin: auditedUrl(url), events: [...events] } });
     return { ...summary(created[0]!), secret };
-  });
+  }));
 }
 
 /** Endpoints, of one merchant or all, oldest first; never a secret. */
@@ -99,11 +102,11 @@ async function lockedEndpoint(trx: Transaction<MerchantApiDatabase>, id: string,
 
 /** Removes an endpoint and its deliveries (the events stay until pruned). Audited as `webhook_endpoint_removed`. */
 export async function removeWebhookEndpoint(db: Db, id: string, merchantId?: string, actor: string = LIBRARY_ACTOR): Promise<void> {
-  await db.transaction().execute(async (trx) => {
+  await retryOnConflict(() => db.transaction().execute(async (trx) => {
     const row = await lockedEndpoint(trx, id, merchantId);
     await sql`DELETE FROM webhook_endpoints WHERE id = ${id}`.execute(trx);
     await writeAuditEvent(trx, actor, { action: 'webhook_endpoint_removed', merchantId: row.merchant_id, summary: { endpoint_id: id, url_origin: auditedUrl(row.url) } });
-  });
+  }));
 }
 
 /**
@@ -111,7 +114,7 @@ export async function removeWebhookEndpoint(db: Db, id: string, merchantId?: str
  * `expireOldInMs` (0: it stops at once), so receivers can switch without losing a delivery.
  */
 export async function rotateWebhookSecret(db: Db, masterKey: MasterKey, id: string, expireOldInMs: number, merchantId?: string, actor: string = LIBRARY_ACTOR): Promise<{ secret: string; oldExpiresAt: string | null }> {
-  return db.transaction().execute(async (trx) => {
+  return retryOnConflict(() => db.transaction().execute(async (trx) => {
     const row = await lockedEndpoint(trx, id, merchantId);
     const secret = newSecret();
     const sealed = await sealApiKey(masterKey, row.merchant_id, secret);
@@ -124,7 +127,7 @@ export async function rotateWebhookSecret(db: Db, masterKey: MasterKey, id: stri
     const oldExpiresAt = after[0]!.expires;
     await writeAuditEvent(trx, actor, { action: 'webhook_secret_rotated', merchantId: row.merchant_id, summary: { endpoint_id: id, old_expires_at: oldExpiresAt } });
     return { secret, oldExpiresAt };
-  });
+  }));
 }
 
 /**
@@ -133,19 +136,19 @@ export async function rotateWebhookSecret(db: Db, masterKey: MasterKey, id: stri
  * enabled already; else audited as `webhook_endpoint_enabled` with the reason it was disabled.
  */
 export async function enableWebhookEndpoint(db: Db, id: string, merchantId?: string, actor: string = LIBRARY_ACTOR): Promise<boolean> {
-  return db.transaction().execute(async (trx) => {
+  return retryOnConflict(() => db.transaction().execute(async (trx) => {
     const row = await lockedEndpoint(trx, id, merchantId);
     if (row.status === 'enabled') return false;
     const { rows } = await sql<{ reason: string | null }>`SELECT disabled_reason AS reason FROM webhook_endpoints WHERE id = ${id}`.execute(trx);
     await sql`UPDATE webhook_endpoints SET status = 'enabled', disabled_reason = NULL, failing_since = NULL, updated_at = UTC_TIMESTAMP(6) WHERE id = ${id}`.execute(trx);
     await writeAuditEvent(trx, actor, { action: 'webhook_endpoint_enabled', merchantId: row.merchant_id, summary: { endpoint_id: id, disabled_reason: rows[0]?.reason ?? null } });
     return true;
-  });
+  }));
 }
 
 /** Queues a `webhook.test` event for one endpoint, due at once; returns its event id. */
 export async function sendWebhookTest(db: Db, id: string, merchantId?: string): Promise<string> {
-  return db.transaction().execute(async (trx) => {
+  return retryOnConflict(() => db.transaction().execute(async (trx) => {
     const scope = merchantId === undefined ? sql`` : sql`AND merchant_id = ${merchantId}`;
     const { rows } = await sql<{ merchant_id: string; status: string; now: string }>`SELECT merchant_id, status, DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%d %H:%i:%s.%f') AS now FROM webhook_endpoints WHERE id = ${id} ${scope}`.execute(trx);
     const row = rows[0];
@@ -155,7 +158,7 @@ export async function sendWebhookTest(db: Db, id: string, merchantId?: string): 
     await trx.insertInto('webhook_events').values({ id: eventId, merchant_id: row.merchant_id, type: 'webhook.test', data: JSON.stringify({ endpoint_id: id }), created_at: row.now }).execute();
     await trx.insertInto('webhook_deliveries').values({ event_id: eventId, endpoint_id: id, merchant_id: row.merchant_id, next_attempt_at: row.now, created_at: row.now }).execute();
     return eventId;
-  });
+  }));
 }
 
 /** A delivery as `webhook deliveries` lists it: ids, state and the last attempt; never the body. */
@@ -195,7 +198,7 @@ export async function listWebhookDeliveries(db: Db, options: { endpointId?: stri
  */
 export async function redeliverWebhooks(db: Db, target: { eventId: string } | { endpointId: string; since: string }, actor: string = LIBRARY_ACTOR): Promise<number> {
   const where = 'eventId' in target ? sql`d.event_id = ${target.eventId}` : sql`d.endpoint_id = ${target.endpointId} AND d.created_at >= ${target.since}`;
-  return db.transaction().execute(async (trx) => {
+  return retryOnConflict(() => db.transaction().execute(async (trx) => {
     // Which merchants' deliveries are about to be queued again: read first, under the same lock the update takes.
     const { rows: merchants } = await sql<{ merchant_id: string; n: number | string }>`SELECT d.merchant_id, COUNT(*) AS n FROM webhook_deliveries d INNER JOIN webhook_endpoints p ON p.id = d.endpoint_id
       WHERE ${where} AND p.status = 'enabled' AND (d.state <> 'pending' OR d.leased_until IS NULL) GROUP BY d.merchant_id ORDER BY d.merchant_id FOR UPDATE`.execute(trx);
@@ -209,5 +212,5 @@ export async function redeliverWebhooks(db: Db, target: { eventId: string } | { 
       await writeAuditEvent(trx, actor, { action: 'webhook_redelivered', merchantId: merchant.merchant_id, summary: { ...targetSummary, deliveries: Number(merchant.n) } });
     }
     return queued;
-  });
+  }));
 }
