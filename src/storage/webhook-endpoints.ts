@@ -3,6 +3,7 @@
  * and the rest, docs/webhooks.md#endpoints): what is listed, what is added, what a rotation answers,
  * and the refusal of a storage that keeps no webhooks.
  */
+import { randomBytes } from 'node:crypto';
 import { MerchantApiError } from '../errors.js';
 
 /** An endpoint as listed: never its secret. */
@@ -45,3 +46,12 @@ export interface RotatedWebhookSecret {
 /** What a storage without webhooks (one of an embedder's own, without the optional operations) answers them with: 501 `not_implemented`. */
 export const WEBHOOKS_NOT_KEPT = new MerchantApiError('not_implemented', 'The storage behind this server keeps no webhooks.');
 
+/** A new endpoint id, on every storage: `we_` + 16 random bytes, base64url. */
+export function newWebhookEndpointId(): string {
+  return `we_${randomBytes(16).toString('base64url')}`;
+}
+
+/** A new secret, on every storage: `whsec_` + base64 of 32 random bytes (Standard Webhooks). */
+export function newWebhookSecret(): string {
+  return `whsec_${randomBytes(32).toString('base64')}`;
+}

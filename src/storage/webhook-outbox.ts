@@ -5,6 +5,7 @@
  * records each attempt through it, knowing nothing of tables. Event `data` is stored as JSON text
  * (`userEventData`), so every attempt of an event sends the same bytes.
  */
+import { randomBytes } from 'node:crypto';
 import { USER_RECORD_KEYS, type ChangedUserRecord } from './contract.js';
 
 export type { WebhookEndpointSummary } from './webhook-endpoints.js';
@@ -87,4 +88,28 @@ export function userEventData(record: ChangedUserRecord): string {
 /** `user.unshared`'s data: the merchant's id of the user and when the share went; nothing else of the person. */
 export function unsharedEventData(sharedUserId: string, unsharedAt: string): string {
   return JSON.stringify({ shared_user_id: sharedUserId, unshared_at: unsharedAt });
+}
+
+let sequence = 0;
+/** Random bytes for event ids, taken 18 at a time from a block: one call to the generator per 512 ids. */
+let randomBlock = Buffer.alloc(0);
+let randomOffset = 0;
+
+function randomPart(): string {
+  if (randomOffset + 18 > randomBlock.length) {
+    randomBlock = randomBytes(18 * 512);
+    randomOffset = 0;
+  }
+  randomOffset += 18;
+  return randomBlock.toString('base64url', randomOffset - 18, randomOffset);
+}
+
+/**
+ * A new event id, the same form on every storage: `evt_`, the time in ms and a counter as hex
+ * (ordered, as KSUIDs are: an import's events go in at the end of the primary key instead of all
+ * over it), then 18 random bytes, base64url: 40 characters, unguessable.
+ */
+export function newEventId(): string {
+  sequence = (sequence + 1) % 0x1000000;
+  return `evt_${Date.now().toString(16).padStart(12, '0')}${sequence.toString(16).padStart(6, '0')}${randomPart()}`;
 }

@@ -136,7 +136,7 @@ async function listen(runtime: ServeRuntime, config: ServerConfig, storage: Stor
   let served: Served | undefined;
   try {
     const memory = storage instanceof MemoryStorage ? storage : undefined;
-    const metrics = config.metricsPort === undefined ? undefined : createMetrics({ saltCount: memory && (() => memory.saltCount), saltCapacity: memory?.maxSalts, writeConflicts: config.databaseUrl ? writeConflictCounts : undefined, throttleFull: throttleFullCount, webhookDropped: memory && (() => webhookDeliveriesDropped), webhookOutboxPerProcess: memory !== undefined });
+    const metrics = config.metricsPort === undefined ? undefined : createMetrics({ saltCount: memory && (() => memory.saltCount), saltCapacity: memory?.maxSalts, writeConflicts: config.databaseUrl ? writeConflictCounts : undefined, throttleFull: throttleFullCount, webhookDropped: memory && (() => memory.webhookOutbox.dropped), webhookOutboxPerProcess: memory !== undefined });
     const api = createMerchantApi({
       storage,
       publicUrl: config.publicUrl,
@@ -192,9 +192,6 @@ async function readTlsFile(variable: string, file: string): Promise<string> {
   }
 }
 
-/** Deliveries the memory storage's webhook queue dropped (merchant_api_webhook_dropped_total). */
-let webhookDeliveriesDropped = 0;
-
 async function openStorage(config: ServerConfig, runtime: ServeRuntime, io: CliIo, logger: Logger): Promise<{ storage: Storage; description: string; demo: boolean }> {
   if (config.databaseUrl) {
     if (!runtime.openMysqlStorage) throw new CliUsageError(`DATABASE_URL is set, but MySQL storage is not available on ${runtime.name}.`);
@@ -208,12 +205,7 @@ async function openStorage(config: ServerConfig, runtime: ServeRuntime, io: CliI
     loaded = await loadMemoryStorage(file, {
       maxSalts: config.maxSalts,
       // A delivery that found the queue full (docs/webhooks.md#on-the-memory-storage): by ids, never the event.
-      webhooks: {
-        onDropped: (merchantId, endpointId) => {
-          webhookDeliveriesDropped++;
-          logger.warn({ event: 'webhook_delivery_dropped', merchant_id: merchantId, endpoint_id: endpointId }, 'webhook queue full: a delivery was dropped');
-        },
-      },
+      webhooks: { onDropped: (merchantId, endpointId) => logger.warn({ event: 'webhook_delivery_dropped', merchant_id: merchantId, endpoint_id: endpointId }, 'webhook queue full: a delivery was dropped') },
     });
   } catch (error) {
     if (error instanceof SeedSyntaxError) throw new CliUsageError(`SEED_FILE ${name} is not valid JSON: ${error.message}`);

@@ -206,7 +206,7 @@ export class MemoryStorage implements Storage {
   }
 
   /** The queue of deliveries, for a `WebhookDispatcher` (`serve` runs one); lost on exit. */
-  get webhookOutbox(): WebhookOutbox & { stats(): Promise<{ pending: number; oldestDueAgeMs: number; dropped: number }> } {
+  get webhookOutbox(): WebhookOutbox & { stats(): Promise<{ pending: number; oldestDueAgeMs: number; dropped: number }>; readonly dropped: number } {
     return this.#webhooks;
   }
 

@@ -18,8 +18,8 @@
 import { randomBytes } from 'node:crypto';
 import { MerchantApiError, StorageUnavailableError } from '../../errors.js';
 import type { ChangedUserRecord, UserRecord } from '../contract.js';
-import type { NewWebhookEndpoint, RotatedWebhookSecret, WebhookEndpointSummary } from '../webhook-endpoints.js';
-import { userEventData, type AttemptRecord, type ClaimOptions, type DueDelivery, type OutboxStats, type WebhookOutbox } from '../webhook-outbox.js';
+import { newWebhookEndpointId, newWebhookSecret, type NewWebhookEndpoint, type RotatedWebhookSecret, type WebhookEndpointSummary } from '../webhook-endpoints.js';
+import { newEventId, userEventData, type AttemptRecord, type ClaimOptions, type DueDelivery, type OutboxStats, type WebhookOutbox } from '../webhook-outbox.js';
 
 export interface MemoryWebhookOptions {
   /** Most endpoints over all merchants (default 10,000); one more is 409 `conflict`. */
@@ -99,18 +99,6 @@ function canonical(ms: number): string {
   return `${new Date(ms).toISOString().slice(0, 23)}000+00:00`;
 }
 
-let sequence = 0;
-
-/** `evt_`, the time and a counter in hex (ordered), then 18 random bytes: the form of the MySQL outbox's ids. */
-function newEventId(): string {
-  sequence = (sequence + 1) % 0x1000000;
-  return `evt_${Date.now().toString(16).padStart(12, '0')}${sequence.toString(16).padStart(6, '0')}${randomBytes(18).toString('base64url')}`;
-}
-
-function newSecret(): string {
-  return `whsec_${randomBytes(32).toString('base64')}`;
-}
-
 export class MemoryWebhooks implements WebhookOutbox {
   readonly #endpoints = new Map<string, Endpoint>();
   /** Each merchant's endpoints, oldest first. */
@@ -124,6 +112,11 @@ export class MemoryWebhooks implements WebhookOutbox {
   readonly #o: Required<Omit<MemoryWebhookOptions, 'onDropped'>> & Pick<MemoryWebhookOptions, 'onDropped'>;
   #pending = 0;
   #dropped = 0;
+
+  /** Deliveries dropped for want of room since the start (`merchant_api_webhook_dropped_total`). */
+  get dropped(): number {
+    return this.#dropped;
+  }
   #nextDelivery = 0;
 
   constructor(options: MemoryWebhookOptions = {}) {
@@ -141,14 +134,14 @@ export class MemoryWebhooks implements WebhookOutbox {
     if (own.length >= maxPerMerchant) throw new MerchantApiError('conflict', `A merchant has at most ${maxPerMerchant} webhook endpoints.`);
     if (this.#endpoints.size >= this.#o.maxEndpoints) throw new MerchantApiError('conflict', `This server holds at most ${this.#o.maxEndpoints} webhook endpoints in all.`);
     const endpoint: Endpoint = {
-      id: `we_${randomBytes(16).toString('base64url')}`,
+      id: newWebhookEndpointId(),
       merchantId,
       url,
       events: Object.freeze([...events]),
       status: 'enabled',
       disabledReason: null,
       createdAt: canonical(Date.now()),
-      secret: newSecret(),
+      secret: newWebhookSecret(),
       previousSecret: null,
       previousExpiresAt: 0,
       failingSince: undefined,
@@ -180,7 +173,7 @@ export class MemoryWebhooks implements WebhookOutbox {
     const keep = expireOldInMs > 0;
     endpoint.previousSecret = keep ? endpoint.secret : null;
     endpoint.previousExpiresAt = keep ? Date.now() + expireOldInMs : 0;
-    endpoint.secret = newSecret();
+    endpoint.secret = newWebhookSecret();
     return { secret: endpoint.secret, oldExpiresAt: keep ? canonical(endpoint.previousExpiresAt) : null };
   }
 

@@ -10,12 +10,11 @@
  * A transaction that lost a write conflict (a deadlock, a Galera certification failure) runs again,
  * as every administrative change does (`write-conflicts.ts`).
  */
-import { randomBytes } from 'node:crypto';
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { sealApiKey, type MasterKey } from '../../sql/key-sealing.js';
-import type { WebhookEndpointSummary } from '../../webhook-outbox.js';
+import { newWebhookEndpointId, newWebhookSecret } from '../../webhook-endpoints.js';
+import { newEventId, type WebhookEndpointSummary } from '../../webhook-outbox.js';
 import type { MerchantApiDatabase } from '../schema.js';
-import { newEventId } from './outbox-writes.js';
 import { DEFAULTS } from '../../../defaults.js';
 import { writeAuditEvent } from '../admin/audit.js';
 import { fromSqlDatetime } from '../sql-values.js';
@@ -33,16 +32,6 @@ export class WebhookAdminError extends Error {
   ) {
     super(message);
   }
-}
-
-/** A new endpoint id: `we_` + 16 random bytes, base64url. */
-function newEndpointId(): string {
-  return `we_${randomBytes(16).toString('base64url')}`;
-}
-
-/** A new secret: `whsec_` + base64 of 32 random bytes (Standard Webhooks). */
-function newSecret(): string {
-  return `whsec_${randomBytes(32).toString('base64')}`;
 }
 
 const summaryColumns = sql`id, merchant_id, url, events, status, disabled_reason, DATE_FORMAT(created_at, '%Y-%m-%dT%H:%i:%s.%f+00:00') AS created_at`;
@@ -75,8 +64,8 @@ export async function addWebhookEndpoint(db: Db, masterKey: MasterKey, merchantI
     if (merchant.rows.length === 0) throw new WebhookAdminError('merchant_not_found', 'No such merchant.');
     const { rows } = await sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM webhook_endpoints WHERE merchant_id = ${merchantId}`.execute(trx);
     if (Number(rows[0]!.n) >= maxPerMerchant) throw new WebhookAdminError('too_many_endpoints', `A merchant has at most ${maxPerMerchant} webhook endpoints.`);
-    const id = newEndpointId();
-    const secret = newSecret();
+    const id = newWebhookEndpointId();
+    const secret = newWebhookSecret();
     await trx.insertInto('webhook_endpoints').values({ id, merchant_id: merchantId, url, events: events.join(','), sealed_secret: await sealApiKey(masterKey, merchantId, secret) }).execute();
     const { rows: created } = await sql<Parameters<typeof summary>[0]>`SELECT ${summaryColumns} FROM webhook_endpoints WHERE id = ${id}`.execute(trx);
     await writeAuditEvent(trx, actor, { action: 'webhook_endpoint_added', merchantId, summary: { endpoint_id: id, url_origin: auditedUrl(url), events: [...events] } });
@@ -116,7 +105,7 @@ export async function removeWebhookEndpoint(db: Db, id: string, merchantId?: str
 export async function rotateWebhookSecret(db: Db, masterKey: MasterKey, id: string, expireOldInMs: number, merchantId?: string, actor: string = LIBRARY_ACTOR): Promise<{ secret: string; oldExpiresAt: string | null }> {
   return retryOnConflict(() => db.transaction().execute(async (trx) => {
     const row = await lockedEndpoint(trx, id, merchantId);
-    const secret = newSecret();
+    const secret = newWebhookSecret();
     const sealed = await sealApiKey(masterKey, row.merchant_id, secret);
     const micros = Math.max(0, Math.round(expireOldInMs * 1000));
     await sql`UPDATE webhook_endpoints SET sealed_secret = ${sealed},

@@ -5,10 +5,9 @@
  * receives its type; each event gets one delivery per such endpoint. A merchant without endpoints
  * costs one indexed read per batch, and an import where no merchant has one writes nothing more.
  */
-import { randomBytes } from 'node:crypto';
 import { sql, type Kysely, type Transaction } from 'kysely';
 import type { ChangedUserRecord } from '../../contract.js';
-import { unsharedEventData, userEventData } from '../../webhook-outbox.js';
+import { newEventId, unsharedEventData, userEventData } from '../../webhook-outbox.js';
 import type { MerchantApiDatabase } from '../schema.js';
 import { InfileWriter } from '../admin/infile.js';
 import { RECORD_EVENT_TYPES } from './event-records.js';
@@ -37,30 +36,6 @@ export interface ShareChange {
   data: string | null;
   /** The merchant's id of the user: the share the event is about. */
   sharedUserId?: string;
-}
-
-let sequence = 0;
-/** Random bytes for event ids, taken 18 at a time from a block: one call to the generator per 512 ids. */
-let randomBlock = Buffer.alloc(0);
-let randomOffset = 0;
-
-function randomPart(): string {
-  if (randomOffset + 18 > randomBlock.length) {
-    randomBlock = randomBytes(18 * 512);
-    randomOffset = 0;
-  }
-  randomOffset += 18;
-  return randomBlock.toString('base64url', randomOffset - 18, randomOffset);
-}
-
-/**
- * A new event id: `evt_`, the time in ms and a counter as hex (ordered, as KSUIDs are: an import's
- * events go in at the end of the primary key instead of all over it), then 18 random bytes,
- * base64url: 40 characters, unguessable.
- */
-export function newEventId(): string {
-  sequence = (sequence + 1) % 0x1000000;
-  return `evt_${Date.now().toString(16).padStart(12, '0')}${sequence.toString(16).padStart(6, '0')}${randomPart()}`;
 }
 
 /** `DATETIME(6)` text in UTC → the API's canonical timestamp. */
