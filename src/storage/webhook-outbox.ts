@@ -61,6 +61,12 @@ export interface ClaimOptions {
   leaseMs: number;
   /** Most deliveries of one endpoint claimed and not yet recorded, across instances. */
   maxInFlightPerEndpoint: number;
+  /**
+   * How many more deliveries of a merchant this claim may take (the dispatcher's share per merchant
+   * less what it sends for it now); a merchant with none left is skipped, its deliveries left
+   * pending for others. Undefined: no bound per merchant.
+   */
+  merchantRoom?: (merchantId: string) => number;
 }
 
 /** The outbox operations the dispatcher needs. */

@@ -4,11 +4,13 @@
  * documentation, multicast and reserved ranges are refused, IPv4 and IPv6, with IPv4 inside IPv6
  * (mapped, compatible, NAT64, 6to4) judged by the IPv4 it carries. The check runs at registration
  * and at each delivery, which connects to the address checked (resolved once), so DNS rebinding
- * cannot move it. `allowPrivate` and `allowHttp` (`WEBHOOK_ALLOW_PRIVATE`, `WEBHOOK_ALLOW_HTTP`)
- * lift the rules for development and tests.
+ * cannot move it. Names are resolved by `./name-resolver.ts` (DNS on the event loop, never the
+ * thread pool `dns.lookup` holds), and every address of the answer is judged here, whether it came
+ * from DNS, its cache, /etc/hosts or a `localhost` name. `allowPrivate` and `allowHttp`
+ * (`WEBHOOK_ALLOW_PRIVATE`, `WEBHOOK_ALLOW_HTTP`) lift the rules for development and tests.
  */
-import { lookup as dnsLookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
+import { NameResolutionError, NameResolver } from './name-resolver.js';
 
 /** What the guard lets through: only for development and tests. */
 export interface AddressPolicy {
@@ -19,6 +21,12 @@ export interface AddressPolicy {
 /** A URL or address the guard refuses; the message names the rule, for the 422 and the log. */
 export class WebhookAddressError extends Error {
   override name = 'WebhookAddressError';
+  /** `refused` (the URL or an address breaks a rule, or the name does not exist), or why its name did not resolve. */
+  readonly reason: 'refused' | 'dns_timeout' | 'dns_failed';
+  constructor(message: string, reason: WebhookAddressError['reason'] = 'refused') {
+    super(message);
+    this.reason = reason;
+  }
 }
 
 /** IPv4 ranges that are not the public internet: [first octets as a number, prefix length]. */
@@ -128,7 +136,11 @@ function hostLiteral(hostname: string): string | undefined {
 /** A resolver: every address of a host name, as `dns.lookup` with `all: true` answers. */
 export type Resolve = (hostname: string) => Promise<Array<{ address: string; family: number }>>;
 
-export const systemResolve: Resolve = (hostname) => dnsLookup(hostname, { all: true, verbatim: true });
+/** The process's resolver (its cache shared by the dispatcher, the API's endpoint checks and the CLI). */
+export const sharedNameResolver = new NameResolver();
+
+/** The system's DNS servers through `sharedNameResolver`: within 5 s, without the thread pool. */
+export const systemResolve: Resolve = (hostname) => sharedNameResolver.resolve(hostname);
 
 /**
  * Resolves the URL's host once and returns the address to connect to: the literal itself, or the
@@ -137,7 +149,9 @@ export const systemResolve: Resolve = (hostname) => dnsLookup(hostname, { all: t
  */
 export async function resolveWebhookAddress(url: URL, policy: AddressPolicy = {}, resolve: Resolve = systemResolve): Promise<{ address: string; family: 4 | 6 }> {
   const literal = hostLiteral(url.hostname);
-  const addresses = literal !== undefined ? [{ address: literal, family: isIP(literal) }] : await resolve(url.hostname).catch(() => {
+  const addresses = literal !== undefined ? [{ address: literal, family: isIP(literal) }] : await resolve(url.hostname).catch((error: unknown) => {
+    // A timeout or a failing server (not a name that does not exist) is said, and retried as such.
+    if (error instanceof NameResolutionError && error.code !== 'not_found') throw new WebhookAddressError(`The URL's host does not resolve: ${error.message}`, error.code === 'timeout' ? 'dns_timeout' : 'dns_failed');
     throw new WebhookAddressError('The URL\'s host does not resolve.');
   });
   if (addresses.length === 0) throw new WebhookAddressError('The URL\'s host does not resolve.');

@@ -6,13 +6,20 @@
  * a cap), failed for good when the schedule is used up; a `410 Gone` disables the endpoint, and so
  * does failing every attempt for `disableAfterFailingMs`. Sends run side by side up to
  * `maxInFlight`, so a slow receiver holds only its own deliveries (at most
- * `maxInFlightPerEndpoint` of them, across instances). Old deliveries are pruned as it goes.
- * Each attempt is reported to `onAttempt` (for the log and the metrics): ids, status, duration and
- * attempt number, never the secret nor the body.
+ * `maxInFlightPerEndpoint` of them, across instances), and one merchant at most
+ * `maxInFlightPerMerchant` of this instance's (a quarter): the claim leaves a merchant's deliveries
+ * pending once it holds its share, so two merchants' dead receivers still leave half the room to
+ * the others. An attempt, name resolution included (`./name-resolver.ts`: no thread of the pool,
+ * its own bound), ends within `timeoutMs` and before its claim's lease, and its result is recorded
+ * (tried again while the outbox fails), so a live instance never sends a delivery twice. Old
+ * deliveries are pruned as it goes. Each attempt is reported to `onAttempt` (for the log and the
+ * metrics): ids, status, duration from its start (resolution included) and attempt number, never
+ * the secret nor the body.
  */
 import { DEFAULTS } from '../defaults.js';
 import type { AttemptRecord, DueDelivery, OutboxStats, WebhookOutbox } from '../storage/webhook-outbox.js';
 import { checkWebhookUrl, resolveWebhookAddress, systemResolve, WebhookAddressError, type AddressPolicy, type Resolve } from './address-guard.js';
+import { NameResolutionError } from './name-resolver.js';
 import { eventBody, type WebhookEventType } from './events.js';
 import { DEFAULT_RETRY_SCHEDULE, nextRetryDelay, retryAfterMs } from './retry-schedule.js';
 import { isDelivered, sendAttempt, type AttemptResult } from './send-attempt.js';
@@ -39,17 +46,23 @@ export interface DispatcherOptions {
   policy?: AddressPolicy;
   /** Delays before each retry, ms (`WEBHOOK_RETRY_SCHEDULE`). */
   retrySchedule?: readonly number[];
-  /** `WEBHOOK_TIMEOUT`, ms. */
+  /** `WEBHOOK_TIMEOUT`, ms: one attempt, name resolution included. */
   timeoutMs?: number;
+  /** Longest the name of an endpoint may take to resolve, ms, within `timeoutMs` (default 5 s, at most `timeoutMs`). */
+  resolveTimeoutMs?: number;
   disableAfterFailingMs?: number;
   retentionMs?: number;
   maxInFlightPerEndpoint?: number;
-  /** Attempts this instance runs at once. */
+  /** Attempts this instance runs at once (default 64). */
   maxInFlight?: number;
+  /** Attempts of one merchant this instance runs at once: default a quarter of `maxInFlight`; less than half of it (or 1). */
+  maxInFlightPerMerchant?: number;
   claimBatch?: number;
+  /** How long a claim holds, ms: at least `timeoutMs` + 1 s, so an attempt is recorded before another instance may take it. */
   leaseMs?: number;
   pollIntervalMs?: number;
   maxRetryAfterMs?: number;
+  /** Every address of a name (default: the system's DNS servers, without the thread pool: `./name-resolver.ts`). */
   resolve?: Resolve;
   onAttempt?: (event: AttemptEvent) => void;
   /** A round that failed (the database away): the dispatcher waits a poll interval and goes on. */
@@ -68,10 +81,29 @@ export interface DispatcherHealth {
 }
 
 const PRUNE_INTERVAL_MS = 10 * 60_000;
+/** Time an attempt leaves itself before its lease ends, to record its result. */
+export const LEASE_MARGIN_MS = 1000;
+/** Pause between tries to record an attempt while the outbox fails, at most. */
+const RECORD_RETRY_MAX_MS = 2000;
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** `promise`, or a rejection with `NameResolutionError('timeout')` after `ms`. */
+function resolvedWithin<T>(promise: Promise<T>, ms: number, hostname: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new NameResolutionError('timeout', `${hostname} did not resolve within ${Math.round(ms)} ms.`)), Math.max(0, ms));
+  });
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+}
 
 export class WebhookDispatcher {
   readonly #o: Required<Omit<DispatcherOptions, 'onAttempt' | 'onError' | 'policy'>> & Pick<DispatcherOptions, 'onAttempt' | 'onError'> & { policy: AddressPolicy };
   readonly #inFlight = new Set<Promise<void>>();
+  /** Attempts in flight per merchant, for its share. */
+  readonly #merchantInFlight = new Map<string, number>();
   #running = false;
   #loop: Promise<void> | undefined;
   #wake: (() => void) | undefined;
@@ -90,6 +122,8 @@ export class WebhookDispatcher {
       retentionMs: options.retentionMs ?? d.retentionMs,
       maxInFlightPerEndpoint: options.maxInFlightPerEndpoint ?? d.maxInFlightPerEndpoint,
       maxInFlight: options.maxInFlight ?? 64,
+      maxInFlightPerMerchant: options.maxInFlightPerMerchant ?? Math.max(1, Math.floor((options.maxInFlight ?? 64) / 4)),
+      resolveTimeoutMs: Math.min(options.resolveTimeoutMs ?? 5000, options.timeoutMs ?? d.timeoutMs),
       claimBatch: options.claimBatch ?? d.claimBatch,
       leaseMs: options.leaseMs ?? d.leaseMs,
       pollIntervalMs: options.pollIntervalMs ?? d.pollIntervalMs,
@@ -99,8 +133,15 @@ export class WebhookDispatcher {
       onError: options.onError,
       random: options.random ?? Math.random,
     };
-    // A lease shorter than an attempt would let a second instance send what the first is still sending.
-    if (this.#o.leaseMs <= this.#o.timeoutMs) throw new Error('The webhook lease must be longer than the attempt timeout.');
+    // A lease shorter than an attempt and its record would let a second instance send what the first is still sending.
+    const { leaseMs, timeoutMs, maxInFlight, maxInFlightPerMerchant } = this.#o;
+    if (!(leaseMs >= timeoutMs + LEASE_MARGIN_MS)) {
+      throw new Error(`The webhook lease (${leaseMs} ms) must be at least ${LEASE_MARGIN_MS} ms longer than the attempt timeout (${timeoutMs} ms, name resolution included): otherwise an attempt could outlive its claim and be sent twice.`);
+    }
+    // Two merchants must never hold every slot: each less than half of them (1 when there are fewer than 3).
+    if (!Number.isInteger(maxInFlightPerMerchant) || maxInFlightPerMerchant < 1 || (maxInFlight >= 3 && maxInFlightPerMerchant * 2 >= maxInFlight)) {
+      throw new Error(`maxInFlightPerMerchant (${maxInFlightPerMerchant}) must be a whole number from 1 to less than half of maxInFlight (${maxInFlight}): two merchants must never take every slot.`);
+    }
   }
 
   /** Starts the loop; `stop()` ends it. */
@@ -134,9 +175,23 @@ export class WebhookDispatcher {
     }
     const room = this.#o.maxInFlight - this.#inFlight.size;
     if (room <= 0) return 0;
-    const claimed = await this.#o.outbox.claimDue({ limit: Math.min(room, this.#o.claimBatch), leaseMs: this.#o.leaseMs, maxInFlightPerEndpoint: this.#o.maxInFlightPerEndpoint });
+    const perMerchant = this.#o.maxInFlightPerMerchant;
+    // The lease is counted from before the claim: an attempt ends before it, however long the claim took.
+    const leaseEndsAt = Date.now() + this.#o.leaseMs;
+    const claimed = await this.#o.outbox.claimDue({
+      limit: Math.min(room, this.#o.claimBatch),
+      leaseMs: this.#o.leaseMs,
+      maxInFlightPerEndpoint: this.#o.maxInFlightPerEndpoint,
+      // A merchant at its share: its deliveries stay pending, for this instance later or another now.
+      merchantRoom: (merchantId) => perMerchant - (this.#merchantInFlight.get(merchantId) ?? 0),
+    });
     for (const delivery of claimed) {
-      const sending: Promise<void> = this.#deliver(delivery).finally(() => {
+      const { merchantId } = delivery;
+      this.#merchantInFlight.set(merchantId, (this.#merchantInFlight.get(merchantId) ?? 0) + 1);
+      const sending: Promise<void> = this.#deliver(delivery, leaseEndsAt).finally(() => {
+        const left = (this.#merchantInFlight.get(merchantId) ?? 1) - 1;
+        if (left <= 0) this.#merchantInFlight.delete(merchantId);
+        else this.#merchantInFlight.set(merchantId, left);
         this.#inFlight.delete(sending);
         this.#wake?.();
       });
@@ -175,15 +230,16 @@ export class WebhookDispatcher {
     }
   }
 
-  async #deliver(delivery: DueDelivery): Promise<void> {
-    const result = await this.#send(delivery);
+  async #deliver(delivery: DueDelivery, leaseEndsAt: number): Promise<void> {
+    const started = performance.now();
+    // The attempt's end: its timeout, and in any case before the lease ends, with time to record it.
+    const deadline = Math.min(Date.now() + this.#o.timeoutMs, leaseEndsAt - LEASE_MARGIN_MS);
+    // A claim that took its whole lease to come back (the database crawling): not sent, due again when the lease ends.
+    if (deadline - Date.now() < 1) return;
+    const sent = await this.#send(delivery, deadline);
+    const result = { ...sent, durationMs: performance.now() - started };
     const record = this.#decide(delivery, result);
-    try {
-      await this.#o.outbox.recordAttempt(record);
-    } catch (error) {
-      // Not recorded: the lease runs out and the delivery is sent again (at least once).
-      this.#o.onError?.(error);
-    }
+    await this.#record(record, leaseEndsAt);
     this.#o.onAttempt?.({
       endpointId: delivery.endpointId,
       eventId: delivery.eventId,
@@ -198,15 +254,40 @@ export class WebhookDispatcher {
     });
   }
 
-  async #send(delivery: DueDelivery): Promise<AttemptResult> {
+  /**
+   * Records the attempt, trying again while the outbox fails (the database away): until the lease
+   * has run out twice over while running, three times while stopping. A record that does not land
+   * leaves the delivery to be sent again when its lease ends (at least once).
+   */
+  async #record(record: AttemptRecord, leaseEndsAt: number): Promise<void> {
+    for (let tries = 1; ; tries++) {
+      try {
+        await this.#o.outbox.recordAttempt(record);
+        return;
+      } catch (error) {
+        this.#o.onError?.(error);
+        const pause = Math.min(RECORD_RETRY_MAX_MS, 100 * 2 ** tries);
+        if (this.#running ? Date.now() + pause > leaseEndsAt + this.#o.leaseMs : tries >= 3) return;
+        await sleep(pause);
+      }
+    }
+  }
+
+  /** Resolves, checks and sends, all before `deadline` (ms since the epoch). */
+  async #send(delivery: DueDelivery, deadline: number): Promise<Omit<AttemptResult, 'durationMs'>> {
     const body = eventBody(delivery.type as WebhookEventType, delivery.eventTimestamp, delivery.data);
     try {
       const url = checkWebhookUrl(delivery.url, this.#o.policy);
-      const address = await resolveWebhookAddress(url, this.#o.policy, this.#o.resolve);
+      // The name's own bound, within what is left of the attempt's time.
+      const resolve: Resolve = (hostname) => resolvedWithin(this.#o.resolve(hostname), Math.min(this.#o.resolveTimeoutMs, deadline - Date.now()), hostname);
+      const address = await resolveWebhookAddress(url, this.#o.policy, resolve);
+      const left = deadline - Date.now();
+      if (left < 1) return { error: 'timeout' };
       const headers = webhookHeaders(delivery.secrets, delivery.eventId, Math.floor(Date.now() / 1000), body);
-      return await sendAttempt({ url, address, headers, body, timeoutMs: this.#o.timeoutMs });
+      return await sendAttempt({ url, address, headers, body, timeoutMs: left });
     } catch (error) {
-      return { error: error instanceof WebhookAddressError ? 'address_refused' : 'internal', durationMs: 0 };
+      if (!(error instanceof WebhookAddressError)) return { error: 'internal' };
+      return { error: error.reason === 'refused' ? 'address_refused' : error.reason };
     }
   }
 

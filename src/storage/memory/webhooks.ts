@@ -240,8 +240,11 @@ export class MemoryWebhooks implements WebhookOutbox {
   async claimDue(options: ClaimOptions): Promise<DueDelivery[]> {
     const now = Date.now();
     const token = randomBytes(16).toString('base64url');
+    // A merchant at its share of the dispatcher's slots is skipped: its deliveries stay pending.
+    const taken = new Map<string, number>();
+    const merchantRoom = (merchantId: string) => (options.merchantRoom === undefined ? Number.POSITIVE_INFINITY : options.merchantRoom(merchantId) - (taken.get(merchantId) ?? 0));
     // Endpoints take turns, starting at a random one: each gets a share of the round.
-    const candidates = [...this.#endpoints.values()].filter((endpoint) => endpoint.status === 'enabled' && endpoint.pending.size > 0);
+    const candidates = [...this.#endpoints.values()].filter((endpoint) => endpoint.status === 'enabled' && endpoint.pending.size > 0 && merchantRoom(endpoint.merchantId) > 0);
     if (candidates.length === 0) return [];
     const start = Math.floor(Math.random() * candidates.length);
     const share = Math.max(1, Math.ceil(options.limit / Math.min(candidates.length, options.limit)));
@@ -249,7 +252,7 @@ export class MemoryWebhooks implements WebhookOutbox {
     for (let i = 0; i < candidates.length && claimed.length < options.limit; i++) {
       const endpoint = candidates[(start + i) % candidates.length]!;
       this.#expireLeases(endpoint, now);
-      let room = Math.min(share, options.maxInFlightPerEndpoint - endpoint.leased, options.limit - claimed.length);
+      let room = Math.min(share, options.maxInFlightPerEndpoint - endpoint.leased, options.limit - claimed.length, merchantRoom(endpoint.merchantId));
       if (room <= 0) continue;
       const secrets = [endpoint.secret, ...(endpoint.previousSecret !== null && endpoint.previousExpiresAt > now ? [endpoint.previousSecret] : [])];
       for (const delivery of endpoint.pending) {
@@ -259,6 +262,7 @@ export class MemoryWebhooks implements WebhookOutbox {
         delivery.leasedUntil = now + options.leaseMs;
         endpoint.leased++;
         room--;
+        taken.set(endpoint.merchantId, (taken.get(endpoint.merchantId) ?? 0) + 1);
         claimed.push({
           id: delivery.id,
           eventId: delivery.event.id,

@@ -7,7 +7,8 @@
  * of the round's due ids (`FOR UPDATE SKIP LOCKED`, by primary key), which are then updated: a claim
  * token, and `next_attempt_at` moved to the end of the lease; they are read back by those ids. So a
  * claim reads what it takes and what is in flight, however large the outbox. Endpoints take
- * turns, so a merchant with 10,000 due deliveries delays another's first one by one round at most.
+ * turns, so a merchant with 10,000 due deliveries delays another's first one by one round at most;
+ * a merchant at the dispatcher's share of its slots is passed over (`MerchantRoom`, below).
  * A claim whose instance died is due again when its lease ends; one whose instance lives is sent
  * once, since only the holder of the token records it.
  */
@@ -29,6 +30,43 @@ function isDeadlock(error: unknown): boolean {
 /** `Date` → `DATETIME(6)` text in UTC. */
 function sqlTime(date: Date): string {
   return `${date.toISOString().slice(0, 23).replace('T', ' ')}000`;
+}
+
+/**
+ * What a claim may still take per merchant (`ClaimOptions.merchantRoom` less what it took), by
+ * endpoint: the endpoints' merchants are read (by primary key, no lock) only when the dispatcher
+ * bounds merchants, and only for as many due endpoints as the claim goes through.
+ */
+class MerchantRoom {
+  readonly #merchantOf = new Map<string, string>();
+  readonly #taken = new Map<string, number>();
+  constructor(readonly merchantRoom: ClaimOptions['merchantRoom']) {}
+
+  /** Up to `limit` of `endpoints`, in their order, whose merchant has room; read `limit` at a time. */
+  async endpointsWithRoom(trx: Transaction<MerchantApiDatabase>, endpoints: string[], limit: number): Promise<string[]> {
+    const chosen: string[] = [];
+    const step = Math.max(limit, 100);
+    for (let from = 0; from < endpoints.length && chosen.length < limit; from += step) {
+      const slice = endpoints.slice(from, from + step);
+      const { rows } = await sql<{ id: string; merchant_id: string }>`SELECT id, merchant_id FROM webhook_endpoints WHERE id IN (${sql.join(slice)})`.execute(trx);
+      for (const row of rows) this.#merchantOf.set(row.id, row.merchant_id);
+      for (const endpointId of slice) if (chosen.length < limit && this.of(endpointId) > 0) chosen.push(endpointId);
+    }
+    return chosen;
+  }
+
+  /** What the claim may still take of this endpoint's merchant. */
+  of(endpointId: string): number {
+    const merchantId = this.#merchantOf.get(endpointId);
+    if (this.merchantRoom === undefined) return Number.POSITIVE_INFINITY;
+    if (merchantId === undefined) return 0;
+    return this.merchantRoom(merchantId) - (this.#taken.get(merchantId) ?? 0);
+  }
+
+  took(endpointId: string, n: number): void {
+    const merchantId = this.#merchantOf.get(endpointId);
+    if (merchantId !== undefined) this.#taken.set(merchantId, (this.#taken.get(merchantId) ?? 0) + n);
+  }
 }
 
 export class MysqlWebhookOutbox implements WebhookOutbox {
@@ -61,12 +99,17 @@ export class MysqlWebhookOutbox implements WebhookOutbox {
         WHERE state = 'pending' GROUP BY endpoint_id HAVING MIN(next_attempt_at) <= UTC_TIMESTAMP(6)`.execute(trx);
       if (due.length === 0) return 0;
       // Shuffled: instances claiming at once start at different endpoints; each endpoint gets a share of the round.
-      const endpoints = due.map((row) => row.endpoint_id).sort(() => Math.random() - 0.5).slice(0, options.limit);
+      const shuffled = due.map((row) => row.endpoint_id).sort(() => Math.random() - 0.5);
+      // The dispatcher's share per merchant (ClaimOptions.merchantRoom): endpoints of a merchant at its share are passed over.
+      const room = new MerchantRoom(options.merchantRoom);
+      const endpoints = options.merchantRoom === undefined ? shuffled.slice(0, options.limit) : await room.endpointsWithRoom(trx, shuffled, options.limit);
+      if (endpoints.length === 0) return 0;
       const share = Math.max(1, Math.ceil(options.limit / endpoints.length));
       const micros = Math.round(options.leaseMs * 1000);
       let total = 0;
       for (const endpointId of endpoints) {
         if (total >= options.limit) break;
+        if (room.of(endpointId) <= 0) continue;
         const { rows: locked } = await sql<{ id: string }>`SELECT id FROM webhook_endpoints WHERE id = ${endpointId} AND status = 'enabled' FOR UPDATE SKIP LOCKED`.execute(trx);
         if (locked.length === 0) continue;
         // In flight: claimed rows, whose `next_attempt_at` is their lease's end, so a range of the due
@@ -77,16 +120,17 @@ export class MysqlWebhookOutbox implements WebhookOutbox {
           WHERE endpoint_id = ${endpointId} AND state = 'pending' AND next_attempt_at > UTC_TIMESTAMP(6)
             AND next_attempt_at <= UTC_TIMESTAMP(6) + INTERVAL ${micros} MICROSECOND AND leased_until > UTC_TIMESTAMP(6)
           LIMIT ${options.maxInFlightPerEndpoint}) flying`.execute(trx);
-        const room = Math.min(share, options.maxInFlightPerEndpoint - Number(flying[0]!.n), options.limit - total);
-        if (room <= 0) continue;
+        const take = Math.min(share, options.maxInFlightPerEndpoint - Number(flying[0]!.n), options.limit - total, room.of(endpointId));
+        if (take <= 0) continue;
         const { rows: ids } = await sql<{ id: string | number }>`SELECT id FROM webhook_deliveries
           WHERE endpoint_id = ${endpointId} AND state = 'pending' AND next_attempt_at <= UTC_TIMESTAMP(6)
-          ORDER BY next_attempt_at LIMIT ${room} FOR UPDATE SKIP LOCKED`.execute(trx);
+          ORDER BY next_attempt_at LIMIT ${take} FOR UPDATE SKIP LOCKED`.execute(trx);
         if (ids.length === 0) continue;
         await sql`UPDATE webhook_deliveries SET claim_token = ${token},
           leased_until = UTC_TIMESTAMP(6) + INTERVAL ${micros} MICROSECOND, next_attempt_at = UTC_TIMESTAMP(6) + INTERVAL ${micros} MICROSECOND
           WHERE id IN (${sql.join(ids.map((row) => row.id))})`.execute(trx);
         claimedIds.push(...ids.map((row) => row.id));
+        room.took(endpointId, ids.length);
         total += ids.length;
       }
       return total;
