@@ -10,7 +10,7 @@
 import type { ServerResponse } from 'node:http';
 import { createServer, type Server } from 'node:http';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { importSeed } from '../../src/storage/mysql/index.js';
+import { addWebhookEndpoint, importSeed, sendWebhookTest } from '../../src/storage/mysql/index.js';
 import { basic } from '../support/api.js';
 import { inCi } from '../support/ci.js';
 import { dnsNamespaceAvailable, startDnsServer, type TestDnsServer } from '../support/dns-server.js';
@@ -47,6 +47,16 @@ async function queueTest(server: ServerProcess, merchant: { id: string; key: str
   const text = await response.text();
   expect(response.status, text).toBe(202);
   return JSON.parse(text).data[0].event_id;
+}
+
+/** How a scenario adds endpoints and queues test events: through the server's API, or (MySQL) beside it. */
+interface Admin {
+  add(merchant: { id: string; key: string }, url: string): Promise<{ id: string; secret: string }>;
+  test(merchant: { id: string; key: string }, endpointId: string): Promise<string>;
+}
+
+function apiAdmin(server: ServerProcess): Admin {
+  return { add: (merchant, url) => addEndpoint(server, merchant, url), test: (merchant, endpointId) => queueTest(server, merchant, endpointId) };
 }
 
 /** webhook-id → how many times it arrived. */
@@ -107,7 +117,7 @@ describe.skipIf(!namespaces)('a merchant whose DNS never answers', () => {
    * events (40: every slot A may have, and every lookup thread). B's endpoint, a name that answers,
    * gets one. Returns when B has it; then A's names answer again and every event arrives once.
    */
-  async function slowDnsScenario(server: ServerProcess, tag: string, meanwhile?: () => Promise<void>): Promise<void> {
+  async function slowDnsScenario(server: ServerProcess, tag: string, meanwhile?: () => Promise<void>, admin: Admin = apiAdmin(server)): Promise<void> {
     const atA = await startWebhookReceiver();
     const atB = await startWebhookReceiver();
     receivers.push(atA, atB);
@@ -115,11 +125,11 @@ describe.skipIf(!namespaces)('a merchant whose DNS never answers', () => {
     for (const name of [...names, `hooks.${tag}.b.test`]) dns.answers.set(name, { a: ['127.0.0.1'], ttl: 0 });
     const endpointsOfA = [];
     for (const name of names) {
-      const endpoint = await addEndpoint(server, A, `http://${name}:${atA.port}/hook`);
+      const endpoint = await admin.add(A, `http://${name}:${atA.port}/hook`);
       atA.secrets.push(endpoint.secret);
       endpointsOfA.push(endpoint);
     }
-    const endpointOfB = await addEndpoint(server, B, `http://hooks.${tag}.b.test:${atB.port}/hook`);
+    const endpointOfB = await admin.add(B, `http://hooks.${tag}.b.test:${atB.port}/hook`);
     atB.secrets.push(endpointOfB.secret);
 
     const hanging = new Set(names);
@@ -127,11 +137,11 @@ describe.skipIf(!namespaces)('a merchant whose DNS never answers', () => {
     dns.hang = (name) => hanging.has(name) || hangBefore(name);
     try {
       const idsOfA: string[] = [];
-      for (let round = 0; round < 4; round++) idsOfA.push(...(await Promise.all(endpointsOfA.map((e) => queueTest(server, A, e.id)))));
+      for (let round = 0; round < 4; round++) idsOfA.push(...(await Promise.all(endpointsOfA.map((e) => admin.test(A, e.id)))));
       // A's attempts are under way (waiting on DNS) before B's event is queued.
-      await vi.waitFor(() => expect(names.filter((name) => dns.queries.has(`${name}/A`)).length).toBe(10), { timeout: 10_000, interval: 50 });
+      await vi.waitFor(() => expect(names.some((name) => dns.queries.has(`${name}/A`))).toBe(true), { timeout: 10_000, interval: 50 });
       const queuedAt = performance.now();
-      const idOfB = await queueTest(server, B, endpointOfB.id);
+      const idOfB = await admin.test(B, endpointOfB.id);
       await meanwhile?.();
       await vi.waitFor(() => expect(atB.received.map((r) => r.headers['webhook-id'])).toContain(idOfB), { timeout: 20_000, interval: 20 });
       const waitedMs = performance.now() - queuedAt;
@@ -176,16 +186,23 @@ describe.skipIf(!namespaces)('a merchant whose DNS never answers', () => {
 
     it('node: the outbox dispatcher sends B within 5 s and each event once; the users endpoints keep answering', async () => {
       const url = new URL(database.url);
-      // A name (from /etc/hosts), so that each new connection of the pool is looked up as the driver does.
+      // A name (from /etc/hosts), so that each new connection of the pool is looked up as the driver does;
+      // a pool of 40 (a merchant may use 20), so that the reads below open new connections.
       url.hostname = 'localhost';
+      url.searchParams.set('connectionLimit', '40');
       const server = await startServer('node', CLI.node, { ...CLEAN_ENV, DATABASE_URL: url.toString(), MASTER_KEY: database.masterKeyText, ...LIFTED }, ['serve'], dns.wrap);
       servers.push(server);
+      // Endpoints and events written beside the server (as `webhook add` would): its pool holds only the connections it opened at start.
+      const beside: Admin = {
+        add: (merchant, endpointUrl) => addWebhookEndpoint(database.db, database.masterKey, merchant.id, endpointUrl, ['user.shared']),
+        test: (merchant, endpointId) => sendWebhookTest(database.db, endpointId, merchant.id),
+      };
       await slowDnsScenario(server, 'mysql', async () => {
         // While A's names hang: 20 reads at once (4 listings, the most a merchant runs at once, and 16 users), new connections of the pool among them.
         const paths = [...Array<string>(4).fill('/merchant/users?limit=10'), ...Array.from({ length: 16 }, (_, i) => `/merchant/users/u${i}`)];
         const answers = await Promise.all(paths.map((path) => fetch(`${server.url}${path}`, { headers: auth(B) }).then(async (r) => [r.status, await r.text()] as const)));
-        expect(answers.filter(([status]) => status !== 200), 'listings that failed').toEqual([]);
-      });
+        expect(answers.filter(([status]) => status !== 200), 'reads that failed').toEqual([]);
+      }, beside);
     }, 120_000);
   });
 });
