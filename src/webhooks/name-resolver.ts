@@ -42,6 +42,8 @@ export interface NameResolverOptions {
   negativeTtlMs?: number;
   /** The hosts file (default /etc/hosts), read again every 30 s at most. */
   hostsFile?: string;
+  /** DNS servers (`address` or `address:port`) instead of those of /etc/resolv.conf. */
+  servers?: readonly string[];
 }
 
 interface Entry {
@@ -65,6 +67,7 @@ export class NameResolver {
   readonly #maxTtlMs: number;
   readonly #negativeTtlMs: number;
   readonly #hostsFile: string;
+  readonly #servers: readonly string[] | undefined;
   readonly #cache = new Map<string, Entry>();
   readonly #asking = new Map<string, Promise<ResolvedAddress[]>>();
   #resolver: InstanceType<typeof dnsPromises.Resolver> | undefined;
@@ -78,6 +81,7 @@ export class NameResolver {
     this.#maxTtlMs = options.maxTtlMs ?? 3_600_000;
     this.#negativeTtlMs = options.negativeTtlMs ?? 30_000;
     this.#hostsFile = options.hostsFile ?? '/etc/hosts';
+    this.#servers = options.servers;
   }
 
   /** Names held in the cache now (for tests and metrics). */
@@ -154,6 +158,7 @@ export class NameResolver {
     if (this.#resolver === undefined || now - this.#resolverMadeAt >= RESOLVER_LIFETIME_MS) {
       // Each server asked twice, a third of the time each: the answer (or not) comes within timeoutMs.
       this.#resolver = new dnsPromises.Resolver({ timeout: Math.max(100, Math.floor(this.#timeoutMs / 3)), tries: 2 });
+      if (this.#servers !== undefined) this.#resolver.setServers(this.#servers);
       this.#resolverMadeAt = now;
     }
     return this.#resolver;

@@ -21,8 +21,10 @@ export interface DnsRecords {
 }
 
 export interface TestDnsServer {
-  /** The address it listens on, port 53. */
+  /** The address it listens on. */
   address: string;
+  /** 53 unless asked for another (0: any free one); a resolv.conf names no port. */
+  port: number;
   /** Answers by name (lower case, no trailing dot); changed at will. */
   answers: Map<string, DnsRecords>;
   /** Names never answered. */
@@ -96,8 +98,8 @@ export function dnsNamespaceAvailable(): boolean {
   return probe.status === 0;
 }
 
-/** Starts the server on a free address of 127/8, port 53. */
-export async function startDnsServer(options: { answers?: Record<string, DnsRecords>; hang?: (name: string) => boolean } = {}): Promise<TestDnsServer> {
+/** Starts the server on a free address of 127/8, port 53 (or `port`). */
+export async function startDnsServer(options: { answers?: Record<string, DnsRecords>; hang?: (name: string) => boolean; port?: number } = {}): Promise<TestDnsServer> {
   let socket: Socket | undefined;
   let address = '';
   for (let tries = 0; socket === undefined; tries++) {
@@ -106,7 +108,7 @@ export async function startDnsServer(options: { answers?: Record<string, DnsReco
     try {
       await new Promise<void>((resolve, reject) => {
         candidate.once('error', reject);
-        candidate.bind(53, address, () => resolve());
+        candidate.bind(options.port ?? 53, address, () => resolve());
       });
       socket = candidate;
     } catch (error) {
@@ -119,6 +121,7 @@ export async function startDnsServer(options: { answers?: Record<string, DnsReco
   writeFileSync(resolvConf, `nameserver ${address}\n`);
   const server: TestDnsServer = {
     address,
+    port: socket.address().port,
     answers: new Map(Object.entries(options.answers ?? {})),
     hang: options.hang ?? (() => false),
     queries: new Map(),
