@@ -52,7 +52,7 @@ export const DEFAULTS = {
   webhooks: {
     /** Delays before each retry, in ms (Standard Webhooks: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 14 h, 20 h, 24 h); the first attempt is immediate. */
     retryScheduleMs: [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 50_400_000, 72_000_000, 86_400_000],
-    /** Milliseconds one attempt may take, connection to last byte read (`WEBHOOK_TIMEOUT`). */
+    /** Milliseconds one attempt may take, resolving the name to the last byte read (`WEBHOOK_TIMEOUT`). */
     timeoutMs: 15_000,
     /** Bytes of a receiver's answer read, and kept with the delivery. */
     responseReadBytes: 1024,

@@ -26,7 +26,7 @@ const DURATION_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 
 export function registerWebhookMetrics(registry: Registry, options: { outboxPerProcess?: boolean } = {}): WebhookMetrics {
   const registers = [registry];
   const attempts = new Counter({ name: 'merchant_api_webhook_attempts_total', help: 'Webhook delivery attempts, by outcome (delivered, retry, failed) and event type.', labelNames: ['outcome', 'type'], registers });
-  const duration = new Histogram({ name: 'merchant_api_webhook_attempt_duration_seconds', help: 'One webhook attempt, connection to the last byte read.', buckets: DURATION_BUCKETS, registers });
+  const duration = new Histogram({ name: 'merchant_api_webhook_attempt_duration_seconds', help: 'One webhook attempt, resolving the name to the last byte read.', buckets: DURATION_BUCKETS, registers });
   const disabled = new Counter({ name: 'merchant_api_webhook_endpoints_disabled_total', help: 'Webhook endpoints disabled by the dispatcher, by reason (gone: a 410; failing: every attempt failed too long).', labelNames: ['reason'], registers });
   // On MySQL these two describe the one outbox every instance shares, not the work of this process:
   // with WORKERS, the primary merges its workers' answers (src/cli/workers/worker-metrics.ts) by the
