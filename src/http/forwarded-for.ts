@@ -34,12 +34,11 @@ export function forwardedEntryAddress(entry: string): string | undefined {
     if (isIP(address) !== 6 || (rest !== '' && !(rest.startsWith(':') && isPort(rest.slice(1))))) return undefined;
     return address;
   }
-  if (isIP(entry) !== 0) return entry;
-  // IPv4 with a port: one colon (an IPv6 address without brackets has several, and is read whole above).
+  // One colon: IPv4 with a port (an IPv6 address has at least two); none or several: the entry whole. One isIP either way.
   const colon = entry.indexOf(':');
-  if (colon < 0 || entry.indexOf(':', colon + 1) >= 0) return undefined;
+  if (colon < 0 || entry.indexOf(':', colon + 1) >= 0) return isIP(entry) !== 0 ? entry : undefined;
   const address = entry.slice(0, colon);
-  return isIP(address) === 4 && isPort(entry.slice(colon + 1)) ? address : undefined;
+  return isPort(entry.slice(colon + 1)) && isIP(address) === 4 ? address : undefined;
 }
 
 /**
