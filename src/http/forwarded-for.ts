@@ -27,8 +27,8 @@ function isPort(text: string): boolean {
 /** One entry as an address without its port, or undefined when it is none of the forms above. */
 export function forwardedEntryAddress(entry: string): string | undefined {
   if (entry.startsWith('[')) {
+    // Without a `]`, `rest` is the whole entry, which begins with `[`: refused below.
     const close = entry.indexOf(']');
-    if (close < 0) return undefined;
     const address = entry.slice(1, close);
     const rest = entry.slice(close + 1);
     if (isIP(address) !== 6 || (rest !== '' && !(rest.startsWith(':') && isPort(rest.slice(1))))) return undefined;
@@ -36,7 +36,7 @@ export function forwardedEntryAddress(entry: string): string | undefined {
   }
   // One colon: IPv4 with a port (an IPv6 address has at least two); none or several: the entry whole. One isIP either way.
   const colon = entry.indexOf(':');
-  if (colon < 0 || entry.indexOf(':', colon + 1) >= 0) return isIP(entry) !== 0 ? entry : undefined;
+  if (colon < 0 || colon !== entry.lastIndexOf(':')) return isIP(entry) !== 0 ? entry : undefined;
   const address = entry.slice(0, colon);
   return isPort(entry.slice(colon + 1)) && isIP(address) === 4 ? address : undefined;
 }
@@ -46,6 +46,5 @@ export function forwardedEntryAddress(entry: string): string | undefined {
  * undefined when that entry is empty or unreadable (the request is then a 400, never the peer's).
  */
 export function forwardedForAddress(header: string): string | undefined {
-  const entry = header.slice(header.lastIndexOf(',') + 1).trim();
-  return entry === '' ? undefined : forwardedEntryAddress(entry);
+  return forwardedEntryAddress(header.slice(header.lastIndexOf(',') + 1).trim());
 }

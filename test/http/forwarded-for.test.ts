@@ -54,7 +54,7 @@ describe('forwardedForAddress', () => {
         expect(forwardedEntryAddress(`${address}:${p}`)).toBeUndefined();
       }),
     );
-    for (const entry of ['', ' ', 'unknown', 'not-an-ip', '8.8.8.8:', '8.8.8.8:x', '8.8.8.8:-1', '8.8.8.8:123456', '8.8.8.8:1:2', '[2001:db8::1', '2001:db8::1]', '[2001:db8::1]x', '[2001:db8::1]:', '[2001:db8::1]:70000', '[192.0.2.1]', '[192.0.2.1]:80', '"192.0.2.1"', '_hidden', 'for=192.0.2.1']) {
+    for (const entry of ['', ' ', 'unknown', 'not-an-ip', '8.8.8.8:', '8.8.8.8:x', '8.8.8.8:-1', '8.8.8.8:123456', '8.8.8.8:1:2', '[2001:db8::1', '2001:db8::1]', '[2001:db8::1]x', '[2001:db8::1]x80', '[2001:db8::1]80', '[2001:db8::1]:', '[2001:db8::1]:70000', '[192.0.2.1]', '[192.0.2.1]:80', '"192.0.2.1"', '_hidden', 'for=192.0.2.1']) {
       expect(forwardedEntryAddress(entry.trim()), entry).toBeUndefined();
     }
     expect(forwardedForAddress('192.0.2.1, ')).toBeUndefined();
