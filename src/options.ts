@@ -26,7 +26,8 @@ export interface MerchantApiOptions {
   publicUrl?: string | readonly string[];
   /**
    * Behind a proxy: take the public origin from `X-Forwarded-Proto`/`-Host`, and the client
-   * address from the last `X-Forwarded-For` entry when it is an IP address (only behind a proxy that sets them).
+   * address from the last `X-Forwarded-For` entry, its port dropped (`a.b.c.d:p`, `[v6]:p`); a last
+   * entry that is no address is a 400 (only behind a proxy that sets them).
    */
   trustProxy?: boolean;
   /**

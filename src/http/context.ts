@@ -3,9 +3,9 @@
  * and what hooks see (docs/observability.md#hooks).
  */
 
-import { isIP } from 'node:net';
 import type { AuthFailureReason } from '../auth/merchant-check.js';
 import type { MerchantApiError } from '../errors.js';
+import { forwardedForAddress } from './forwarded-for.js';
 
 export type { AuthFailureReason };
 
@@ -118,9 +118,12 @@ const MAX_CLIENT_ADDRESS_LENGTH = 64;
 
 /**
  * The context of a request. With `trustProxy`, the client address is the one
- * the nearest proxy appended to `X-Forwarded-For` (its last entry): the
- * entries before it are whatever the client chose to send. An entry that is
- * not an IP address is not an address a proxy wrote: the socket's is used.
+ * the nearest proxy appended to `X-Forwarded-For` (its last entry, read by
+ * `forwardedForAddress`, its port dropped): the entries before it are
+ * whatever the client chose to send. An entry that is no address leaves the
+ * client address undefined, never the socket's (the proxy's), and the
+ * pipeline refuses the request (400 `UNREADABLE_FORWARDED_FOR`); without the
+ * header the socket's address is the client's.
  */
 export function createContext(request: Request, info: RequestInfo | undefined, trustProxy: boolean): RequestContext {
   const ctx = contextOf(request.method, info?.header ?? ((name: string) => request.headers.get(name)), info, trustProxy) as Omit<RequestContext, 'request'> & { request?: Request };
@@ -217,18 +220,15 @@ function requestIdOf(header: (name: string) => string | null): string {
   return given !== null && VALID_REQUEST_ID.test(given) ? given : crypto.randomUUID();
 }
 
-/** The socket's address, or with `trustProxy` the nearest proxy's entry of `X-Forwarded-For`; cut to a bounded length. */
+/** The socket's address, or with `trustProxy` and an `X-Forwarded-For` the nearest proxy's entry (undefined when unreadable); cut to a bounded length. */
 function clientAddressOf(header: (name: string) => string | null, info: RequestInfo | undefined, trustProxy: boolean): string | undefined {
   let clientAddress = info?.clientAddress;
-  if (trustProxy) clientAddress = forwardedAddress(header('x-forwarded-for')) ?? clientAddress;
+  if (trustProxy) {
+    const forwarded = header('x-forwarded-for');
+    if (forwarded !== null) clientAddress = forwardedForAddress(forwarded);
+  }
   if (clientAddress !== undefined && clientAddress.length > MAX_CLIENT_ADDRESS_LENGTH) clientAddress = clientAddress.slice(0, MAX_CLIENT_ADDRESS_LENGTH);
   return clientAddress;
-}
-
-/** The last entry of `X-Forwarded-For` when it is an IPv4 or IPv6 address (`node:net` isIP), else undefined. */
-function forwardedAddress(header: string | null): string | undefined {
-  const value = lastListValue(header);
-  return value !== undefined && isIP(value) !== 0 ? value : undefined;
 }
 
 /** The last entry of a comma-separated header: what the nearest proxy added. */

@@ -8,6 +8,7 @@
  */
 import { MerchantApiError } from '../errors.js';
 import { createContext, createLazyContext, type LazySource, type RequestContext, type RequestInfo } from '../http/context.js';
+import { UNREADABLE_FORWARDED_FOR } from '../http/forwarded-for.js';
 import { HookAnswer, type MerchantApiHooks } from '../http/hooks.js';
 import { allowedMethods, methodsInWords } from '../http/methods.js';
 import type { ErrorShape } from '../http/responses.js';
@@ -96,6 +97,8 @@ export function createPipeline(parts: PipelineParts): Pipeline {
       // First: a request refused by a limit is traced too (docs/observability.md#traces).
       begin?.(ctx);
       shape = found.route.errorShape;
+      // Behind a trusted proxy, an X-Forwarded-For that names no client left the address undefined: refused before any limit or key reads it.
+      if (trustProxy && ctx.clientAddress === undefined && ctx.header('x-forwarded-for') !== null) throw UNREADABLE_FORWARDED_FOR;
       const route = found.routes.length === 1 ? found.route : routeFor(found.routes, ctx.method, head);
       if (route === undefined || (ctx.method !== route.method && !(head && route.method === 'GET'))) {
         const allow = allowedMethods(found.routes.map((r) => r.method));

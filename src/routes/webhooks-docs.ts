@@ -67,7 +67,7 @@ export const createWebhookDoc: OperationDoc = {
       },
     },
   },
-  badRequest: `${JSON_400} ${MALFORMED_QUERY} A URL the address rules refuse is \`invalid_parameter\` with \`param: "url"\`.`,
+  badRequest: `${JSON_400} ${MALFORMED_QUERY} A URL the address rules refuse is \`invalid_parameter\` with \`param: "url"\`, as is one longer than ${MAX_WEBHOOK_URL_LENGTH} characters once normalized and percent-encoded (as stored).`,
   badRequestCodes: ['malformed_request', 'unknown_parameter', 'invalid_parameter'],
   responses: {
     '201': response('The endpoint, with its secret.', ok('The endpoint added.', { ...endpoint, required: [...(endpoint.required as string[]), 'secret'], properties: { ...(endpoint.properties as Json), secret: { type: 'string', pattern: '^whsec_' } } }, 1)),
@@ -91,7 +91,8 @@ export const rotateWebhookSecretDoc: OperationDoc = {
   tag: 'Webhooks',
   description:
     'Gives the endpoint a new secret, shown only in this answer. With `expire_old_in` the old one keeps signing beside it until then ' +
-    '(both signatures are sent), so a receiver can switch without losing a delivery; without it the old one stops at once. The body may be left out.',
+    '(both signatures are sent), so a receiver can switch without losing a delivery; without it the old one stops at once. The body may be left out. ' +
+    "An endpoint signs with at most two secrets: while an earlier rotation's overlap runs, a rotation with `expire_old_in` is 409 (one without is taken, the earlier old secret signing on to its end).",
   readsQuery: true,
   parameters: [idParameter],
   requestBody: {
@@ -110,6 +111,7 @@ export const rotateWebhookSecretDoc: OperationDoc = {
       ),
     ),
     '404': notFound,
+    '409': response("An earlier rotation's overlap is still running (the message names its end): rotate with an overlap after then, or now without one.", envelopeError(['conflict'])),
     ...jsonBodyErrors,
     '501': notImplemented,
   },
@@ -119,7 +121,9 @@ export const testWebhookDoc: OperationDoc = {
   tag: 'Webhooks',
   description: 'Queues a `webhook.test` event for the endpoint, sent at once by the dispatcher like any event. Reads no body.',
   readsQuery: true,
-  tooManyRequests: 'On the memory storage, also: the merchant holds half of the webhook queue (`RateLimit-Policy: "webhook_queue"`); a full queue is 503 (docs/webhooks.md#on-the-memory-storage).',
+  tooManyRequests:
+    'The endpoint was sent 10 test events within 60 s, its budget on every storage (`RateLimit-Policy: "webhook_tests";q=10;w=60`; one more fits every 6 s, `Retry-After` says when). ' +
+    'On the memory storage, also: the merchant holds half of the webhook queue (`RateLimit-Policy: "webhook_queue"`); a full queue is 503 (docs/webhooks.md#on-the-memory-storage).',
   parameters: [idParameter],
   badRequest: `A query parameter (it takes none), or ${MALFORMED_QUERY}`,
   badRequestCodes: ['unknown_parameter', 'malformed_request'],

@@ -14,13 +14,13 @@ import { parseQuery } from '../http/query.js';
 import { reply, type Reply } from '../http/responses.js';
 import { printable } from '../listing/printable.js';
 import { WEBHOOKS_NOT_KEPT, type WebhookEndpointSummary } from '../storage/webhook-endpoints.js';
-import { checkWebhookUrl, resolveWebhookAddress, systemResolve, WebhookAddressError, type Resolve } from '../webhooks/address-guard.js';
+import { checkWebhookUrl, MAX_WEBHOOK_URL_LENGTH, resolveWebhookAddress, systemResolve, WebhookAddressError, type Resolve } from '../webhooks/address-guard.js';
 import { DEFAULT_SUBSCRIBED_EVENTS, isWebhookEventType } from '../webhooks/events.js';
 import { parseDurationMs } from '../webhooks/retry-schedule.js';
 import type { HandlerDeps, RouteInput } from './route.js';
 
-/** Longest URL an endpoint may have. */
-export const MAX_WEBHOOK_URL_LENGTH = 2048;
+/** Longest URL an endpoint may have, as given and as stored (normalized, percent-encoded: `checkWebhookUrl`). */
+export { MAX_WEBHOOK_URL_LENGTH };
 /** Longest overlap of two secrets after a rotation (as `webhook rotate-secret --expire-old-in`): 366 days. */
 export const MAX_EXPIRE_OLD_IN_MS = 366 * 86_400_000;
 /** The events an endpoint can ask for (`webhook.test` is sent on request, to every endpoint). */

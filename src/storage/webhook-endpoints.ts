@@ -55,3 +55,42 @@ export function newWebhookEndpointId(): string {
 export function newWebhookSecret(): string {
   return `whsec_${randomBytes(32).toString('base64')}`;
 }
+
+/**
+ * How many `webhook.test` events one endpoint may be sent at once, on every storage: a burst of
+ * `WEBHOOK_TEST_BURST`, given back one every `WEBHOOK_TEST_INTERVAL_MS` (10 a minute). Each test is
+ * an outbox row and a request to the merchant's receiver; the bound is the endpoint's, kept where
+ * the endpoint is (on MySQL its row, shared by every instance).
+ */
+export const WEBHOOK_TEST_BURST = 10;
+export const WEBHOOK_TEST_INTERVAL_MS = 6000;
+
+/**
+ * The test budget as a generic cell rate: `until` is when the endpoint's budget is whole again (ms;
+ * at or before `now`, it is). A test moves it one interval later, allowed while it stays within a
+ * burst of `now`; refused, it names the seconds until the next test fits.
+ */
+export function takeWebhookTest(until: number, now: number): { until: number } | { retryAfter: number } {
+  const next = Math.max(until, now) + WEBHOOK_TEST_INTERVAL_MS;
+  const over = next - now - WEBHOOK_TEST_BURST * WEBHOOK_TEST_INTERVAL_MS;
+  return over <= 0 ? { until: next } : { retryAfter: Math.max(1, Math.ceil(over / 1000)) };
+}
+
+/** The answer of a test asked for past the budget, on every storage: 429 naming the bound, `Retry-After` set. */
+export function webhookTestRefused(retryAfter: number): MerchantApiError {
+  return new MerchantApiError(
+    'too_many_requests',
+    `This endpoint was sent ${WEBHOOK_TEST_BURST} test events within ${(WEBHOOK_TEST_BURST * WEBHOOK_TEST_INTERVAL_MS) / 1000} s, the most it may be: one more fits in ${retryAfter} s.`,
+    { retryAfter, policy: { name: 'webhook_tests', quota: WEBHOOK_TEST_BURST, window: (WEBHOOK_TEST_BURST * WEBHOOK_TEST_INTERVAL_MS) / 1000 } },
+  );
+}
+
+/**
+ * Why a rotation with an overlap is refused while an earlier one's runs, on every storage (409
+ * `conflict` from the API, an error of the CLI): an endpoint signs with at most two secrets, and
+ * ending the earlier overlap before the time its rotation answered would break a receiver that
+ * relies on it. `endsAt`: when the earlier old secret stops signing.
+ */
+export function rotationOverlapMessage(endsAt: string): string {
+  return `An earlier rotation's overlap is still running: its old secret signs until ${endsAt}, and an endpoint signs with at most two secrets. Rotate with an overlap after then, or now without one (the current secret stops at once; the earlier one still signs until ${endsAt}).`;
+}

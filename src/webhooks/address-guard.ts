@@ -106,17 +106,25 @@ export function isPublicAddress(address: string): boolean {
   return false;
 }
 
+/** Longest URL an endpoint may have, as stored: normalized and percent-encoded (`URL.href`, ASCII). */
+export const MAX_WEBHOOK_URL_LENGTH = 2048;
+
 /**
  * Checks a URL's form before any lookup: `https` (or `http` with `allowHttp`), a host, no
- * credentials, no fragment, at most 2048 characters. Returns the parsed URL; throws `WebhookAddressError`.
+ * credentials, no fragment, at most 2048 characters as given and as stored (`href`: a non-ASCII
+ * character is percent-encoded into up to 12, so a short URL can store long). Returns the parsed
+ * URL, whose `href` is what is stored; throws `WebhookAddressError`.
  */
 export function checkWebhookUrl(text: string, policy: AddressPolicy = {}): URL {
-  if (typeof text !== 'string' || text.length > 2048) throw new WebhookAddressError('The URL must be text of at most 2048 characters.');
+  if (typeof text !== 'string' || text.length > MAX_WEBHOOK_URL_LENGTH) throw new WebhookAddressError(`The URL must be text of at most ${MAX_WEBHOOK_URL_LENGTH} characters.`);
   let url: URL;
   try {
     url = new URL(text);
   } catch {
     throw new WebhookAddressError('The URL is not a valid absolute URL.');
+  }
+  if (url.href.length > MAX_WEBHOOK_URL_LENGTH) {
+    throw new WebhookAddressError(`The URL must be at most ${MAX_WEBHOOK_URL_LENGTH} characters once normalized and percent-encoded, as it is stored; this one is ${url.href.length}.`);
   }
   if (url.protocol !== 'https:' && !(policy.allowHttp && url.protocol === 'http:')) throw new WebhookAddressError('The URL must use https.');
   if (url.username !== '' || url.password !== '') throw new WebhookAddressError('The URL must not hold credentials.');

@@ -22,6 +22,8 @@ export default {
     // Basic auth, and the check of credentials against a merchant that Basic and signatures share
     'src/auth/basic-auth.ts',
     'src/auth/merchant-check.ts',
+    // The client address behind a trusted proxy, which a key's networks and the throttle read
+    'src/http/forwarded-for.ts',
     // Tenant lookups: merchants, and users only of their merchant
     'src/storage/memory/memory-storage.ts',
     'src/routes/user.ts',

@@ -13,6 +13,7 @@ export default defineConfig({
       'test/routes/signature.test.ts',
       'test/routes/signature-checks.test.ts',
       'test/auth/basic-auth-refresh.test.ts',
+      'test/http/forwarded-for.test.ts',
       'test/routes/users.test.ts',
       'test/limits/throttle.test.ts',
       'test/limits/throttle-shared.test.ts',

@@ -28,6 +28,12 @@ export interface StorageUnderTest {
    * every merchant's records apart (memory): there a write for one merchant changes no other's.
    */
   share?: (from: { merchantId: string; sharedUserId: string }, to: { merchantId: string; sharedUserId: string }) => Promise<void>;
+  /**
+   * The storage's list of webhook deliveries (the memory storage's `listWebhookDeliveries`, MySQL's
+   * function of the same name that `webhook deliveries` prints), where it has one: not an operation
+   * of `Storage`, but its filter by merchant is what keeps one merchant's deliveries from another's.
+   */
+  listWebhookDeliveries?: (options: { merchantId?: string; endpointId?: string }) => Promise<Array<{ merchantId: string; endpointId: string; eventId: string }>>;
 }
 
 /** Small bounds, so that a few users cross every boundary of the plan (src/storage/user-pages.ts). */
@@ -110,6 +116,48 @@ export function storageContract(name: string, create: (seed: Seed, plan?: PagePl
         expect(await storage.removeWebhookEndpoint!('m2', own.id)).toBe(true);
         expect(await storage.removeWebhookEndpoint!('m2', own.id)).toBe(false);
         expect(await storage.listWebhookEndpoints!('m2')).toEqual([]);
+      });
+
+      it('lists webhook deliveries by merchant: the filter holds only that merchant\'s, ids compared by case', async (ctx) => {
+        if (!has() || subject.listWebhookDeliveries === undefined) return ctx.skip();
+        const ofM1 = await add('M1', 'https://hooks.example.com/deliveries-M1');
+        const ofM2 = await add('m2', 'https://hooks.example.com/deliveries-m2');
+        const eventOfM1 = await storage.sendWebhookTest!('M1', ofM1.id);
+        const eventOfM2 = await storage.sendWebhookTest!('m2', ofM2.id);
+        const of = async (merchantId: string) => (await subject.listWebhookDeliveries!({ merchantId })).map((d) => [d.merchantId, d.endpointId, d.eventId]);
+        expect(await of('M1')).toEqual([['M1', ofM1.id, eventOfM1]]);
+        expect(await of('m2')).toEqual([['m2', ofM2.id, eventOfM2]]);
+        expect(await of('m1')).toEqual([]);
+        // Without the filter: both, newest first.
+        expect((await subject.listWebhookDeliveries({})).map((d) => d.eventId)).toEqual([eventOfM2, eventOfM1]);
+        for (const [merchantId, endpoint] of [['M1', ofM1], ['m2', ofM2]] as const) await storage.removeWebhookEndpoint!(merchantId, endpoint.id);
+      });
+
+      it('bounds test events per endpoint: a burst of 10, then 429 too_many_requests with retryAfter; another endpoint has its own', async (ctx) => {
+        if (!has()) return ctx.skip();
+        const busy = await add('m2', 'https://hooks.example.com/busy');
+        const other = await add('m2', 'https://hooks.example.com/other');
+        for (let i = 0; i < 10; i++) expect(await storage.sendWebhookTest!('m2', busy.id)).toMatch(/^evt_/);
+        const refused = await storage.sendWebhookTest!('m2', busy.id).catch((error: unknown) => error);
+        expect(refused).toMatchObject({ code: 'too_many_requests', status: 429, policy: { name: 'webhook_tests', quota: 10, window: 60 } });
+        expect((refused as { retryAfter: number }).retryAfter).toBeGreaterThanOrEqual(1);
+        expect((refused as { retryAfter: number }).retryAfter).toBeLessThanOrEqual(6);
+        expect(await storage.sendWebhookTest!('m2', other.id)).toMatch(/^evt_/);
+        for (const endpoint of [busy, other]) await storage.removeWebhookEndpoint!('m2', endpoint.id);
+      });
+
+      it('refuses a rotation with an overlap while an earlier overlap runs (409 naming its end); one without is taken', async (ctx) => {
+        if (!has()) return ctx.skip();
+        const endpoint = await add('m2', 'https://hooks.example.com/rotating');
+        const first = await storage.rotateWebhookSecret!('m2', endpoint.id, 3_600_000);
+        const refused = await storage.rotateWebhookSecret!('m2', endpoint.id, 60_000).catch((error: unknown) => error);
+        expect(refused).toMatchObject({ code: 'conflict', status: 409 });
+        expect((refused as Error).message).toContain(`signs until ${first!.oldExpiresAt}`);
+        const now = await storage.rotateWebhookSecret!('m2', endpoint.id, 0);
+        expect(now).toEqual({ secret: expect.stringMatching(/^whsec_/), oldExpiresAt: null });
+        // Still running: the first overlap was left to its end.
+        await expect(storage.rotateWebhookSecret!('m2', endpoint.id, 60_000)).rejects.toMatchObject({ code: 'conflict' });
+        await storage.removeWebhookEndpoint!('m2', endpoint.id);
       });
     });
 

@@ -59,6 +59,9 @@ describe.skipIf(!available)('webhooks through the CLI and serve on MySQL', () =>
     expect(await cli(['webhook', 'add', 'shop', receiver.url], { WEBHOOK_ALLOW_HTTP: 'true' })).toMatchObject({ code: 1, err: expect.stringMatching(/private, loopback/) });
     expect(await cli(['webhook', 'add', 'shop', 'https://localhost/hook'])).toMatchObject({ code: 1, err: expect.stringMatching(/private, loopback/) });
     expect(await cli(['webhook', 'add', 'shop', receiver.url, '--events', 'user.bogus'], lifted)).toMatchObject({ code: 2 });
+    // At most 2048 characters as stored: 16 + 2000 characters sent, 12,016 once percent-encoded.
+    const long = await cli(['webhook', 'add', 'shop', `https://8.8.8.8/${'é'.repeat(2000)}`]);
+    expect(long).toMatchObject({ code: 1, err: expect.stringMatching(/^webhook add failed: The URL must be at most 2048 characters once normalized and percent-encoded, as it is stored; this one is 12016\.$/) });
     const added = await cli(['webhook', 'add', 'shop', receiver.url, '--json'], lifted);
     expect(added.code).toBe(0);
     const endpoint = JSON.parse(added.out) as { id: string; secret: string; events: string[] };
@@ -116,6 +119,10 @@ describe.skipIf(!available)('webhooks through the CLI and serve on MySQL', () =>
     expect(rotated.code).toBe(0);
     const { secret } = JSON.parse(rotated.out) as { secret: string };
     receiver.secrets.push(secret);
+    // A second rotation with an overlap would end the first one's before the hour it was promised.
+    const { old_secret_expires_at: firstEnds } = JSON.parse(rotated.out) as { old_secret_expires_at: string };
+    const second = await cli(['webhook', 'rotate-secret', endpointId, '--expire-old-in', '1h']);
+    expect(second).toMatchObject({ code: 1, err: expect.stringContaining(`webhook rotate-secret failed: An earlier rotation's overlap is still running: its old secret signs until ${firstEnds}`) });
     const eventId = String(receiver.received[0]!.headers['webhook-id']);
     const again = await cli(['webhook', 'redeliver', eventId]);
     expect(again).toMatchObject({ code: 0, out: '1 delivery queued again.' });

@@ -18,7 +18,7 @@
 import { randomBytes } from 'node:crypto';
 import { MerchantApiError, StorageUnavailableError } from '../../errors.js';
 import type { ChangedUserRecord, UserRecord } from '../contract.js';
-import { newWebhookEndpointId, newWebhookSecret, type NewWebhookEndpoint, type RotatedWebhookSecret, type WebhookEndpointSummary } from '../webhook-endpoints.js';
+import { newWebhookEndpointId, newWebhookSecret, rotationOverlapMessage, takeWebhookTest, webhookTestRefused, type NewWebhookEndpoint, type RotatedWebhookSecret, type WebhookEndpointSummary } from '../webhook-endpoints.js';
 import { newEventId, userEventData, type AttemptRecord, type ClaimOptions, type DueDelivery, type OutboxStats, type WebhookOutbox } from '../webhook-outbox.js';
 
 export interface MemoryWebhookOptions {
@@ -48,6 +48,8 @@ interface Endpoint {
   secret: string;
   previousSecret: string | null;
   previousExpiresAt: number;
+  /** When the endpoint's test budget is whole again (ms; `takeWebhookTest`). */
+  testBudgetUntil: number;
   /** When every attempt since began to fail (ms), or undefined. */
   failingSince: number | undefined;
   /** Deliveries waiting, in the order they were made. */
@@ -144,6 +146,7 @@ export class MemoryWebhooks implements WebhookOutbox {
       secret: newWebhookSecret(),
       previousSecret: null,
       previousExpiresAt: 0,
+      testBudgetUntil: 0,
       failingSince: undefined,
       pending: new Set(),
       leased: 0,
@@ -167,23 +170,42 @@ export class MemoryWebhooks implements WebhookOutbox {
     return true;
   }
 
+  /**
+   * A new secret. With `expireOldInMs` the current one signs beside it until then, unless an earlier
+   * rotation's overlap still runs: that is a 409 (at most two secrets sign, and the earlier one's end
+   * was promised). Without, the current one stops at once and a running overlap goes on to its end.
+   */
   rotate(merchantId: string, endpointId: string, expireOldInMs: number): RotatedWebhookSecret | undefined {
     const endpoint = this.#own(merchantId, endpointId);
     if (endpoint === undefined) return undefined;
+    const now = Date.now();
+    const overlapRunning = endpoint.previousSecret !== null && endpoint.previousExpiresAt > now;
     const keep = expireOldInMs > 0;
-    endpoint.previousSecret = keep ? endpoint.secret : null;
-    endpoint.previousExpiresAt = keep ? Date.now() + expireOldInMs : 0;
+    if (keep && overlapRunning) throw new MerchantApiError('conflict', rotationOverlapMessage(canonical(endpoint.previousExpiresAt)));
+    if (keep) {
+      endpoint.previousSecret = endpoint.secret;
+      endpoint.previousExpiresAt = now + expireOldInMs;
+    } else if (!overlapRunning) {
+      endpoint.previousSecret = null;
+      endpoint.previousExpiresAt = 0;
+    }
     endpoint.secret = newWebhookSecret();
     return { secret: endpoint.secret, oldExpiresAt: keep ? canonical(endpoint.previousExpiresAt) : null };
   }
 
-  /** Queues a `webhook.test` for one endpoint; a disabled one is 409; a merchant holding its half of the queue 429, a full queue 503. */
+  /**
+   * Queues a `webhook.test` for one endpoint; a disabled one is 409; past the endpoint's test budget
+   * 429 (as on MySQL: `takeWebhookTest`); a merchant holding its half of the queue 429, a full queue 503.
+   */
   test(merchantId: string, endpointId: string): string | undefined {
     const endpoint = this.#own(merchantId, endpointId);
     if (endpoint === undefined) return undefined;
     if (endpoint.status !== 'enabled') throw new MerchantApiError('conflict', 'The webhook endpoint is disabled; enable it first.');
-    this.#refuseWithoutRoom(merchantId);
     const now = Date.now();
+    const taken = takeWebhookTest(endpoint.testBudgetUntil, now);
+    if ('retryAfter' in taken) throw webhookTestRefused(taken.retryAfter);
+    this.#refuseWithoutRoom(merchantId);
+    endpoint.testBudgetUntil = taken.until;
     const event: WebhookEvent = { id: newEventId(), merchantId, type: 'webhook.test', timestamp: canonical(now), data: JSON.stringify({ endpoint_id: endpoint.id }) };
     this.#queue(event, endpoint, now);
     return event.id;

@@ -111,6 +111,8 @@ export interface WebhookEndpointsTable {
   previous_sealed_secret: ColumnType<string | null, string | null | undefined, string | null>;
   previous_expires_at: ColumnType<string | null, string | null | undefined, string | null>;
   failing_since: ColumnType<string | null, string | null | undefined, string | null>;
+  /** When the endpoint's budget of test events is whole again (migration 0012); NULL: whole. */
+  test_budget_until: ColumnType<string | null, string | null | undefined, string | null>;
   created_at: CreatedAt;
   updated_at: ColumnType<string, string | undefined, string>;
 }

@@ -10,6 +10,7 @@ storageContract('memory', async (seed, plan) => {
   const storage = plan ? new MemoryStorage({ merchants: seed.merchants, users: MemoryUserIndex.fromSeedUsers(seed.users, plan) }) : new MemoryStorage(seed);
   return {
     storage,
+    listWebhookDeliveries: async (options) => storage.listWebhookDeliveries(options),
     async add({ merchants, users }) {
       for (const merchant of merchants) storage.putMerchant(merchant);
       for (const { merchant_id, ...record } of users) storage.putUser(merchant_id, record);

@@ -7,7 +7,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe } from 'vitest';
-import { createMysqlKysely, generateMasterKey, importSeed, migrateToLatest, MysqlStorage, parseMasterKey, withReplicaReads } from '../../../src/storage/mysql/index.js';
+import { createMysqlKysely, generateMasterKey, importSeed, listWebhookDeliveries, migrateToLatest, MysqlStorage, parseMasterKey, withReplicaReads } from '../../../src/storage/mysql/index.js';
 import { storageContract } from '../../suites/storage-contract.js';
 import { replicaAvailable, startPrimaryAndReplica, type ReplicatedPair } from '../../support/mariadb-replica.js';
 import { sleep } from '../../support/sleep.js';
@@ -42,6 +42,7 @@ describe.skipIf(!replicaAvailable())('the MySQL storage reading from a replica',
     }
     return {
       storage,
+      listWebhookDeliveries: (options) => listWebhookDeliveries(primaryDb, options),
       add: async (more) => {
         await importSeed(primaryDb, masterKey, more);
         await pair.caughtUp();

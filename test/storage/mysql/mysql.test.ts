@@ -12,6 +12,7 @@ import {
   createMigrator,
   generateMasterKey,
   importSeed,
+  listWebhookDeliveries,
   MasterKeyError,
   migrateToLatest,
   MysqlStorage,
@@ -46,6 +47,7 @@ describe.skipIf(!available)('MySQL storage', () => {
       storage: new MysqlStorage({ db: database.db, masterKey: database.masterKey, pagePlan: plan }),
       cleanup: database.drop,
       add: async (more) => void (await importSeed(database.db, database.masterKey, more)),
+      listWebhookDeliveries: (options) => listWebhookDeliveries(database.db, options),
       // A second share of the same users row.
       share: async (from, to) => {
         const row = await database.db.selectFrom('user_shares').selectAll().where('merchant_id', '=', from.merchantId).where('shared_user_id', '=', from.sharedUserId).executeTakeFirstOrThrow();
@@ -345,6 +347,7 @@ describe.skipIf(!available)('MySQL storage', () => {
           { migrationName: '0009_auth_check_reservations', direction: 'Up', status: 'Success' },
           { migrationName: '0010_webhook_event_refs', direction: 'Up', status: 'Success' },
           { migrationName: '0011_auth_failures_census', direction: 'Up', status: 'Success' },
+          { migrationName: '0012_webhook_test_budget', direction: 'Up', status: 'Success' },
         ]);
         expect((await migrateToLatest(scratch.db)).results).toEqual([]);
         expect((await createMigrator(scratch.db).migrateDown()).error).toBeUndefined();

@@ -19,6 +19,7 @@ describe.skipIf(!redisAvailable())('the Redis state over the memory storage', ()
     return {
       storage,
       realTimeSaltExpiry: true,
+      listWebhookDeliveries: async (options) => memory.listWebhookDeliveries(options),
       cleanup: () => redis.stop(),
       async add({ merchants, users }) {
         for (const merchant of merchants) memory.putMerchant(merchant);

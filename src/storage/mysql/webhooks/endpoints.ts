@@ -12,7 +12,7 @@
  */
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { sealApiKey, type MasterKey } from '../../sql/key-sealing.js';
-import { newWebhookEndpointId, newWebhookSecret } from '../../webhook-endpoints.js';
+import { newWebhookEndpointId, newWebhookSecret, rotationOverlapMessage, takeWebhookTest } from '../../webhook-endpoints.js';
 import { newEventId, type WebhookEndpointSummary } from '../../webhook-outbox.js';
 import type { MerchantApiDatabase } from '../schema.js';
 import { DEFAULTS } from '../../../defaults.js';
@@ -27,8 +27,10 @@ type Db = Kysely<MerchantApiDatabase>;
 export class WebhookAdminError extends Error {
   override name = 'WebhookAdminError';
   constructor(
-    readonly code: 'endpoint_not_found' | 'merchant_not_found' | 'too_many_endpoints' | 'endpoint_disabled',
+    readonly code: 'endpoint_not_found' | 'merchant_not_found' | 'too_many_endpoints' | 'endpoint_disabled' | 'rotation_overlapping' | 'too_many_tests',
     message: string,
+    /** With `too_many_tests`: the seconds until one more test fits. */
+    readonly retryAfter?: number,
   ) {
     super(message);
   }
@@ -100,20 +102,30 @@ export async function removeWebhookEndpoint(db: Db, id: string, merchantId?: str
 
 /**
  * Gives an endpoint a new secret, returned once. The old one keeps signing beside it for
- * `expireOldInMs` (0: it stops at once), so receivers can switch without losing a delivery.
+ * `expireOldInMs` (0: it stops at once), so receivers can switch without losing a delivery. An
+ * endpoint signs with at most two secrets, and an earlier rotation's overlap runs to the end it was
+ * given: a rotation with an overlap while one runs throws `rotation_overlapping` (naming its end);
+ * one without replaces the current secret and leaves the running overlap as it is.
  */
 export async function rotateWebhookSecret(db: Db, masterKey: MasterKey, id: string, expireOldInMs: number, merchantId?: string, actor: string = LIBRARY_ACTOR): Promise<{ secret: string; oldExpiresAt: string | null }> {
   return retryOnConflict(() => db.transaction().execute(async (trx) => {
     const row = await lockedEndpoint(trx, id, merchantId);
+    const { rows: overlap } = await sql<{ running: number | string | null; ends: string | null }>`SELECT previous_sealed_secret IS NOT NULL AND previous_expires_at > UTC_TIMESTAMP(6) AS running,
+      DATE_FORMAT(previous_expires_at, '%Y-%m-%dT%H:%i:%s.%f+00:00') AS ends FROM webhook_endpoints WHERE id = ${id}`.execute(trx);
+    const running = Number(overlap[0]!.running) === 1;
+    const micros = Math.max(0, Math.round(expireOldInMs * 1000));
+    if (micros > 0 && running) throw new WebhookAdminError('rotation_overlapping', rotationOverlapMessage(overlap[0]!.ends!));
     const secret = newWebhookSecret();
     const sealed = await sealApiKey(masterKey, row.merchant_id, secret);
-    const micros = Math.max(0, Math.round(expireOldInMs * 1000));
-    await sql`UPDATE webhook_endpoints SET sealed_secret = ${sealed},
-      previous_sealed_secret = ${micros > 0 ? row.sealed_secret : null},
-      previous_expires_at = ${micros > 0 ? sql`UTC_TIMESTAMP(6) + INTERVAL ${micros} MICROSECOND` : null},
-      updated_at = UTC_TIMESTAMP(6) WHERE id = ${id}`.execute(trx);
-    const { rows: after } = await sql<{ expires: string | null }>`SELECT DATE_FORMAT(previous_expires_at, '%Y-%m-%dT%H:%i:%s.%f+00:00') AS expires FROM webhook_endpoints WHERE id = ${id}`.execute(trx);
-    const oldExpiresAt = after[0]!.expires;
+    // Without an overlap, a running one (of an earlier rotation) is left to its end.
+    const previous = micros > 0 ? sql`, previous_sealed_secret = ${row.sealed_secret}, previous_expires_at = UTC_TIMESTAMP(6) + INTERVAL ${micros} MICROSECOND`
+      : running ? sql`` : sql`, previous_sealed_secret = NULL, previous_expires_at = NULL`;
+    await sql`UPDATE webhook_endpoints SET sealed_secret = ${sealed}${previous}, updated_at = UTC_TIMESTAMP(6) WHERE id = ${id}`.execute(trx);
+    let oldExpiresAt: string | null = null;
+    if (micros > 0) {
+      const { rows: after } = await sql<{ expires: string | null }>`SELECT DATE_FORMAT(previous_expires_at, '%Y-%m-%dT%H:%i:%s.%f+00:00') AS expires FROM webhook_endpoints WHERE id = ${id}`.execute(trx);
+      oldExpiresAt = after[0]!.expires;
+    }
     await writeAuditEvent(trx, actor, { action: 'webhook_secret_rotated', merchantId: row.merchant_id, summary: { endpoint_id: id, old_expires_at: oldExpiresAt } });
     return { secret, oldExpiresAt };
   }));
@@ -135,14 +147,24 @@ export async function enableWebhookEndpoint(db: Db, id: string, merchantId?: str
   }));
 }
 
-/** Queues a `webhook.test` event for one endpoint, due at once; returns its event id. */
+/**
+ * Queues a `webhook.test` event for one endpoint, due at once; returns its event id. Within the
+ * endpoint's test budget only (`takeWebhookTest`, counted in its row on the database's clock, so
+ * across instances): past it, `too_many_tests` with the seconds until one more fits.
+ */
 export async function sendWebhookTest(db: Db, id: string, merchantId?: string): Promise<string> {
   return retryOnConflict(() => db.transaction().execute(async (trx) => {
     const scope = merchantId === undefined ? sql`` : sql`AND merchant_id = ${merchantId}`;
-    const { rows } = await sql<{ merchant_id: string; status: string; now: string }>`SELECT merchant_id, status, DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%d %H:%i:%s.%f') AS now FROM webhook_endpoints WHERE id = ${id} ${scope}`.execute(trx);
+    const { rows } = await sql<{ merchant_id: string; status: string; now: string; budget_ahead_us: number | string | null }>`SELECT merchant_id, status, DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%d %H:%i:%s.%f') AS now,
+        TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), test_budget_until) AS budget_ahead_us
+      FROM webhook_endpoints WHERE id = ${id} ${scope} FOR UPDATE`.execute(trx);
     const row = rows[0];
     if (row === undefined) throw new WebhookAdminError('endpoint_not_found', 'No such webhook endpoint.');
     if (row.status !== 'enabled') throw new WebhookAdminError('endpoint_disabled', 'The webhook endpoint is disabled; enable it first.');
+    // On the database's clock: `now` is 0 ms, the budget's end is its distance from now.
+    const taken = takeWebhookTest(row.budget_ahead_us === null ? 0 : Number(row.budget_ahead_us) / 1000, 0);
+    if ('retryAfter' in taken) throw new WebhookAdminError('too_many_tests', 'Too many test events for this endpoint.', taken.retryAfter);
+    await sql`UPDATE webhook_endpoints SET test_budget_until = CAST(${row.now} AS DATETIME(6)) + INTERVAL ${Math.round(taken.until * 1000)} MICROSECOND WHERE id = ${id}`.execute(trx);
     const eventId = newEventId();
     await trx.insertInto('webhook_events').values({ id: eventId, merchant_id: row.merchant_id, type: 'webhook.test', data: JSON.stringify({ endpoint_id: id }), created_at: row.now }).execute();
     await trx.insertInto('webhook_deliveries').values({ event_id: eventId, endpoint_id: id, merchant_id: row.merchant_id, next_attempt_at: row.now, created_at: row.now }).execute();

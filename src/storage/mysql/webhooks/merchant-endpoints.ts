@@ -8,20 +8,21 @@ import type { Kysely } from 'kysely';
 import { MerchantApiError } from '../../../errors.js';
 import type { OptionalStorageOperation, Storage } from '../../contract.js';
 import type { MasterKey } from '../../sql/key-sealing.js';
-import type { NewWebhookEndpoint, RotatedWebhookSecret, WebhookChangeOptions, WebhookEndpointSummary } from '../../webhook-endpoints.js';
+import { webhookTestRefused, type NewWebhookEndpoint, type RotatedWebhookSecret, type WebhookChangeOptions, type WebhookEndpointSummary } from '../../webhook-endpoints.js';
 import type { MerchantApiDatabase } from '../schema.js';
 import { storageError } from '../sql-values.js';
 import { addWebhookEndpoint, listWebhookEndpoints, removeWebhookEndpoint, rotateWebhookSecret, sendWebhookTest, WebhookAdminError } from './endpoints.js';
 
 type Db = Kysely<MerchantApiDatabase>;
 
-/** Runs one endpoint operation: not found as `undefined`, the limit and a disabled endpoint as 409, anything else a 503. */
+/** Runs one endpoint operation: not found as `undefined`, the test budget as 429, the limit, a disabled endpoint and a running overlap as 409, anything else a 503. */
 async function scoped<T>(what: string, body: () => Promise<T>): Promise<T | undefined> {
   try {
     return await body();
   } catch (error) {
     if (error instanceof WebhookAdminError) {
       if (error.code === 'endpoint_not_found' || error.code === 'merchant_not_found') return undefined;
+      if (error.code === 'too_many_tests') throw webhookTestRefused(error.retryAfter ?? 1);
       throw new MerchantApiError('conflict', error.message);
     }
     throw storageError(error, what);
