@@ -102,9 +102,9 @@ describe('GET /validatesignature outcomes, in the documented order', () => {
     expect((await call(api, `${ORIGIN}/validatesignature?cp=m1&ts=${NOW}&salt=a+b%2Bc&hmac=${hmac}`)).status).toBe(200);
   });
 
-  it('signs repeated keys and non-ASCII keys and values', async () => {
+  it('signs repeated keys, non-ASCII keys and values, and "~" (kept as it is) beside a space', async () => {
     const { api } = testApi();
-    const url = signedUrl({ extra: [['k', 'v2'], ['k', 'v1'], ['ключ', '値 ☃🐍']] });
+    const url = signedUrl({ extra: [['k', 'v2'], ['k', 'v1'], ['ключ', '値 ☃🐍'], ['~tilde', 'a~b c~']] });
     expect((await call(api, url)).status).toBe(200);
   });
 
