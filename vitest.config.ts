@@ -3,8 +3,12 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
-    testTimeout: 30_000,
-    hookTimeout: 60_000,
+    // Caps for a test or hook that hangs, not claims about speed: on a loaded 2-core machine a suite
+    // that takes 10 s when quiet (many CLI processes, a MariaDB under other suites) can take 40.
+    testTimeout: 120_000,
+    hookTimeout: 180_000,
+    // vi.waitFor without a timeout of its own waits 20 s, not 1 s (test/support/wait-defaults.ts).
+    setupFiles: ['test/support/wait-defaults.ts'],
     // Two files at a time, each in a worker process of its own: suites listen on ephemeral ports and
     // create databases of their own (test/support/mysql.ts), so files running together do not clash.
     fileParallelism: true,
