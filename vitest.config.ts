@@ -5,8 +5,12 @@ export default defineConfig({
     include: ['test/**/*.test.ts'],
     // Builds dist/ first when a source is newer (scripts/build.mjs --if-stale): a run of one file never tests a stale build.
     globalSetup: ['test/support/build-if-stale.ts'],
-    testTimeout: 30_000,
-    hookTimeout: 60_000,
+    // Caps for a test or hook that hangs, not claims about speed: on a loaded 2-core machine a suite
+    // that takes 10 s when quiet (many CLI processes, a MariaDB under other suites) can take 40.
+    testTimeout: 120_000,
+    hookTimeout: 180_000,
+    // vi.waitFor without a timeout of its own waits 20 s, not 1 s (test/support/wait-defaults.ts).
+    setupFiles: ['test/support/wait-defaults.ts'],
     // Two files at a time, each in a worker process of its own: suites listen on ephemeral ports and
     // create databases of their own (test/support/mysql.ts), so files running together do not clash.
     fileParallelism: true,
