@@ -94,7 +94,7 @@ export async function startPrimaryAndReplica(): Promise<ReplicatedPair> {
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
   };
   try {
-    const { server: primary } = await startServer(dirs[0]!, 1, ['--log-bin=bin', '--binlog-format=ROW', '--sync-binlog=1']);
+    const { server: primary } = await startServer(dirs[0]!, 1, ['--log-bin=bin', '--binlog-format=ROW']);
     started.push(primary);
     const { server: replica } = await startServer(dirs[1]!, 2, []);
     started.push(replica);
