@@ -70,8 +70,6 @@ export interface GaleraNode {
   kill(): Promise<void>;
   /** Starts the node again after `kill` (it rejoins by IST or SST) and waits until it is Synced. */
   restart(): Promise<void>;
-  /** The whole error log of the node (mariadbd's own messages). */
-  errorLog(): string;
 }
 
 /** Where a node's state stands, as `--wsrep-recover` reads it from InnoDB after a crash. */
@@ -148,10 +146,6 @@ class Node implements GaleraNode {
     return `mysql://root@${this.addresses.sql}:${this.ports.sql}/${database}`;
   }
 
-  errorLog(): string {
-    const file = join(this.dir, 'error.log');
-    return existsSync(file) ? readFileSync(file, 'utf8') : '';
-  }
 
   install(): void {
     const data = join(this.dir, 'data');
