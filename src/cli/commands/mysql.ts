@@ -5,7 +5,8 @@
  * 10), STORAGE_TIMEOUT (ms, default 5000: also the per-query timeout).
  */
 import type { Logger, Storage } from '../../index.js';
-import { createMigrator, createMysqlKysely, galeraProblems, MasterKeyError, migrateToLatest, MysqlStorage, openApiKey } from '../../storage/mysql/index.js';
+import { createMigrator, createMysqlKysely, durabilityReport, galeraProblems, MasterKeyError, migrateToLatest, MysqlStorage, openApiKey, type DurabilityReport } from '../../storage/mysql/index.js';
+import { durabilityVerdict } from './mysql-durability.js';
 import { storageError } from '../../cli-internal.js';
 import type { CliCommand, CliIo } from '../io.js';
 import { CliUsageError } from '../usage-error.js';
@@ -87,9 +88,12 @@ export async function openMysqlStorage(config: MysqlConfig, io: CliIo, logger?: 
     throw new CliUsageError((error as Error).message);
   }
   let problems: string[] = [];
+  let durability: DurabilityReport | undefined;
   try {
     // What a Galera node must give the storage (docs/mysql.md#galera-cluster): nothing asked of one server.
     problems = await galeraProblems(db);
+    // What a salt needs to survive a crash (docs/mysql.md#durability).
+    durability = await durabilityReport(db);
     const pending = (await createMigrator(db).getMigrations()).filter((migration) => !migration.executedAt);
     if (pending.length > 0) io.err(`Warning: ${pending.length} migration(s) pending; run \`merchant-api migrate\` (until then requests may fail with 503).`);
     const sample = await db.selectFrom('merchant_keys').select(['merchant_id', 'sealed_key']).limit(1).executeTakeFirst();
@@ -109,6 +113,11 @@ export async function openMysqlStorage(config: MysqlConfig, io: CliIo, logger?: 
   if (problems.length > 0) {
     await db.destroy();
     throw new CliUsageError(`This Galera node lacks what the storage needs: ${problems.join('; ')}. Refusing to start.`);
+  }
+  const refusal = durabilityVerdict(durability, io, logger);
+  if (refusal) {
+    await db.destroy();
+    throw refusal;
   }
   scheduleAuditPrune(db, io);
   const primary = new MysqlStorage({

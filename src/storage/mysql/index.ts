@@ -36,6 +36,8 @@ export type { MerchantApiDatabase, MerchantKeysTable, MerchantsTable, UsedSaltsT
 export type { PruneOptions } from './statements/salts.js';
 export { writeConflictCounts } from './write-conflicts.js';
 export { galeraProblems } from './cluster-check.js';
+export { durabilityFindings, durabilityReport } from './durability-check.js';
+export type { DurabilityFinding, DurabilityReport, DurabilitySettings } from './durability-check.js';
 export type { WriteConflictCounts } from './write-conflicts.js';
 export { MysqlWebhookOutbox } from './webhooks/mysql-outbox.js';
 export { addWebhookEndpoint, enableWebhookEndpoint, listWebhookDeliveries, listWebhookEndpoints, redeliverWebhooks, removeWebhookEndpoint, rotateWebhookSecret, sendWebhookTest, WebhookAdminError } from './webhooks/endpoints.js';

@@ -2,7 +2,8 @@
  * `merchant-api serve` on a real 3-node Galera cluster (docs/mysql.md#galera-cluster): one server
  * per node, each with DATABASE_URL on its own node. A signed URL accepted on one is refused on the
  * others as a replay; 10 wrong keys at one block the pair at the others too; a database with a
- * MyISAM table is refused at start, naming it; a node killed with
+ * MyISAM table is refused at start, naming it; a node flushing its log once a second is warned
+ * about, one writing it once a second refused (docs/mysql.md#durability); a node killed with
  * SIGKILL leaves the servers on the other nodes answering, while the server on the dead node answers
  * 503 with Retry-After, and 200 again once its node has rejoined.
  */
@@ -23,6 +24,7 @@ const { main, other } = MERCHANTS;
 describe.skipIf(!galeraAvailable())('serve on a Galera cluster, one server per node', () => {
   let cluster: GaleraCluster;
   const servers: ServerProcess[] = [];
+  const envs: Record<string, string>[] = [];
 
   beforeAll(async () => {
     cluster = await startGaleraCluster();
@@ -39,6 +41,7 @@ describe.skipIf(!galeraAvailable())('serve on a Galera cluster, one server per n
     }
     for (const node of cluster.nodes) {
       const env = { DATABASE_URL: node.url(name), MASTER_KEY: masterKeyText, PUBLIC_URL, ACCESS_LOG: 'false', FAIR_SHARE: 'false', STORAGE_TIMEOUT: '1000' };
+      envs.push(env);
       servers.push(await startServer('node', CLI.node, env, ['serve']));
     }
   }, 180_000);
@@ -84,14 +87,37 @@ describe.skipIf(!galeraAvailable())('serve on a Galera cluster, one server per n
     expect(code).toBe(2);
   }, 60_000);
 
+  it('warns at start, naming the loss on a cluster, when a node flushes its log once a second; refuses a node that writes it once a second', async () => {
+    expect(servers[1]!.output()).not.toMatch(/mysql_durability/);
+    await cluster.nodes[1].query('SET GLOBAL innodb_flush_log_at_trx_commit = 2');
+    try {
+      const relaxed = await startServer('node', CLI.node, envs[1]!, ['serve']);
+      await relaxed.stop();
+      const event = relaxed
+        .output()
+        .split('\n')
+        .find((line) => line.includes('"mysql_durability_relaxed"'));
+      expect(JSON.parse(event ?? '{}')).toMatchObject({ level: 'warn', setting: 'innodb_flush_log_at_trx_commit', value: 2 });
+      expect(JSON.parse(event!).problem).toMatch(/^innodb_flush_log_at_trx_commit is 2 on this Galera node: .*when every node's machine fails within a second .*\(set innodb_flush_log_at_trx_commit=1 on every node\)$/);
+      await cluster.nodes[1].query('SET GLOBAL innodb_flush_log_at_trx_commit = 0');
+      const { code, output } = await runProcess(process.execPath, [CLI.node, 'serve'], { ...CLEAN_ENV, ...envs[1]! });
+      expect(output).toMatch(/innodb_flush_log_at_trx_commit is 0 on this Galera node: .*every node's server process crashes within a second.*Refusing to start\./);
+      expect(code).toBe(2);
+    } finally {
+      await cluster.nodes[1].query('SET GLOBAL innodb_flush_log_at_trx_commit = 1');
+    }
+  }, 60_000);
+
   it('keeps answering on the other nodes when a node is SIGKILLed; the server on the dead node answers 503 with Retry-After, and 200 once it rejoins', async () => {
     const dead = cluster.nodes[2];
     const [first, second, orphan] = servers as [ServerProcess, ServerProcess, ServerProcess];
+    const killedAt = performance.now();
     await dead.kill();
     // The survivors keep the quorum (2 of 3); their commits may wait for the dead node's eviction (a few seconds), not longer.
     for (const server of [first, second]) {
       await vi.waitFor(async () => expect((await send(signed(server))).body).toBe('{"status":"ok","is_valid":true}'), { timeout: 20_000, interval: 250 });
     }
+    const survivorsAt = performance.now();
     const refused = await within(send(signed(orphan)), 10_000, 'a signed request on the server of the dead node');
     expect(refused.status).toBe(503);
     expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
@@ -100,7 +126,12 @@ describe.skipIf(!galeraAvailable())('serve on a Galera cluster, one server per n
       for (let i = 0; i < 5; i++) expect((await send(signed(server))).status).toBe(200);
       expect((await send(`${server.url}/merchant/users?limit=1`, { headers: basic(main.id, main.keys[0]) })).status).toBe(200);
     }
+    const restartedAt = performance.now();
     await dead.restart();
     await vi.waitFor(async () => expect((await send(signed(orphan))).body).toBe('{"status":"ok","is_valid":true}'), { timeout: 30_000, interval: 250 });
+    console.log(
+      `galera node killed: the survivors' servers answered 200 ${((survivorsAt - killedAt) / 1000).toFixed(1)} s after the kill; ` +
+        `the dead node's server 200 again ${((performance.now() - restartedAt) / 1000).toFixed(1)} s after its node was started again`,
+    );
   }, 180_000);
 });
