@@ -16,9 +16,17 @@ export interface AddressPolicy {
   allowHttp?: boolean;
 }
 
-/** A URL or address the guard refuses; the message names the rule, for the 422 and the log. */
+/**
+ * A URL or address the guard refuses; the message names the rule, for the 422 and the log.
+ * `liftedBy` is the server setting that lifts the rule, which the operator's CLI names and the
+ * merchant's API answer does not (a merchant cannot change the server's settings).
+ */
 export class WebhookAddressError extends Error {
   override name = 'WebhookAddressError';
+
+  constructor(message: string, readonly liftedBy?: 'WEBHOOK_ALLOW_HTTP' | 'WEBHOOK_ALLOW_PRIVATE') {
+    super(message);
+  }
 }
 
 /** IPv4 ranges that are not the public internet: [first octets as a number, prefix length]. */
@@ -110,12 +118,12 @@ export function checkWebhookUrl(text: string, policy: AddressPolicy = {}): URL {
   } catch {
     throw new WebhookAddressError('The URL is not a valid absolute URL.');
   }
-  if (url.protocol !== 'https:' && !(policy.allowHttp && url.protocol === 'http:')) throw new WebhookAddressError('The URL must use https.');
+  if (url.protocol !== 'https:' && !(policy.allowHttp && url.protocol === 'http:')) throw new WebhookAddressError('The URL must use https.', 'WEBHOOK_ALLOW_HTTP');
   if (url.username !== '' || url.password !== '') throw new WebhookAddressError('The URL must not hold credentials.');
   if (url.hash !== '') throw new WebhookAddressError('The URL must not have a fragment.');
   if (url.hostname === '') throw new WebhookAddressError('The URL must name a host.');
   const literal = hostLiteral(url.hostname);
-  if (literal !== undefined && !policy.allowPrivate && !isPublicAddress(literal)) throw new WebhookAddressError('The URL points to a private, loopback, link-local or reserved address.');
+  if (literal !== undefined && !policy.allowPrivate && !isPublicAddress(literal)) throw new WebhookAddressError('The URL points to a private, loopback, link-local or reserved address.', 'WEBHOOK_ALLOW_PRIVATE');
   return url;
 }
 
@@ -142,7 +150,7 @@ export async function resolveWebhookAddress(url: URL, policy: AddressPolicy = {}
   });
   if (addresses.length === 0) throw new WebhookAddressError('The URL\'s host does not resolve.');
   if (!policy.allowPrivate && addresses.some(({ address }) => !isPublicAddress(address))) {
-    throw new WebhookAddressError('The URL\'s host resolves to a private, loopback, link-local or reserved address.');
+    throw new WebhookAddressError('The URL\'s host resolves to a private, loopback, link-local or reserved address.', 'WEBHOOK_ALLOW_PRIVATE');
   }
   const first = addresses[0]!;
   return { address: first.address, family: first.family === 6 ? 6 : 4 };
