@@ -79,6 +79,33 @@ export async function writeAuditEvent(trx: Db, actor: string, event: AuditEvent)
     .execute();
 }
 
+/** Rows of one multi-row insert in `writeAuditEvents`. */
+const INSERT_CHUNK = 500;
+
+/** Records several changes at once (an import's per-merchant counts): as `writeAuditEvent`, in chunks. */
+export async function writeAuditEvents(trx: Db, actor: string, events: readonly AuditEvent[]): Promise<void> {
+  for (const event of events) {
+    const problem = auditEventProblem(event);
+    if (problem !== undefined) throw new TypeError(`writeAuditEvents: ${problem}.`);
+  }
+  const stored = storedActor(actor);
+  for (let start = 0; start < events.length; start += INSERT_CHUNK) {
+    await trx
+      .insertInto('audit_events')
+      .values(
+        events.slice(start, start + INSERT_CHUNK).map((event) => ({
+          at: sql<string>`UTC_TIMESTAMP(6)`,
+          actor: stored,
+          action: event.action,
+          merchant_id: event.merchantId ?? null,
+          key_id: event.keyId ?? null,
+          summary: JSON.stringify(event.summary ?? {}),
+        })),
+      )
+      .execute();
+  }
+}
+
 /** Filters and the page of `audit list`. */
 export interface AuditQuery {
   merchantId?: string;
