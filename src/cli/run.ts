@@ -26,7 +26,7 @@ const USAGE = `Usage: merchant-api <command>
                                         add a merchant; prints its new API key once
   merchant add-key ID [KEY OPTIONS] [--json]
                                         add a key beside the others (printed once)
-  merchant rotate-key ID [--revoke-old | --expire-old-in DURATION] [KEY OPTIONS] [--json]
+  merchant rotate-key ID [--revoke-old] [--expire-old-in DURATION] [KEY OPTIONS] [--json]
                                         add a key (printed once); the older ones keep working, stop now, or stop later
   merchant update-key ID KEY_ID [KEY OPTIONS] [--no-expiry]
                                         change a key's name, scopes, networks or end

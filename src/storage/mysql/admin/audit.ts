@@ -116,6 +116,8 @@ export interface AuditQuery {
   limit: number;
   /** The `next_before` of the previous page: only events older than it. */
   before?: string;
+  /** Only erasures of this subject (`erasureSubject`: a keyed hash of a shared user id). */
+  subject?: string;
 }
 
 /** Newest first, `limit` at most; `nextBefore` pages on (undefined on the last page). */
@@ -129,6 +131,7 @@ export async function listAuditEvents(db: Db, query: AuditQuery): Promise<{ even
   if (query.action !== undefined) select = select.where('action', '=', query.action);
   if (query.since !== undefined) select = select.where('at', '>=', toSqlDatetime(query.since));
   if (query.before !== undefined) select = select.where('id', '<', query.before);
+  if (query.subject !== undefined) select = select.where('action', 'in', ['user_erased']).where(sql<string>`JSON_VALUE(summary, '$.subject')`, '=', query.subject);
   const rows = await select.execute();
   const page = rows.slice(0, query.limit);
   const events = page.map((row) => ({ ...row, id: String(row.id), summary: JSON.parse(row.summary) as Record<string, AuditValue> }));
