@@ -17,26 +17,37 @@ export interface CliRuntime extends ServeRuntime {
 const USAGE = `Usage: merchant-api <command>
 
   serve                                 start the server (default); configured by environment, see docs/configuration.md
+  check --base-url URL --merchant-id ID as a merchant: test the API key, clock, URL and connection (key from MERCHANT_API_KEY or a prompt)
   migrate [--status]                    create or update the MySQL schema, or list migrations
   import FILE [--format seed|ndjson] [--batch-size N] [--set-status]
                                         import a seed document or an NDJSON users file into MySQL
-  merchant add ID [--disabled] [--json] add a merchant; prints its new API key once
-  merchant rotate-key ID [--revoke-old] [--expire-old-in DURATION] [--json]
+  import --erase FILE [--dry-run]       erase the shares an NDJSON file names, and users left with none
+  merchant add ID [--disabled] [KEY OPTIONS] [--json]
+                                        add a merchant; prints its new API key once
+  merchant add-key ID [KEY OPTIONS] [--json]
+                                        add a key beside the others (printed once)
+  merchant rotate-key ID [--revoke-old] [--expire-old-in DURATION] [KEY OPTIONS] [--json]
                                         add a key (printed once); the older ones keep working, stop now, or stop later
+  merchant update-key ID KEY_ID [KEY OPTIONS] [--no-expiry]
+                                        change a key's name, scopes, networks or end
   merchant keys ID [--json]             a merchant's keys by id and fingerprint (never the keys)
   merchant revoke-key ID KEY_ID         revoke one key
   merchant delete ID [--yes]            delete a merchant with its keys and user shares
   merchant disable ID | enable ID       block or restore a merchant
   merchant list [--json]                list merchants (never keys)
+  user erase SHARED_USER_ID [--merchant ID] [--dry-run]
+                                        erase a person's shares, and their record once none remains
+  audit list [--merchant ID] [--action A] [--since T] [--json]
+                                        administrative changes, newest first
   throttle list [--json]                failed-authentication blocks in force (MySQL shared throttle)
   throttle unblock --address A [--merchant ID]
                                         lift a block on every server
   webhook add|list|remove|rotate-secret|enable|deliveries|redeliver
                                         webhook endpoints of merchants, and their deliveries (docs/webhooks.md)
-  check --base-url URL --merchant-id ID as a merchant: test the API key, clock, URL and connection (key from MERCHANT_API_KEY or a prompt)
   help                                  this text
 
-Every command takes --help (-h). MySQL commands read DATABASE_URL and MASTER_KEY from the environment.`;
+Every command takes --help (-h), which lists its options (KEY OPTIONS: merchant add-key --help).
+MySQL commands read DATABASE_URL and MASTER_KEY from the environment.`;
 
 /** The commands of every runtime, by name; a runtime adds its own (`CliRuntime.commands`). */
 const BUILT_IN: Record<string, (args: string[], io: CliIo, runtime: CliRuntime) => Promise<number>> = {

@@ -18,12 +18,17 @@ export interface AddressPolicy {
   allowHttp?: boolean;
 }
 
-/** A URL or address the guard refuses; the message names the rule, for the 422 and the log. */
+/**
+ * A URL or address the guard refuses; the message names the rule, for the 422 and the log.
+ * `liftedBy` is the server setting that lifts the rule, which the operator's CLI names and the
+ * merchant's API answer does not (a merchant cannot change the server's settings).
+ */
 export class WebhookAddressError extends Error {
   override name = 'WebhookAddressError';
   /** `refused` (the URL or an address breaks a rule, or the name does not exist), or why its name did not resolve. */
   readonly reason: 'refused' | 'dns_timeout' | 'dns_failed';
-  constructor(message: string, reason: WebhookAddressError['reason'] = 'refused') {
+
+  constructor(message: string, reason: WebhookAddressError['reason'] = 'refused', readonly liftedBy?: 'WEBHOOK_ALLOW_HTTP' | 'WEBHOOK_ALLOW_PRIVATE') {
     super(message);
     this.reason = reason;
   }
@@ -126,12 +131,12 @@ export function checkWebhookUrl(text: string, policy: AddressPolicy = {}): URL {
   if (url.href.length > MAX_WEBHOOK_URL_LENGTH) {
     throw new WebhookAddressError(`The URL must be at most ${MAX_WEBHOOK_URL_LENGTH} characters once normalized and percent-encoded, as it is stored; this one is ${url.href.length}.`);
   }
-  if (url.protocol !== 'https:' && !(policy.allowHttp && url.protocol === 'http:')) throw new WebhookAddressError('The URL must use https.');
+  if (url.protocol !== 'https:' && !(policy.allowHttp && url.protocol === 'http:')) throw new WebhookAddressError('The URL must use https.', 'refused', 'WEBHOOK_ALLOW_HTTP');
   if (url.username !== '' || url.password !== '') throw new WebhookAddressError('The URL must not hold credentials.');
   if (url.hash !== '') throw new WebhookAddressError('The URL must not have a fragment.');
   if (url.hostname === '') throw new WebhookAddressError('The URL must name a host.');
   const literal = hostLiteral(url.hostname);
-  if (literal !== undefined && !policy.allowPrivate && !isPublicAddress(literal)) throw new WebhookAddressError('The URL points to a private, loopback, link-local or reserved address.');
+  if (literal !== undefined && !policy.allowPrivate && !isPublicAddress(literal)) throw new WebhookAddressError('The URL points to a private, loopback, link-local or reserved address.', 'refused', 'WEBHOOK_ALLOW_PRIVATE');
   return url;
 }
 
@@ -164,7 +169,7 @@ export async function resolveWebhookAddress(url: URL, policy: AddressPolicy = {}
   });
   if (addresses.length === 0) throw new WebhookAddressError('The URL\'s host does not resolve.');
   if (!policy.allowPrivate && addresses.some(({ address }) => !isPublicAddress(address))) {
-    throw new WebhookAddressError('The URL\'s host resolves to a private, loopback, link-local or reserved address.');
+    throw new WebhookAddressError('The URL\'s host resolves to a private, loopback, link-local or reserved address.', 'refused', 'WEBHOOK_ALLOW_PRIVATE');
   }
   const first = addresses[0]!;
   return { address: first.address, family: first.family === 6 ? 6 : 4 };

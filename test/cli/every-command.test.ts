@@ -48,6 +48,22 @@ describe('every command line of the CLI', () => {
     for (const sub of ['add', 'rotate-key', 'keys', 'revoke-key', 'delete', 'disable', 'enable', 'list']) expect(named).toContain(`merchant ${sub}`);
   });
 
+  it('merchant-api --help names every command and subcommand there is (a command added later must be listed)', async () => {
+    const help = (await inProcess(['--help'])).out;
+    // The words of the usage lines of a command: `merchant disable ID | enable ID` names disable and
+    // enable, `webhook add|list|...` each of its subcommands.
+    const named = (command: string) =>
+      help
+        .split('\n')
+        .filter((line) => line.startsWith(`  ${command} `))
+        .flatMap((line) => line.trim().split(/[\s|]+/));
+    for (const [command, sub] of LINES.filter((words) => words.length > 0)) {
+      expect(named(command!), `merchant-api --help lists ${command}`).toContain(command);
+      if (sub) expect(named(command!), `merchant-api --help lists ${command} ${sub}`).toContain(sub);
+    }
+    expect(help).toContain('import --erase FILE');
+  });
+
   it.each(LINES.map((words) => [words.join(' ') || '(no command)', words] as const))('%s: --help prints its usage (0), --bogus is one line and the usage (2)', async (_, words) => {
     const [help, bogus] = await Promise.all([inProcess([...words, '--help']), inProcess([...words, '--bogus'])]);
     expect(help).toMatchObject({ code: 0, err: '' });

@@ -55,9 +55,10 @@ describe.skipIf(!available)('webhooks through the CLI and serve on MySQL', () =>
   let endpointId = '';
 
   it('webhook add refuses http and private addresses unless the settings lift the rules, and prints the secret once', async () => {
-    expect(await cli(['webhook', 'add', 'shop', receiver.url])).toMatchObject({ code: 1, err: expect.stringMatching(/must use https/) });
-    expect(await cli(['webhook', 'add', 'shop', receiver.url], { WEBHOOK_ALLOW_HTTP: 'true' })).toMatchObject({ code: 1, err: expect.stringMatching(/private, loopback/) });
-    expect(await cli(['webhook', 'add', 'shop', 'https://localhost/hook'])).toMatchObject({ code: 1, err: expect.stringMatching(/private, loopback/) });
+    // The operator's refusal names the setting that lifts the rule.
+    expect(await cli(['webhook', 'add', 'shop', receiver.url])).toMatchObject({ code: 1, err: expect.stringMatching(/must use https\. WEBHOOK_ALLOW_HTTP=true lifts the rule/) });
+    expect(await cli(['webhook', 'add', 'shop', receiver.url], { WEBHOOK_ALLOW_HTTP: 'true' })).toMatchObject({ code: 1, err: expect.stringMatching(/private, loopback.* WEBHOOK_ALLOW_PRIVATE=true lifts the rule/) });
+    expect(await cli(['webhook', 'add', 'shop', 'https://localhost/hook'])).toMatchObject({ code: 1, err: expect.stringMatching(/private, loopback.* WEBHOOK_ALLOW_PRIVATE=true/) });
     expect(await cli(['webhook', 'add', 'shop', receiver.url, '--events', 'user.bogus'], lifted)).toMatchObject({ code: 2 });
     // At most 2048 characters as stored: 16 + 2000 characters sent, 12,016 once percent-encoded.
     const long = await cli(['webhook', 'add', 'shop', `https://8.8.8.8/${'é'.repeat(2000)}`]);

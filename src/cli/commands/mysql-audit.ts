@@ -2,7 +2,7 @@
  * `merchant-api audit list`: the audit trail on MySQL (docs/cli.md#the-audit-trail), newest first,
  * paged; and `AUDIT_RETENTION`, the age after which `migrate` and the server prune it.
  */
-import { listAuditEvents, pruneAuditEvents, type AuditRecord } from '../../storage/mysql/index.js';
+import { erasureSubject, listAuditEvents, pruneAuditEvents, type AuditRecord } from '../../storage/mysql/index.js';
 import type { CliIo } from '../io.js';
 import type { MysqlConfig } from '../config.js';
 import { CliUsageError } from '../usage-error.js';
@@ -10,7 +10,7 @@ import { runMysqlCommand, withDatabase } from './mysql-env.js';
 import { commandGroup, parseCommandArgs } from './parse-args.js';
 
 const USAGE = `Usage: merchant-api audit <subcommand>
-  list [--merchant ID] [--action A] [--since T] [--limit N] [--before ID] [--json]
+  list [--merchant ID] [--action A] [--user ID] [--since T] [--limit N] [--before ID] [--json]
         administrative changes, newest first: N per page (default 50, at most 1000);
         --since takes an RFC 3339 time or a duration back (24h, 7d); --before pages on
         (the next page's id is printed last, or "next_before" with --json)`;
@@ -36,7 +36,7 @@ export async function pruneAuditTrail(db: Parameters<typeof pruneAuditEvents>[0]
 }
 
 async function list(args: string[], io: CliIo, config: MysqlConfig): Promise<number> {
-  const parsed = parseCommandArgs(args, { merchant: { type: 'string' }, action: { type: 'string' }, since: { type: 'string' }, limit: { type: 'string' }, before: { type: 'string' }, json: { type: 'boolean' } }, USAGE);
+  const parsed = parseCommandArgs(args, { merchant: { type: 'string' }, action: { type: 'string' }, since: { type: 'string' }, limit: { type: 'string' }, before: { type: 'string' }, user: { type: 'string' }, json: { type: 'boolean' } }, USAGE);
   if (parsed === 'help') {
     io.out(USAGE);
     return 0;
@@ -47,6 +47,9 @@ async function list(args: string[], io: CliIo, config: MysqlConfig): Promise<num
   const before = parsed.values.before as string | undefined;
   if (before !== undefined && !/^\d{1,20}$/.test(before)) throw new CliUsageError('--before must be an event id, as the previous page printed it.');
   const since = sinceOf(parsed.values.since as string | undefined);
+  // --user ID: the erasures of that shared user id, found by its keyed hash (MASTER_KEY), never stored.
+  const user = parsed.values.user as string | undefined;
+  const subject = user === undefined ? undefined : erasureSubject(config.masterKey(), user);
   return runMysqlCommand(io, 'audit list', () =>
     withDatabase(config, async (db) => {
       const { events, nextBefore } = await listAuditEvents(db, {
@@ -54,6 +57,7 @@ async function list(args: string[], io: CliIo, config: MysqlConfig): Promise<num
         action: parsed.values.action as string | undefined,
         since,
         before,
+        subject,
         limit: Number(limitText),
       });
       if (parsed.values.json) {

@@ -7,8 +7,9 @@
 import { constants } from 'node:fs';
 import { access, readFile, stat } from 'node:fs/promises';
 import { parseSeed, SeedError } from '../../storage/memory/index.js';
-import { eraseShares, importSeed, importUserFile, ImportValidationError, type ErasureResult, type ImportSummary } from '../../storage/mysql/index.js';
+import { eraseShares, importSeed, importUserFile, ImportValidationError, type ErasureRecordOptions, type ErasureResult, type ImportSummary } from '../../storage/mysql/index.js';
 import { ACTOR_OPTION, actorOf } from './actor.js';
+import { erasureRecordOf, REASON_OPTION } from './erasure-record.js';
 import { readErasePairs } from './erase-file.js';
 import { redact } from '../../cli-internal.js';
 import type { CliCommand, CliIo } from '../io.js';
@@ -21,11 +22,12 @@ import { parseCommandArgs } from './parse-args.js';
 
 const MAX_BATCH_SIZE = BATCH_SIZE.max;
 const USAGE = `Usage: merchant-api import FILE [--format seed|ndjson] [--batch-size N] [--set-status] [--actor NAME]
-       merchant-api import --erase FILE [--batch-size N] [--dry-run] [--actor NAME]
+       merchant-api import --erase FILE [--batch-size N] [--dry-run] [--actor NAME] [--reason TEXT]
   seed:   {"merchants": [...], "users": [...]} as in examples/seed.json (default)
   ndjson: one user record with its "merchant_id" per line (default for .ndjson and .jsonl)
   --erase FILE     NDJSON of {"merchant_id": ..., "shared_user_id": ...} lines: erase each share, and the
-                   user record once no share remains (every line is checked first; --dry-run counts only)
+                   user record once no share remains (every line is checked first; --dry-run counts only;
+                   the audit trail keeps a keyed hash of each id, and --reason)
   --batch-size N   users per transaction, ${BATCH_SIZE.default} by default, ${BATCH_SIZE.min} to ${MAX_BATCH_SIZE} (with --erase: pairs)
   --set-status     seed: give merchants that exist already the file's status (default: they keep theirs)`;
 
@@ -34,7 +36,7 @@ const SHOWN_PROBLEMS = 20;
 
 /** The `import` command. */
 export const importCommand: CliCommand = async (args, io, config) => {
-  const parsed = parseCommandArgs(args, { format: { type: 'string' }, 'batch-size': { type: 'string' }, 'set-status': { type: 'boolean' }, erase: { type: 'boolean' }, 'dry-run': { type: 'boolean' }, ...ACTOR_OPTION }, USAGE);
+  const parsed = parseCommandArgs(args, { format: { type: 'string' }, 'batch-size': { type: 'string' }, 'set-status': { type: 'boolean' }, erase: { type: 'boolean' }, 'dry-run': { type: 'boolean' }, ...ACTOR_OPTION, ...REASON_OPTION }, USAGE);
   if (parsed === 'help') {
     io.out(USAGE);
     return 0;
@@ -44,9 +46,11 @@ export const importCommand: CliCommand = async (args, io, config) => {
   if (parsed.values.erase) {
     if (file === undefined || extra.length > 0) throw new CliUsageError(USAGE);
     if (parsed.values.format !== undefined || parsed.values['set-status']) throw new CliUsageError(`--erase takes neither --format nor --set-status.\n${USAGE}`);
-    return eraseFile(io, config, file, batchSizeOf(parsed.values['batch-size'] as string | undefined), Boolean(parsed.values['dry-run']), actor);
+    const dryRun = Boolean(parsed.values['dry-run']);
+    return eraseFile(io, config, file, batchSizeOf(parsed.values['batch-size'] as string | undefined), dryRun, { actor, ...erasureRecordOf(parsed.values, config, dryRun) });
   }
   if (parsed.values['dry-run']) throw new CliUsageError(`--dry-run applies to --erase only.\n${USAGE}`);
+  if (parsed.values.reason !== undefined) throw new CliUsageError(`--reason applies to --erase only.\n${USAGE}`);
   if (file === undefined || extra.length > 0) throw new CliUsageError(USAGE);
   const format = (parsed.values.format as string | undefined) ?? (/\.(nd)?jsonl?$/i.test(file) && !/\.json$/i.test(file) ? 'ndjson' : 'seed');
   if (format !== 'seed' && format !== 'ndjson') throw new CliUsageError(`--format must be seed or ndjson.\n${USAGE}`);
@@ -99,7 +103,7 @@ function batchSizeOf(text = String(BATCH_SIZE.default)): number {
  * `import --erase FILE`: every line checked first (nothing is erased from a file with a problem),
  * then the pairs erased in batches, each batch one transaction with its audit event.
  */
-async function eraseFile(io: CliIo, config: MysqlConfig, file: string, batchSize: number, dryRun: boolean, actor: string): Promise<number> {
+async function eraseFile(io: CliIo, config: MysqlConfig, file: string, batchSize: number, dryRun: boolean, record: ErasureRecordOptions): Promise<number> {
   const unreadable = await readProblem(file);
   if (unreadable !== undefined) {
     io.err(`import --erase ${file} failed: ${unreadable}; nothing was erased.`);
@@ -120,7 +124,7 @@ async function eraseFile(io: CliIo, config: MysqlConfig, file: string, batchSize
       const merchants = new Set<string>();
       for (let start = 0; start < pairs.length; start += batchSize) {
         const batch = pairs.slice(start, start + batchSize);
-        const result = await eraseShares(db, batch, { dryRun, actor });
+        const result = await eraseShares(db, batch, { dryRun, ...record });
         total.shares += result.shares;
         total.users += result.users;
         for (const pair of batch) merchants.add(pair.merchantId);

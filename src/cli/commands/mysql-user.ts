@@ -7,20 +7,22 @@ import type { CliIo } from '../io.js';
 import type { MysqlConfig } from '../config.js';
 import { CliUsageError } from '../usage-error.js';
 import { ACTOR_OPTION, actorOf } from './actor.js';
+import { erasureRecordOf, REASON_OPTION } from './erasure-record.js';
 import { logAdminChange } from './admin-log.js';
 import { runMysqlCommand, withDatabase } from './mysql-env.js';
 import { commandGroup, parseCommandArgs } from './parse-args.js';
 
 const USAGE = `Usage: merchant-api user <subcommand>
-  erase SHARED_USER_ID [--merchant ID] [--dry-run] [--json] [--actor NAME]
+  erase SHARED_USER_ID [--merchant ID] [--dry-run] [--json] [--actor NAME] [--reason TEXT]
         remove the person's share with merchant ID, or (without --merchant) with every merchant,
-        and the person's record once no share remains; --dry-run says what would go
+        and the person's record once no share remains; --dry-run says what would go. The audit
+        trail keeps a keyed hash of the id (audit list --user ID finds it) and --reason
   For many at once: merchant-api import --erase FILE`;
 
 export const userCommand = commandGroup('user', USAGE, { erase });
 
 async function erase(args: string[], io: CliIo, config: MysqlConfig): Promise<number> {
-  const parsed = parseCommandArgs(args, { merchant: { type: 'string' }, 'dry-run': { type: 'boolean' }, json: { type: 'boolean' }, ...ACTOR_OPTION }, USAGE);
+  const parsed = parseCommandArgs(args, { merchant: { type: 'string' }, 'dry-run': { type: 'boolean' }, json: { type: 'boolean' }, ...ACTOR_OPTION, ...REASON_OPTION }, USAGE);
   if (parsed === 'help') {
     io.out(USAGE);
     return 0;
@@ -29,9 +31,10 @@ async function erase(args: string[], io: CliIo, config: MysqlConfig): Promise<nu
   const [sharedUserId] = parsed.positionals as [string];
   const merchantId = parsed.values.merchant as string | undefined;
   const dryRun = Boolean(parsed.values['dry-run']);
+  const record = erasureRecordOf(parsed.values, config, dryRun);
   return runMysqlCommand(io, 'user erase', () =>
     withDatabase(config, async (db) => {
-      const result = await eraseUser(db, sharedUserId, { merchantId, dryRun, actor: actorOf(parsed.values, io) });
+      const result = await eraseUser(db, sharedUserId, { merchantId, dryRun, actor: actorOf(parsed.values, io), ...record });
       const scope = merchantId === undefined ? 'every_merchant' : 'one_merchant';
       if (!dryRun && result.shares > 0) logAdminChange(io, 'user_erased', { merchant_id: merchantId ?? null, scope, shares: result.shares, users: result.users, merchants: result.merchants }, 'user erased');
       if (parsed.values.json) {

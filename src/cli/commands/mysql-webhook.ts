@@ -74,6 +74,10 @@ async function run(io: CliIo, operation: string, config: MysqlConfig, body: (db:
       try {
         return await body(db);
       } catch (error) {
+        if (error instanceof WebhookAddressError && error.liftedBy) {
+          io.err(`${operation} failed: ${error.message} ${error.liftedBy}=true lifts the rule, for development and tests only (docs/webhooks.md#testing-on-your-machine).`);
+          return 1;
+        }
         if (error instanceof WebhookAdminError || error instanceof WebhookAddressError) {
           io.err(`${operation} failed: ${error.message}`);
           return 1;

@@ -26,7 +26,8 @@ export { addMerchant, addMerchantKey, addRandomMerchantKey, deleteMerchant, list
 export type { DeletedMerchant, KeySettings, KeyUpdate, MerchantKeySummary, MerchantSummary, NewKey, RotateOptions, RotateResult, SeedMerchantResult } from './admin/merchant-admin.js';
 export { listAuditEvents, pruneAuditEvents, writeAuditEvent } from './admin/audit.js';
 export { eraseShares, eraseUser } from './admin/erase.js';
-export type { ErasedShare, ErasureResult } from './admin/erase.js';
+export type { ErasedShare, ErasureRecordOptions, ErasureResult } from './admin/erase.js';
+export { erasureReasonProblem, erasureSubject } from './admin/erasure-subject.js';
 export type { AuditEvent, AuditQuery, AuditRecord, AuditValue } from './admin/audit.js';
 export { keyFingerprint } from '../sql/key-ids.js';
 export { DEFAULT_BATCH_SIZE, importSeed, importUserFile, ImportValidationError } from './admin/import.js';

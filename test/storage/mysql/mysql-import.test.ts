@@ -153,7 +153,7 @@ describe.skipIf(!available)('MySQL bulk import', () => {
     await importSeed(database.db, database.masterKey, { merchants: [], users: Array.from({ length: 100 }, (_, i) => user('shop', `w-${String(i).padStart(3, '0')}`)) });
     const batch = [user('shop', 'w-000x'), user('shop', 'w-010', { first_name: 'Changed' }), user('shop', 'w-050x'), user('shop', 'w-099', { deactivated_at: '2024-01-01T00:00:00.000000+00:00' }), user('shop', 'w-099x')];
     const allocation = await readIdAllocation(database.db);
-    expect(await database.db.transaction().execute((trx) => upsertUsers(trx, batch, allocation))).toEqual({ inserted: 3, updated: 2, unchanged: 0 });
+    expect(await database.db.transaction().execute((trx) => upsertUsers(trx, batch, allocation))).toEqual({ inserted: 3, updated: 2, unchanged: 0, byMerchant: new Map([['shop', { inserted: 3, updated: 2, unchanged: 0 }]]) });
     expect((await storage.getUser('shop', 'w-010'))!.first_name).toBe('Changed');
     expect((await storage.listUsers({ merchantId: 'shop', filter: { active: false }, after: 'w-', limit: 10 })).map((u) => u.shared_user_id)).toEqual(['w-099']);
   });

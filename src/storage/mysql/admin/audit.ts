@@ -79,6 +79,33 @@ export async function writeAuditEvent(trx: Db, actor: string, event: AuditEvent)
     .execute();
 }
 
+/** Rows of one multi-row insert in `writeAuditEvents`. */
+const INSERT_CHUNK = 500;
+
+/** Records several changes at once (an import's per-merchant counts): as `writeAuditEvent`, in chunks. */
+export async function writeAuditEvents(trx: Db, actor: string, events: readonly AuditEvent[]): Promise<void> {
+  for (const event of events) {
+    const problem = auditEventProblem(event);
+    if (problem !== undefined) throw new TypeError(`writeAuditEvents: ${problem}.`);
+  }
+  const stored = storedActor(actor);
+  for (let start = 0; start < events.length; start += INSERT_CHUNK) {
+    await trx
+      .insertInto('audit_events')
+      .values(
+        events.slice(start, start + INSERT_CHUNK).map((event) => ({
+          at: sql<string>`UTC_TIMESTAMP(6)`,
+          actor: stored,
+          action: event.action,
+          merchant_id: event.merchantId ?? null,
+          key_id: event.keyId ?? null,
+          summary: JSON.stringify(event.summary ?? {}),
+        })),
+      )
+      .execute();
+  }
+}
+
 /** Filters and the page of `audit list`. */
 export interface AuditQuery {
   merchantId?: string;
@@ -89,6 +116,8 @@ export interface AuditQuery {
   limit: number;
   /** The `next_before` of the previous page: only events older than it. */
   before?: string;
+  /** Only erasures of this subject (`erasureSubject`: a keyed hash of a shared user id). */
+  subject?: string;
 }
 
 /** Newest first, `limit` at most; `nextBefore` pages on (undefined on the last page). */
@@ -102,6 +131,7 @@ export async function listAuditEvents(db: Db, query: AuditQuery): Promise<{ even
   if (query.action !== undefined) select = select.where('action', '=', query.action);
   if (query.since !== undefined) select = select.where('at', '>=', toSqlDatetime(query.since));
   if (query.before !== undefined) select = select.where('id', '<', query.before);
+  if (query.subject !== undefined) select = select.where('action', 'in', ['user_erased']).where(sql<string>`JSON_VALUE(summary, '$.subject')`, '=', query.subject);
   const rows = await select.execute();
   const page = rows.slice(0, query.limit);
   const events = page.map((row) => ({ ...row, id: String(row.id), summary: JSON.parse(row.summary) as Record<string, AuditValue> }));

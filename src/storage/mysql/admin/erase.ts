@@ -7,7 +7,9 @@
  */
 import { type Kysely, type Transaction } from 'kysely';
 import type { MerchantApiDatabase } from '../schema.js';
-import { writeAuditEvent } from './audit.js';
+import { writeAuditEvent, writeAuditEvents } from './audit.js';
+import { erasureSubject } from './erasure-subject.js';
+import type { MasterKey } from '../../sql/key-sealing.js';
 import { LIBRARY_ACTOR } from './merchant-admin.js';
 import { retryOnConflict } from '../write-conflicts.js';
 import { eraseWebhookEvents, writeUnsharedEvent } from '../webhooks/outbox-writes.js';
@@ -92,7 +94,17 @@ async function usersLeftWithout(trx: Transaction<MerchantApiDatabase>, shares: r
  * without, the person's shares with every merchant. `dryRun` says what would go and changes
  * nothing (and records nothing). One transaction, with its audit event.
  */
-export async function eraseUser(db: Kysely<MerchantApiDatabase>, sharedUserId: string, options: { merchantId?: string; dryRun?: boolean; actor?: string } = {}): Promise<ErasureResult> {
+/**
+ * What the audit trail records of an erasure beside its counts: with the master key, the
+ * `subject` (a keyed hash of the shared user id: erasure-subject.ts); an operator's `reason`.
+ */
+export interface ErasureRecordOptions {
+  actor?: string;
+  masterKey?: MasterKey;
+  reason?: string;
+}
+
+export async function eraseUser(db: Kysely<MerchantApiDatabase>, sharedUserId: string, options: { merchantId?: string; dryRun?: boolean } & ErasureRecordOptions = {}): Promise<ErasureResult> {
   // A transaction that lost a write conflict (a deadlock, a Galera certification failure) erased nothing: run it again.
   return retryOnConflict(() => db.transaction().execute(async (trx) => {
     const { shares } = await findShares(trx, sharedUserId, options.merchantId);
@@ -101,7 +113,7 @@ export async function eraseUser(db: Kysely<MerchantApiDatabase>, sharedUserId: s
     const users = await removeShares(trx, shares);
     const result = { shares: shares.length, users, merchants };
     // An erasure that found nothing changed nothing, and is not recorded.
-    if (shares.length > 0) await writeAuditEvent(trx, options.actor ?? LIBRARY_ACTOR, { action: 'user_erased', merchantId: options.merchantId ?? null, summary: { scope: options.merchantId === undefined ? 'every_merchant' : 'one_merchant', ...result } });
+    if (shares.length > 0) await writeAuditEvent(trx, options.actor ?? LIBRARY_ACTOR, { action: 'user_erased', merchantId: options.merchantId ?? null, summary: { scope: options.merchantId === undefined ? 'every_merchant' : 'one_merchant', ...result, ...recorded(options, sharedUserId) } });
     return result;
   }));
 }
@@ -110,7 +122,7 @@ export async function eraseUser(db: Kysely<MerchantApiDatabase>, sharedUserId: s
  * Erases a batch of (merchant, shared id) pairs (`import --erase`): each pair's share, and the
  * person records left without one. One transaction per batch, with one audit event of its counts.
  */
-export async function eraseShares(db: Kysely<MerchantApiDatabase>, pairs: readonly ErasedShare[], options: { dryRun?: boolean; actor?: string } = {}): Promise<ErasureResult> {
+export async function eraseShares(db: Kysely<MerchantApiDatabase>, pairs: readonly ErasedShare[], options: { dryRun?: boolean } & ErasureRecordOptions = {}): Promise<ErasureResult> {
   // A transaction that lost a write conflict (a deadlock, a Galera certification failure) erased nothing: run it again.
   return retryOnConflict(() => db.transaction().execute(async (trx) => {
     const found: (ErasedShare & { userId: string })[] = [];
@@ -122,7 +134,20 @@ export async function eraseShares(db: Kysely<MerchantApiDatabase>, pairs: readon
     if (options.dryRun) return { shares: found.length, users: await usersLeftWithout(trx, found), merchants };
     const users = await removeShares(trx, found);
     const result = { shares: found.length, users, merchants };
-    if (found.length > 0) await writeAuditEvent(trx, options.actor ?? LIBRARY_ACTOR, { action: 'users_erased', summary: { requested: pairs.length, ...result } });
+    if (found.length > 0) {
+      const actor = options.actor ?? LIBRARY_ACTOR;
+      await writeAuditEvent(trx, actor, { action: 'users_erased', summary: { requested: pairs.length, ...result, ...(options.reason === undefined ? {} : { reason: options.reason }) } });
+      // With the master key, one event per share, so that each person's erasure can be found by its subject.
+      if (options.masterKey) await writeAuditEvents(trx, actor, found.map(({ merchantId, sharedUserId }) => ({ action: 'user_erased', merchantId, summary: { scope: 'one_merchant', via: 'import_erase', shares: 1, ...recorded(options, sharedUserId) } })));
+    }
     return result;
   }));
+}
+
+/** The subject (with a master key) and the reason (if given) of an erasure's audit event. */
+function recorded(options: ErasureRecordOptions, sharedUserId: string): Record<string, string> {
+  return {
+    ...(options.masterKey ? { subject: erasureSubject(options.masterKey, sharedUserId) } : {}),
+    ...(options.reason === undefined ? {} : { reason: options.reason }),
+  };
 }

@@ -16,6 +16,7 @@ import { parseSeedUser, type Seed, type SeedUser } from '../../seed/seed.js';
 import { DEFAULT_MAX_LINE_BYTES, LineSplitter } from '../../seed/seed-stream.js';
 import { LIBRARY_ACTOR, upsertSeedMerchant } from './merchant-admin.js';
 import { writeAuditEvent } from './audit.js';
+import { MerchantImportCounts } from './import-audit.js';
 import type { MasterKey } from '../../sql/key-sealing.js';
 import { API_KEY_MAX_LENGTH, type MerchantApiDatabase } from '../schema.js';
 import { readIdAllocation, UserBatch, type IdAllocation } from './new-users.js';
@@ -133,6 +134,7 @@ export async function importSeed(db: Kysely<MerchantApiDatabase>, masterKey: Mas
   const alsoLock = new Set<string>();
   const write = () => db.transaction().execute(async (trx) => {
     const summary = emptySummary();
+    const byMerchant = new MerchantImportCounts();
     for (const merchant of seed.merchants) {
       const result = await upsertSeedMerchant(trx, masterKey!, merchant, { setStatus: options.setStatus });
       summary[result.created ? 'merchantsCreated' : 'merchantsUpdated']++;
@@ -147,10 +149,12 @@ export async function importSeed(db: Kysely<MerchantApiDatabase>, masterKey: Mas
       summary.usersInserted += result.inserted;
       summary.usersUpdated += result.updated;
       summary.usersUnchanged += result.unchanged;
+      byMerchant.add(result.byMerchant);
       options.onProgress?.(Math.min(start + batchSize, seed.users.length), seed.users.length);
     }
     // One transaction: the import and its record commit together.
     await writeAuditEvent(trx, options.actor ?? LIBRARY_ACTOR, { action: 'import_completed', summary: auditSummary('seed', summary) });
+    await byMerchant.write(trx, options.actor ?? LIBRARY_ACTOR, 'seed');
     return summary;
   });
   // A transaction that lost a write conflict (a deadlock, or a Galera certification failure) wrote nothing: run it again.
@@ -206,11 +210,19 @@ export async function importUserFile(db: Kysely<MerchantApiDatabase>, path: stri
   // Each batch is a transaction of its own (a file of any size): the record of what they did follows the last.
   const actor = options.actor ?? LIBRARY_ACTOR;
   if (problems.count > 0) {
-    if (writer.done > 0) await writeAuditEvent(db, actor, { action: 'import_stopped', summary: auditSummary('users', writer.summary, { through_line: writer.writtenThroughLine, problems: problems.count }) });
+    if (writer.done > 0) {
+      await db.transaction().execute(async (trx) => {
+        await writeAuditEvent(trx, actor, { action: 'import_stopped', summary: auditSummary('users', writer.summary, { through_line: writer.writtenThroughLine, problems: problems.count }) });
+        await writer.byMerchant.write(trx, actor, 'users');
+      });
+    }
     throw new ImportValidationError(problems.sorted(), problems.count, writer.done > 0 ? { summary: writer.summary, throughLine: writer.writtenThroughLine } : undefined);
   }
   options.onProgress?.(writer.done, writer.done);
-  await writeAuditEvent(db, actor, { action: 'import_completed', summary: auditSummary('users', writer.summary) });
+  await db.transaction().execute(async (trx) => {
+    await writeAuditEvent(trx, actor, { action: 'import_completed', summary: auditSummary('users', writer.summary) });
+    await writer.byMerchant.write(trx, actor, 'users');
+  });
   return { ...writer.summary, ...repeats.summary() };
 }
 
@@ -321,6 +333,8 @@ class BatchWriter {
   readonly #merchants: MerchantCheck;
   readonly #onProgress: ImportOptions['onProgress'];
   readonly summary = emptySummary();
+  /** What the committed batches did for each merchant. */
+  readonly byMerchant = new MerchantImportCounts();
   done = 0;
   writtenThroughLine = 0;
   #bytesWritten = 0;
@@ -350,6 +364,7 @@ class BatchWriter {
       this.summary.usersInserted += result.inserted;
       this.summary.usersUpdated += result.updated;
       this.summary.usersUnchanged += result.unchanged;
+      this.byMerchant.add(result.byMerchant);
       this.done += users.size;
       this.writtenThroughLine = last;
       this.#bytesWritten += bytes;

@@ -50,7 +50,7 @@ export function userFieldProblem(user: SeedUser): string | undefined {
  * (`withSharingMerchants`). Throws `SharingMerchantsFound`, having written nothing, when a changed
  * user is shared with a merchant neither names.
  */
-export async function upsertUsers(trx: Trx, batch: SeedUser[] | UserBatch, allocation: IdAllocation, alsoLock: ReadonlySet<string> = new Set()): Promise<{ inserted: number; updated: number; unchanged: number }> {
+export async function upsertUsers(trx: Trx, batch: SeedUser[] | UserBatch, allocation: IdAllocation, alsoLock: ReadonlySet<string> = new Set()): Promise<UpsertCounts> {
   let prepared = batch instanceof UserBatch ? batch : undefined;
   if (!prepared) {
     prepared = new UserBatch();
@@ -83,7 +83,32 @@ export async function upsertUsers(trx: Trx, batch: SeedUser[] | UserBatch, alloc
   if (changed.length > 0) await updateUsers(trx, changed, stamp);
   if (news.length > 0) await insertNewUsers(trx, news, allocation, stamp, prepared.prepared(news.length));
   if (events.length > 0) await writeEvents(trx, events, stamp, subscribers, async (table, columns, chunks, rows) => (await loadData(trx, chunks, table, columns, rows, allocation)) !== undefined);
-  return { inserted: news.length, updated: changed.length, unchanged: updates.length - changed.length };
+  return { inserted: news.length, updated: changed.length, unchanged: updates.length - changed.length, byMerchant: countsByMerchant(news, updates, changed) };
+}
+
+/** What one batch did, in all and by the merchant whose share each user was imported for. */
+export interface UpsertCounts {
+  inserted: number;
+  updated: number;
+  unchanged: number;
+  byMerchant: Map<string, { inserted: number; updated: number; unchanged: number }>;
+}
+
+function countsByMerchant(news: readonly SeedUser[], updates: ReadonlyArray<{ user: SeedUser }>, changed: ReadonlyArray<{ user: SeedUser }>): UpsertCounts['byMerchant'] {
+  const counts: UpsertCounts['byMerchant'] = new Map();
+  const of = (merchantId: string) => {
+    let entry = counts.get(merchantId);
+    if (!entry) counts.set(merchantId, (entry = { inserted: 0, updated: 0, unchanged: 0 }));
+    return entry;
+  };
+  for (const user of news) of(user.merchant_id).inserted++;
+  for (const { user } of updates) of(user.merchant_id).unchanged++;
+  for (const { user } of changed) {
+    const entry = of(user.merchant_id);
+    entry.updated++;
+    entry.unchanged--;
+  }
+  return counts;
 }
 
 /**
