@@ -22,8 +22,11 @@ import type { Seed, SeedMerchant } from '../../src/storage/seed/seed.js';
 import type { UserRecord } from '../../src/storage/contract.js';
 import type { WebhookOutbox } from '../../src/storage/webhook-outbox.js';
 import { MemoryStorage } from '../../src/storage/memory/index.js';
-import { importSeed, keyFingerprint, listMerchantKeys, listWebhookDeliveries, MysqlStorage, MysqlWebhookOutbox, revokeMerchantKey, setMerchantStatus } from '../../src/storage/mysql/index.js';
+import { importSeed, keyFingerprint, listAuditEvents, listMerchantKeys, listWebhookDeliveries, MysqlStorage, MysqlWebhookOutbox, revokeMerchantKey, setMerchantStatus } from '../../src/storage/mysql/index.js';
 import { WebhookDispatcher } from '../../src/webhooks/dispatcher.js';
+import { mysqlCommands, openMysqlStorage } from '../../src/cli/commands/mysql.js';
+import { runCli } from '../../src/cli/run.js';
+import { captureIo } from '../support/recording.js';
 import { basic } from '../support/api.js';
 import { createTestDatabase, mysqlAvailable, type TestDatabase } from '../support/mysql.js';
 import { user, type SeedUser } from '../support/seeds.js';
@@ -313,3 +316,116 @@ for (const [name, make, skip] of [
     });
   });
 }
+
+describe.skipIf(!mysqlReady)('the key behind an endpoint change, and the new scope through the CLI, on MySQL', () => {
+  let database: TestDatabase;
+  let storage: MysqlStorage;
+  let served: Served;
+  /** A merchant id as long as one may be (128 characters): `merchant:ID key:KEY_ID` is longer than the trail's 128. */
+  const LONG = `m-${'x'.repeat(126)}`;
+  const run = async (args: string[]) => {
+    const io = captureIo({ DATABASE_URL: database.url, MASTER_KEY: database.masterKeyText }, { progress: () => {} });
+    const code = await runCli(args, io, { name: 'test', serve: () => Promise.reject(new Error('not in this test')), commands: mysqlCommands, openMysqlStorage });
+    return { code, out: io.lines.join('\n'), err: io.errors.join('\n') };
+  };
+
+  beforeAll(async () => {
+    database = await createTestDatabase();
+    await importSeed(database.db, database.masterKey, {
+      merchants: [
+        { id: LONG, status: 'active', keys: ['long-key'] },
+        { id: 'wc', status: 'active', keys: ['key-c'] },
+      ],
+      users: [],
+    });
+    storage = new MysqlStorage({ db: database.db, masterKey: database.masterKey, keyCacheTtlMs: 0 });
+    served = await serve(createMerchantApi({ storage, logger: silentLogger, accessLog: false, tracing: false, webhooks: POLICY }), { port: 0, hostname: '127.0.0.1' });
+  });
+  afterAll(async () => {
+    await served?.close();
+    await storage?.close();
+    await database?.drop();
+  });
+
+  it('every endpoint change records the id of the key that made it, in the row\'s key_id and whole in the actor, however long the merchant id', async () => {
+    const auth = basic(LONG, 'long-key');
+    const added = await fetch(`${served.url}/merchant/webhooks`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ url: 'http://127.0.0.1:9/hook' }) });
+    expect(added.status).toBe(201);
+    const id = ((await added.json()) as { data: Array<{ id: string }> }).data[0]!.id;
+    expect((await fetch(`${served.url}/merchant/webhooks/${id}/rotate-secret`, { method: 'POST', headers: auth })).status).toBe(200);
+    expect((await fetch(`${served.url}/merchant/webhooks/${id}`, { method: 'DELETE', headers: auth })).status).toBe(204);
+    const KEY_ID = (await listMerchantKeys(database.db, database.masterKey, LONG))[0]!.key_id;
+    const { events } = await listAuditEvents(database.db, { merchantId: LONG, limit: 10 });
+    expect(events.map((e) => e.action)).toEqual(['webhook_endpoint_removed', 'webhook_secret_rotated', 'webhook_endpoint_added']);
+    for (const event of events) {
+      expect(event.key_id).toBe(KEY_ID);
+      expect(event.merchant_id).toBe(LONG);
+      expect(event.actor.length).toBeLessThanOrEqual(128);
+      expect(event.actor).toMatch(new RegExp(`^merchant:m-x+… key:${KEY_ID}$`));
+    }
+    // A short id: the actor whole, as before, and the key id in its column too.
+    const short = await fetch(`${served.url}/merchant/webhooks`, { method: 'POST', headers: { ...basic('wc', 'key-c'), 'content-type': 'application/json' }, body: JSON.stringify({ url: 'http://127.0.0.1:9/hook' }) });
+    expect(short.status).toBe(201);
+    const [key] = await listMerchantKeys(database.db, database.masterKey, 'wc');
+    const [event] = (await listAuditEvents(database.db, { merchantId: 'wc', action: 'webhook_endpoint_added', limit: 1 })).events;
+    expect([event!.actor, event!.key_id]).toEqual([`merchant:wc key:${key!.key_id}`, key!.key_id]);
+  });
+
+  it('merchant add-key and update-key take webhooks:manage; a key with every scope (stored as before) has it, one given the two old scopes has not', async () => {
+    const keys = JSON.parse((await run(['merchant', 'keys', 'wc', '--json'])).out) as Array<{ key_id: string; scopes: string[] }>;
+    expect(keys.map((k) => k.scopes)).toEqual([['signature', 'users:read', 'webhooks:manage']]);
+    const added = await run(['merchant', 'add-key', 'wc', '--scopes', 'webhooks:manage', '--json', '--actor', 'alice']);
+    expect(added.code, added.err).toBe(0);
+    const manager = JSON.parse(added.out) as { api_key: string; key_id: string };
+    const pair = JSON.parse((await run(['merchant', 'add-key', 'wc', '--scopes', 'signature,users:read', '--json'])).out) as { api_key: string; key_id: string };
+    const listed = async (key: string) => (await fetch(`${served.url}/merchant/webhooks`, { headers: basic('wc', key) })).status;
+    expect(await listed(manager.api_key)).toBe(200);
+    expect(await listed(pair.api_key)).toBe(403);
+    expect(await listed('key-c')).toBe(200);
+    const updated = await run(['merchant', 'update-key', 'wc', pair.key_id, '--scopes', 'users:read,webhooks:manage']);
+    expect(updated.code, updated.err).toBe(0);
+    expect(await listed(pair.api_key)).toBe(200);
+    const after = JSON.parse((await run(['merchant', 'keys', 'wc', '--json'])).out) as Array<{ key_id: string; scopes: string[] }>;
+    expect(after.find((k) => k.key_id === pair.key_id)!.scopes).toEqual(['users:read', 'webhooks:manage']);
+    expect(after.find((k) => k.key_id === manager.key_id)!.scopes).toEqual(['webhooks:manage']);
+    // A scope that does not exist is a usage error naming the ones that do.
+    const wrong = await run(['merchant', 'add-key', 'wc', '--scopes', 'webhooks:write']);
+    expect(wrong.code).toBe(2);
+    expect(wrong.err).toContain('the scopes are signature, users:read, webhooks:manage');
+  });
+
+  it('a delivery claimed just before its merchant is disabled is given back unsent, and goes after enable', async () => {
+    const r = await startWebhookReceiver();
+    try {
+      await database.db.deleteFrom('webhook_endpoints').execute();
+      const added = await fetch(`${served.url}/merchant/webhooks`, { method: 'POST', headers: { ...basic('wc', 'key-c'), 'content-type': 'application/json' }, body: JSON.stringify({ url: r.url, events: ['user.shared'] }) });
+      r.secrets.push(((await added.json()) as { data: Array<{ secret: string }> }).data[0]!.secret);
+      await importSeed(database.db, undefined, { merchants: [], users: [user('wc', 'race-1')] });
+      const outbox = new MysqlWebhookOutbox({ db: database.db, masterKey: database.masterKey });
+      // The disable commits between the claim's transaction and its read of what it claimed.
+      let disabled = false;
+      const execute = database.db.getExecutor().executeQuery.bind(database.db.getExecutor());
+      const spy = vi.spyOn(database.db.getExecutor(), 'executeQuery').mockImplementation(async (query, ...rest) => {
+        if (!disabled && /INNER JOIN webhook_events e ON e.id = d.event_id/.test((query as { sql: string }).sql)) {
+          disabled = true;
+          await setMerchantStatus(database.db, 'wc', 'disabled', 'test');
+        }
+        return execute(query, ...rest);
+      });
+      try {
+        expect(await outbox.claimDue({ limit: 10, leaseMs: 60_000, maxInFlightPerEndpoint: 4 })).toEqual([]);
+      } finally {
+        spy.mockRestore();
+      }
+      expect(disabled).toBe(true);
+      const d = new WebhookDispatcher({ outbox, policy: POLICY, retrySchedule: [60_000] });
+      expect(await d.runOnce()).toBe(0);
+      await setMerchantStatus(database.db, 'wc', 'active', 'test');
+      expect(await d.runOnce()).toBe(1);
+      await d.drain();
+      expect(r.received.map((w) => w.event.data.shared_user_id)).toEqual(['race-1']);
+    } finally {
+      await r.close();
+    }
+  });
+});
