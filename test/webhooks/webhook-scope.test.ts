@@ -18,6 +18,7 @@ import { serve, type Served } from '../../adapters/node.js';
 import { createMerchantApi, type MerchantApi } from '../../src/api.js';
 import { silentLogger } from '../../src/observe/logger.js';
 import { ROUTES } from '../../src/routes/table.js';
+import { openApiDocument } from '../../src/openapi/document.js';
 import type { Seed, SeedMerchant } from '../../src/storage/seed/seed.js';
 import type { UserRecord } from '../../src/storage/contract.js';
 import type { WebhookOutbox } from '../../src/storage/webhook-outbox.js';
@@ -426,6 +427,18 @@ describe.skipIf(!mysqlReady)('the key behind an endpoint change, and the new sco
       expect(r.received.map((w) => w.event.data.shared_user_id)).toEqual(['race-1']);
     } finally {
       await r.close();
+    }
+  });
+});
+
+describe('the OpenAPI document names the scope of every route', () => {
+  it('webhooks:manage on every /merchant/webhooks operation (its security and its 403), users:read on the other Basic routes', () => {
+    const paths = openApiDocument('', ROUTES).paths as Record<string, Record<string, { security: unknown; responses: Record<string, { description: string }> }>>;
+    for (const route of ROUTES.filter((r) => r.auth === 'basic')) {
+      const scope = route.pattern.startsWith('/merchant/webhooks') ? 'webhooks:manage' : 'users:read';
+      const operation = paths[route.pattern]![route.method.toLowerCase()]!;
+      expect([route.id, operation.security]).toEqual([route.id, [{ merchantBasic: [scope] }]]);
+      expect(operation.responses['403']!.description).toContain(`lacks the scope \`${scope}\``);
     }
   });
 });
