@@ -242,22 +242,23 @@ export class MysqlWebhookOutbox implements WebhookOutbox {
   async prune(before: Date): Promise<number> {
     const cutoff = sqlTime(before);
     let deleted = 0;
-    // A disabled merchant's deliveries wait for `merchant enable` as long as the retention; older
-    // ones are cancelled here, and so deleted below with the finished ones. Bounded steps, each a
-    // range of one endpoint's pending rows (`webhook_deliveries_due`).
-    for (const endpointId of await heldEndpoints(this.#db)) {
-      for (;;) {
-        const result = await sql`UPDATE webhook_deliveries SET state = 'cancelled', claim_token = NULL, leased_until = NULL, last_error = 'merchant_disabled'
-          WHERE endpoint_id = ${endpointId} AND state = 'pending' AND created_at < ${cutoff} LIMIT 5000`.execute(this.#db);
-        if (Number(result.numAffectedRows ?? 0) < 5000) break;
-      }
-    }
     // Along each primary key, oldest first (migration 0010 dropped the indexes on created_at):
     // delivery ids grow and event ids begin with the time, so the rows before the cutoff come
     // first. Each delete is bounded by the first id at or after the cutoff (a plain read that
     // stops there), so it never scans, nor locks, the recent rows the dispatchers work on. A row
     // written out of order (a transaction that committed late) waits for the next prune.
     const deliveriesUpTo = await this.#firstIdFrom('webhook_deliveries', cutoff);
+    // A disabled merchant's deliveries wait for `merchant enable` as long as the retention; older
+    // ones are cancelled here, and so deleted below with the finished ones. Bounded steps along one
+    // endpoint's pending rows (`webhook_deliveries_due`, which holds the id: rows after the cutoff's
+    // first id are passed over in the index, not read), so a held backlog costs little each time.
+    for (const endpointId of await heldEndpoints(this.#db)) {
+      for (;;) {
+        const result = await sql`UPDATE webhook_deliveries SET state = 'cancelled', claim_token = NULL, leased_until = NULL, last_error = 'merchant_disabled'
+          WHERE endpoint_id = ${endpointId} AND state = 'pending' AND ${deliveriesUpTo === undefined ? sql`1 = 1` : sql`id < ${deliveriesUpTo}`} AND created_at < ${cutoff} LIMIT 5000`.execute(this.#db);
+        if (Number(result.numAffectedRows ?? 0) < 5000) break;
+      }
+    }
     // In bounded steps: a week of a busy outbox is not one statement's undo log.
     for (;;) {
       const result = await sql`DELETE FROM webhook_deliveries WHERE ${deliveriesUpTo === undefined ? sql`1 = 1` : sql`id < ${deliveriesUpTo}`}
