@@ -6,6 +6,7 @@
 import { constantTimeDigestEqual, sha256 } from '../signing/crypto.js';
 import { MerchantApiError } from '../errors.js';
 import type { Merchant } from '../storage/contract.js';
+import { KEY_SCOPES, type KeyScope } from '../storage/key-limits.js';
 import type { KeyRefusal } from './key-gate.js';
 import { verifyMerchant, type AuthFailureReason, type AuthState, type CredentialScheme, type MerchantReader, type Unverified } from './merchant-check.js';
 
@@ -67,17 +68,18 @@ interface PresentedKey {
 }
 
 const ADDRESS_NOT_ALLOWED = new MerchantApiError('address_not_allowed', 'This API key may not be used from this address.');
-const INSUFFICIENT_SCOPE = new MerchantApiError('insufficient_scope', 'This API key lacks the scope users:read, which this endpoint needs.');
+/** The 403 of a key without the scope, one per scope, naming it. */
+const INSUFFICIENT_SCOPE = new Map<KeyScope, MerchantApiError>(KEY_SCOPES.map((scope) => [scope, new MerchantApiError('insufficient_scope', `This API key lacks the scope ${scope}, which this endpoint needs.`)]));
 
 /**
  * The answer to a matched key that may not be used here (src/auth/key-gate.ts): an expired key is
  * a wrong key (the 401, as a revoked one); outside the allowlist, the 403 `address_not_allowed`,
- * a failure for the throttle; without `users:read`, the 403 `insufficient_scope`.
+ * a failure for the throttle; without the route's `scope`, the 403 `insufficient_scope` naming it.
  */
-export function basicKeyRefused(ctx: AuthState, refusal: KeyRefusal): MerchantApiError {
+export function basicKeyRefused(ctx: AuthState, refusal: KeyRefusal, scope: KeyScope = 'users:read'): MerchantApiError {
   if (refusal === 'expired') return fail(ctx, 'wrong_key');
   if (refusal === 'address_not_allowed') return fail(ctx, 'address_not_allowed'), ADDRESS_NOT_ALLOWED;
-  return INSUFFICIENT_SCOPE;
+  return INSUFFICIENT_SCOPE.get(scope)!;
 }
 
 /**

@@ -65,7 +65,7 @@ export interface MerchantClient {
    * their names, scopes, ends, last use and networks; never a secret. Needs the scope `users:read`.
    */
   keys(options?: RequestOptions): Promise<KeyInfo[]>;
-  /** The merchant's webhook endpoints (docs/webhooks.md#endpoints): list, create, remove, rotateSecret, test. */
+  /** The merchant's webhook endpoints (docs/webhooks.md#endpoints): list, create, remove, rotateSecret, test. Needs the scope `webhooks:manage`. */
   readonly webhooks: WebhooksClient;
 }
 

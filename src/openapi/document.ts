@@ -25,6 +25,14 @@ function pathItem(routes: readonly DocumentedRoute[]): Json {
   return Object.assign({}, ...routes.map((route) => (route.method === 'GET' ? readOperations(route, allowed) : { [route.method.toLowerCase()]: operationOf(route, allowed) })));
 }
 
+/**
+ * Who may call a route: HTTP Basic with the scope its key needs (OpenAPI 3.1 lets a requirement of
+ * any scheme list roles: here the key's scope, docs/security.md#key-scopes-and-allowlists).
+ */
+function securityOf(route: DocumentedRoute): Json[] {
+  return route.auth === 'basic' ? [{ merchantBasic: [route.scope ?? 'users:read'] }] : [];
+}
+
 /** The operation object of a route: what the table says, its own text, and the answers every route shares. */
 function operationOf(route: DocumentedRoute, allowed: string): Json {
   const operation = route.openapi;
@@ -34,7 +42,7 @@ function operationOf(route: DocumentedRoute, allowed: string): Json {
     summary: route.summary,
     description: operation.description,
     tags: [operation.tag],
-    security: route.auth === 'basic' ? [{ merchantBasic: [] }] : [],
+    security: securityOf(route),
     parameters: [...(operation.parameters ?? []), ref('parameters', 'X-Request-Id')],
     ...(operation.requestBody ? { requestBody: operation.requestBody } : {}),
     responses,
@@ -50,7 +58,7 @@ function readOperations(route: DocumentedRoute, allowed: string): Json {
     summary: route.summary,
     description: operation.description,
     tags: [operation.tag],
-    security: route.auth === 'basic' ? [{ merchantBasic: [] }] : [],
+    security: securityOf(route),
     parameters: [...(operation.parameters ?? []), ref('parameters', 'X-Request-Id')],
     responses,
   };
@@ -113,7 +121,7 @@ export function openApiDocument(basePath: string, routes: readonly DocumentedRou
     // What the server sends to a merchant's endpoints (docs/webhooks.md#events).
     webhooks: webhookEvents(),
     components: {
-      securitySchemes: { merchantBasic: { type: 'http', scheme: 'basic', description: 'User name: the merchant id; password: one of its active API keys.' } },
+      securitySchemes: { merchantBasic: { type: 'http', scheme: 'basic', description: 'User name: the merchant id; password: one of its active API keys. Each operation names the scope the key needs (`users:read`, `webhooks:manage`); a key without it is 403 `insufficient_scope`.' } },
       parameters: {
         'X-Request-Id': {
           name: 'X-Request-Id',

@@ -5,6 +5,7 @@
  * (document.ts) adds what the table says and the answers every route shares.
  */
 import type { AuthScheme } from '../auth/scheme.js';
+import type { KeyScope } from '../storage/key-limits.js';
 import type { MerchantApiErrorCode } from '../errors.js';
 import type { ErrorShape } from '../http/responses.js';
 import type { RouteLimit } from '../limits/limit.js';
@@ -21,6 +22,11 @@ export interface DocumentedRoute {
   /** Path under the base path; `{name}` matches one percent-decoded segment. */
   pattern: string;
   auth: AuthScheme;
+  /**
+   * The scope a key needs on a `basic` route (docs/security.md#key-scopes-and-allowlists); default
+   * `users:read`. Its 403 `insufficient_scope` names it.
+   */
+  scope?: KeyScope;
   /** The JSON shape its errors take. */
   errorShape: ErrorShape;
   /** A limit of the route's own: `listings`, at most `merchantConcurrency` of one merchant's requests to it at once. */

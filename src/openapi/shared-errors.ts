@@ -77,7 +77,10 @@ export function sharedErrors(route: DocumentedRoute, operation: OperationDoc, al
       routeError(route, codesWithStatus(401)),
       ['WWW-Authenticate'],
     );
-    errors['403'] = response('The merchant is disabled (its key is right), the key lacks the scope `users:read` (`insufficient_scope`), or the key may not be used from this address (`address_not_allowed`).', routeError(route, codesWithStatus(403)));
+    errors['403'] = response(
+      `The merchant is disabled (its key is right), the key lacks the scope \`${route.scope ?? 'users:read'}\` (\`insufficient_scope\`, the message names it), or the key may not be used from this address (\`address_not_allowed\`).`,
+      routeError(route, codesWithStatus(403)),
+    );
   }
   if (route.auth !== 'none') {
     errors['429'] = response(

@@ -22,11 +22,13 @@ export type RunRoute = (ctx: RequestContext, route: Route, path: string, search:
 export function routeRunner(deps: HandlerDeps, aroundHandler: LimitPoints['aroundHandler']): RunRoute {
   /** The handler of a Basic route, once the check answered. */
   async function authorized(ctx: RequestContext, route: Route, path: string, search: string, origin: string, params: Record<string, string>, checked: Merchant | Unverified): Promise<Answer> {
-    // The key that matched may not be usable here (expired, outside its networks, without the scope):
-    // decided before the merchant counts as authenticated. Every Basic route reads users or keys.
+    // The key that matched may not be usable here (expired, outside its networks, without the
+    // route's scope): decided before the merchant counts as authenticated. A Basic route needs
+    // `users:read` unless its table entry names another (the webhook endpoints: `webhooks:manage`).
     if (typeof checked !== 'string') {
-      const refused = deps.keys.refusal(checked, ctx.keyIndex, 'users:read', ctx.clientAddress);
-      if (refused !== undefined) throw basicKeyRefused(ctx, refused);
+      const scope = route.scope ?? 'users:read';
+      const refused = deps.keys.refusal(checked, ctx.keyIndex, scope, ctx.clientAddress);
+      if (refused !== undefined) throw basicKeyRefused(ctx, refused, scope);
     }
     const merchant = basicOutcome(ctx, checked);
     const release = aroundHandler?.(ctx, merchant.id, route.limit);

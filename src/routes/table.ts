@@ -57,11 +57,14 @@ export const ROUTES: readonly Route[] = [
     openapi: listKeysDoc,
   },
   // The merchant's webhook endpoints (docs/webhooks.md#endpoints): the only routes that change something.
-  { id: 'listWebhooks', method: 'GET', pattern: '/merchant/webhooks', auth: 'basic', errorShape: 'envelope', summary: "List the merchant's webhook endpoints", handle: listWebhooks, openapi: listWebhooksDoc },
-  { id: 'createWebhook', method: 'POST', pattern: '/merchant/webhooks', auth: 'basic', errorShape: 'envelope', summary: 'Add a webhook endpoint', handle: createWebhook, openapi: createWebhookDoc },
-  { id: 'removeWebhook', method: 'DELETE', pattern: '/merchant/webhooks/{id}', auth: 'basic', errorShape: 'envelope', summary: 'Remove a webhook endpoint', handle: removeWebhook, openapi: removeWebhookDoc },
-  { id: 'rotateWebhookSecret', method: 'POST', pattern: '/merchant/webhooks/{id}/rotate-secret', auth: 'basic', errorShape: 'envelope', summary: "Rotate a webhook endpoint's secret", handle: rotateWebhookSecret, openapi: rotateWebhookSecretDoc },
-  { id: 'testWebhook', method: 'POST', pattern: '/merchant/webhooks/{id}/test', auth: 'basic', errorShape: 'envelope', summary: 'Send a test event', handle: testWebhook, openapi: testWebhookDoc },
+  // Every one, the listing too, needs `webhooks:manage`: an endpoint sends users' records out, and a
+  // key that may only read (`users:read`, a reporting job's) must not add one nor learn where they go
+  // (a receiver's URL often carries a token).
+  { id: 'listWebhooks', method: 'GET', pattern: '/merchant/webhooks', auth: 'basic', scope: 'webhooks:manage', errorShape: 'envelope', summary: "List the merchant's webhook endpoints", handle: listWebhooks, openapi: listWebhooksDoc },
+  { id: 'createWebhook', method: 'POST', pattern: '/merchant/webhooks', auth: 'basic', scope: 'webhooks:manage', errorShape: 'envelope', summary: 'Add a webhook endpoint', handle: createWebhook, openapi: createWebhookDoc },
+  { id: 'removeWebhook', method: 'DELETE', pattern: '/merchant/webhooks/{id}', auth: 'basic', scope: 'webhooks:manage', errorShape: 'envelope', summary: 'Remove a webhook endpoint', handle: removeWebhook, openapi: removeWebhookDoc },
+  { id: 'rotateWebhookSecret', method: 'POST', pattern: '/merchant/webhooks/{id}/rotate-secret', auth: 'basic', scope: 'webhooks:manage', errorShape: 'envelope', summary: "Rotate a webhook endpoint's secret", handle: rotateWebhookSecret, openapi: rotateWebhookSecretDoc },
+  { id: 'testWebhook', method: 'POST', pattern: '/merchant/webhooks/{id}/test', auth: 'basic', scope: 'webhooks:manage', errorShape: 'envelope', summary: 'Send a test event', handle: testWebhook, openapi: testWebhookDoc },
   { id: 'health', method: 'GET', pattern: '/healthz', auth: 'none', errorShape: 'envelope', summary: 'Liveness: the process answers', handle: healthz, openapi: healthzDoc },
   { id: 'ready', method: 'GET', pattern: '/readyz', auth: 'none', errorShape: 'envelope', summary: 'Readiness: the storage answers', handle: readyz, openapi: readyzDoc },
   { id: 'openApi', method: 'GET', pattern: '/openapi.json', auth: 'none', errorShape: 'envelope', summary: 'This OpenAPI document', handle: openApiDocumentRoute, openapi: openApiDocumentDoc },

@@ -4,7 +4,8 @@
  * endpoint is 404, as one that does not exist. A URL passes the address rules the dispatcher
  * applies at every attempt, here before it is stored; every change is logged as the CLI logs it
  * (never the secret), and recorded in the storage's audit trail as done by the merchant and the key
- * that signed the request (`merchantActor`). The storage does the rest (`Storage.addWebhookEndpoint`, ...); one without
+ * that authenticated the request (`merchantChange`: the actor, and the key's id). Every one of them
+ * needs the scope `webhooks:manage` (the route table): an endpoint pushes users' records out. The storage does the rest (`Storage.addWebhookEndpoint`, ...); one without
  * webhooks answers 501 `not_implemented`.
  */
 import { MerchantApiError } from '../errors.js';
@@ -56,14 +57,24 @@ function ok(status: number, items: readonly object[]): Reply {
   return reply(status, JSON.stringify({ status: 'ok', data: items, errors: [] }));
 }
 
+/** The longest actor the audit trail keeps (`audit_events.actor`, 128 characters): a longer one is cut. */
+const MAX_ACTOR_LENGTH = 128;
+
 /**
- * Who the audit trail records a merchant's change as: `merchant:ID key:KEY_ID`, the key that
- * signed the request (its id, never the key), or `merchant:ID` for a key without an id.
+ * Who the audit trail records a merchant's change as: `actor`, `merchant:ID key:KEY_ID`, the key
+ * that authenticated the request (its id, never the key), or `merchant:ID` for a key without an
+ * id; and `keyId`, that id alone, for the row's `key_id`. A merchant id may be 128 characters,
+ * which the trail would cut before the key: then the id is shortened in the actor (`…`), the
+ * key's part kept whole (the row's `merchant_id` holds the whole id).
  */
-export function merchantActor(ctx: RequestContext, input: RouteInput): string {
+export function merchantChange(ctx: RequestContext, input: RouteInput): { actor: string; keyId?: string } {
   const merchant = input.merchant!;
   const keyId = merchant.keyIds?.[ctx.keyIndex];
-  return keyId === undefined ? `merchant:${merchant.id}` : `merchant:${merchant.id} key:${keyId}`;
+  if (keyId === undefined) return { actor: `merchant:${merchant.id}` };
+  const keyPart = ` key:${keyId}`;
+  const whole = `merchant:${merchant.id}${keyPart}`;
+  if (whole.length <= MAX_ACTOR_LENGTH) return { actor: whole, keyId };
+  return { actor: `merchant:${merchant.id.slice(0, MAX_ACTOR_LENGTH - keyPart.length - 'merchant:'.length - 1)}…${keyPart}`, keyId };
 }
 
 /** An endpoint as a merchant sees it: never the secret. */
@@ -136,7 +147,7 @@ export async function createWebhook(ctx: RequestContext, input: RouteInput, deps
     throw error;
   }
   const merchantId = input.merchant!.id;
-  const endpoint = await deps.storage(ctx).addWebhookEndpoint({ merchantId, url: checked.href, events, maxPerMerchant: deps.webhooks.maxEndpointsPerMerchant, actor: merchantActor(ctx, input) });
+  const endpoint = await deps.storage(ctx).addWebhookEndpoint({ merchantId, url: checked.href, events, maxPerMerchant: deps.webhooks.maxEndpointsPerMerchant, ...merchantChange(ctx, input) });
   deps.logger.info({ event: 'webhook_endpoint_added', request_id: ctx.requestId, merchant_id: merchantId, endpoint_id: endpoint.id, events: endpoint.events }, 'webhook endpoint added');
   return ok(201, [{ ...endpointJson(endpoint), secret: endpoint.secret }]);
 }
@@ -147,7 +158,7 @@ export async function removeWebhook(ctx: RequestContext, input: RouteInput, deps
   noQuery(input.search);
   const merchantId = input.merchant!.id;
   const id = input.params.id!;
-  if (!(await deps.storage(ctx).removeWebhookEndpoint(merchantId, id, { actor: merchantActor(ctx, input) }))) throw ENDPOINT_NOT_FOUND;
+  if (!(await deps.storage(ctx).removeWebhookEndpoint(merchantId, id, merchantChange(ctx, input)))) throw ENDPOINT_NOT_FOUND;
   deps.logger.info({ event: 'webhook_endpoint_removed', request_id: ctx.requestId, merchant_id: merchantId, endpoint_id: id }, 'webhook endpoint removed');
   return reply(204, '');
 }
@@ -166,7 +177,7 @@ export async function rotateWebhookSecret(ctx: RequestContext, input: RouteInput
   }
   const merchantId = input.merchant!.id;
   const id = input.params.id!;
-  const rotated = await deps.storage(ctx).rotateWebhookSecret(merchantId, id, expireOldInMs, { actor: merchantActor(ctx, input) });
+  const rotated = await deps.storage(ctx).rotateWebhookSecret(merchantId, id, expireOldInMs, merchantChange(ctx, input));
   if (rotated === undefined) throw ENDPOINT_NOT_FOUND;
   deps.logger.info({ event: 'webhook_secret_rotated', request_id: ctx.requestId, merchant_id: merchantId, endpoint_id: id, old_expires_at: rotated.oldExpiresAt }, 'webhook secret rotated');
   return ok(200, [{ id, secret: rotated.secret, old_secret_expires_at: rotated.oldExpiresAt }]);

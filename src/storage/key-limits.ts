@@ -6,11 +6,19 @@
  * client address is compared with; a request never parses a network.
  */
 
-/** What a key may be used for: `signature` (`/validatesignature`), `users:read` (the `/merchant/...` endpoints). */
-export type KeyScope = 'signature' | 'users:read';
+/**
+ * What a key may be used for: `signature` (`/validatesignature`), `users:read` (reading: the
+ * users and the keys), `webhooks:manage` (`/merchant/webhooks`: listing, adding, removing, rotating
+ * and testing the endpoints that push users' changes out).
+ */
+export type KeyScope = 'signature' | 'users:read' | 'webhooks:manage';
 
-/** Every scope, in the order they are printed; a key without limits has all of them. */
-export const KEY_SCOPES: readonly KeyScope[] = Object.freeze(['signature', 'users:read']);
+/**
+ * Every scope, in the order they are printed; a key without limits has all of them. A key stored
+ * with every scope is stored as one without limits (NULL on MySQL), so keys that had every scope
+ * before `webhooks:manage` existed have it too; a key limited to fewer does not gain it.
+ */
+export const KEY_SCOPES: readonly KeyScope[] = Object.freeze(['signature', 'users:read', 'webhooks:manage']);
 
 /** The most networks one key's allowlist may hold, and the longest key name. */
 export const MAX_ALLOW_FROM = 100;

@@ -28,12 +28,16 @@ export interface NewWebhookEndpoint {
   maxPerMerchant: number;
   /** Who the audit trail records the change as (a storage that keeps one): `merchant:ID key:KEY_ID` from the API. */
   actor?: string;
+  /** The id of the API key that made the change (from the API), for the audit row's `key_id`. */
+  keyId?: string;
 }
 
 /** The options of an endpoint change (`removeWebhookEndpoint`, `rotateWebhookSecret`). */
 export interface WebhookChangeOptions {
   /** Who the audit trail records the change as (a storage that keeps one): `merchant:ID key:KEY_ID` from the API. */
   actor?: string;
+  /** The id of the API key that made the change (from the API), for the audit row's `key_id`. */
+  keyId?: string;
 }
 
 /** A secret rotated (`Storage.rotateWebhookSecret`): the new one, shown once, and when the old one stops signing. */

@@ -50,7 +50,7 @@ export interface AttemptRecord {
 /** What the dispatcher's metrics and `/healthz` show of the outbox. */
 export interface OutboxStats {
   pending: number;
-  /** How long the oldest due delivery has waited past its time, in ms (0 when none is due). */
+  /** How long the oldest due delivery has waited past its time, in ms (0 when none is due); a disabled merchant's held ones are not late. */
   oldestDueAgeMs: number;
 }
 
@@ -71,11 +71,17 @@ export interface ClaimOptions {
 
 /** The outbox operations the dispatcher needs. */
 export interface WebhookOutbox {
-  /** Claims due deliveries, endpoints taking turns so no merchant's backlog delays another's. */
+  /**
+   * Claims due deliveries, endpoints taking turns so no merchant's backlog delays another's. A
+   * disabled merchant's are held: never claimed until it is active again (docs/webhooks.md#a-disabled-merchant).
+   */
   claimDue(options: ClaimOptions): Promise<DueDelivery[]>;
   /** Records one attempt; ignored when the claim was lost (the lease ran out and another instance took it). */
   recordAttempt(record: AttemptRecord): Promise<void>;
-  /** Deletes deliveries and events created before `before`; returns how many deliveries went. */
+  /**
+   * Deletes finished deliveries and events created before `before`, and a disabled merchant's
+   * pending ones as old (cancelled as `merchant_disabled` first); returns how many deliveries went.
+   */
   prune(before: Date): Promise<number>;
   stats(): Promise<OutboxStats>;
 }

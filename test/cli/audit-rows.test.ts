@@ -2,7 +2,8 @@
  * Every audited command writes its row (docs/cli.md#the-audit-trail), in one table: each command
  * line of the CLI that changes something, run in process on a real MariaDB (`runCli` with the
  * MySQL commands), must add exactly one row to `audit_events` with its action, its merchant, its
- * key id and the actor given with `--actor`. The table is held to the source: every action a
+ * key id and the actor given with `--actor` (and the rows it writes beside it: an import's
+ * per-merchant counts, an `import --erase`'s per-share subjects). The table is held to the source: every action a
  * `writeAuditEvent` call of src/ can write has a row, so a new audited command without one fails
  * here, and a command that stopped writing its row (`merchant revoke-key` writing none was missed
  * by every suite) fails its own.
@@ -47,6 +48,8 @@ interface Row {
   keyId: (state: State) => string | null;
   /** Part of the summary worth pinning (ids, never a secret). */
   summary?: (state: State) => Record<string, unknown>;
+  /** Rows the command writes after its own, in the same transaction (an import's per-merchant counts). */
+  also?: Array<{ action: string; merchantId: string | null }>;
 }
 
 const MERCHANT = 'audited-shop';
@@ -72,6 +75,7 @@ const ROWS: Row[] = [
     merchantId: null,
     keyId: none,
     summary: () => ({ kind: 'seed' }),
+    also: [{ action: 'merchant_users_imported', merchantId: 'seeded-shop' }],
   },
   {
     action: 'import_completed',
@@ -80,6 +84,7 @@ const ROWS: Row[] = [
     merchantId: null,
     keyId: none,
     summary: () => ({ kind: 'users' }),
+    also: [{ action: 'merchant_users_imported', merchantId: MERCHANT }],
   },
   {
     action: 'import_stopped',
@@ -89,6 +94,7 @@ const ROWS: Row[] = [
     merchantId: null,
     keyId: none,
     summary: () => ({ through_line: 1, problems: 1 }),
+    also: [{ action: 'merchant_users_imported', merchantId: MERCHANT }],
   },
   { action: 'user_erased', args: () => ['user', 'erase', 'u-3', '--merchant', MERCHANT], merchantId: MERCHANT, keyId: none, summary: () => ({ scope: 'one_merchant', shares: 1 }) },
   {
@@ -98,6 +104,7 @@ const ROWS: Row[] = [
     merchantId: null,
     keyId: none,
     summary: () => ({ requested: 1, shares: 1 }),
+    also: [{ action: 'user_erased', merchantId: MERCHANT }],
   },
   {
     action: 'throttle_unblocked',
@@ -194,7 +201,10 @@ describe.skipIf(!available)('every audited command writes its audit row (action,
       expect(code, `${out}\n${io.errors.join('\n')}`).toBe(row.code ?? 0);
       row.after?.(out, state);
       const rows = await database.db.selectFrom('audit_events').select(['action', 'merchant_id', 'key_id', 'actor', 'summary']).where('id', '>', since as never).orderBy('id').execute();
-      expect(rows.map(({ summary: _, ...rest }) => rest)).toEqual([{ action: row.action, merchant_id: row.merchantId, key_id: row.keyId(state), actor }]);
+      expect(rows.map(({ summary: _, ...rest }) => rest)).toEqual([
+        { action: row.action, merchant_id: row.merchantId, key_id: row.keyId(state), actor },
+        ...(row.also ?? []).map(({ action, merchantId }) => ({ action, merchant_id: merchantId, key_id: null, actor })),
+      ]);
       if (row.summary) expect(JSON.parse(rows[0]!.summary)).toMatchObject(row.summary(state));
     });
   }

@@ -93,12 +93,12 @@ describe('the OpenAPI document', () => {
     for (const route of ROUTES.filter((r) => r.method !== 'GET')) {
       const operation = paths[route.pattern]![route.method.toLowerCase()];
       expect(operation.operationId).toBe(route.id);
-      expect(operation.security).toEqual(route.auth === 'basic' ? [{ merchantBasic: [] }] : []);
+      expect(operation.security).toEqual(route.auth === 'basic' ? [{ merchantBasic: [route.scope ?? 'users:read'] }] : []);
     }
     for (const route of ROUTES.filter((r) => r.method === 'GET')) {
       const { get, head } = paths[route.pattern]!;
       expect([get.operationId, head.operationId]).toEqual([route.id, `${route.id}Head`]);
-      const security = route.auth === 'basic' ? [{ merchantBasic: [] }] : [];
+      const security = route.auth === 'basic' ? [{ merchantBasic: [route.scope ?? 'users:read'] }] : [];
       expect([get.security, head.security]).toEqual([security, security]);
       expect(Object.keys(head.responses)).toEqual(Object.keys(get.responses));
       for (const response of Object.values(head.responses) as Json[]) {

@@ -191,9 +191,9 @@ export function storageContract(name: string, create: (seed: Seed, plan?: PagePl
         const keys = await storage.listKeys('keyed');
         expect(keys.map((key) => key.key_id)).toEqual(keyed.keyIds);
         expect(keys.map(({ created_at: _, ...key }) => key)).toEqual([
-          { key_id: keyed.keyIds![0], name: null, scopes: ['signature', 'users:read'], expires_at: null, last_used_at: null, allow_from: [] },
+          { key_id: keyed.keyIds![0], name: null, scopes: ['signature', 'users:read', 'webhooks:manage'], expires_at: null, last_used_at: null, allow_from: [] },
           { key_id: keyed.keyIds![1], name: 'reporting job', scopes: ['users:read'], expires_at: null, last_used_at: null, allow_from: ['203.0.113.0/24', '2001:db8::/48'] },
-          { key_id: keyed.keyIds![2], name: null, scopes: ['signature', 'users:read'], expires_at: future, last_used_at: null, allow_from: [] },
+          { key_id: keyed.keyIds![2], name: null, scopes: ['signature', 'users:read', 'webhooks:manage'], expires_at: future, last_used_at: null, allow_from: [] },
         ]);
         expect(JSON.stringify(keys)).not.toMatch(/plain-key|limited-key|ending-key/);
         expect(await storage.listKeys('gone-key')).toEqual([]);

@@ -87,6 +87,8 @@ export class MemoryStorage implements Storage {
       keyLimits: limits.some((limit) => limit !== undefined) ? Object.freeze(limits) : undefined,
       infos,
     });
+    // A disabled merchant's webhooks wait: no new event, no delivery sent until it is active again.
+    this.#webhooks.holdMerchant(merchant.id, merchant.status !== 'active');
   }
 
   /**

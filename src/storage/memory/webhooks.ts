@@ -12,6 +12,10 @@
  * stands (the listing's `updated_since` reconciles). Finished deliveries are kept for the retention
  * (`prune`) and at most `maxFinishedDeliveries` of them, for `listDeliveries`.
  *
+ * A disabled merchant (`holdMerchant`) gets no new event and none of its deliveries is claimed:
+ * they wait for it to be enabled again, as long as the retention, after which the prune cancels
+ * them (`merchant_disabled`), as on MySQL (docs/webhooks.md#a-disabled-merchant).
+ *
  * Secrets are held as they are, in process memory (there is no `MASTER_KEY` to seal them with and
  * nothing is written anywhere); they are never listed.
  */
@@ -111,6 +115,8 @@ export class MemoryWebhooks implements WebhookOutbox {
   readonly #pendingOf = new Map<string, number>();
   /** Finished deliveries, oldest first (insertion order). */
   readonly #finished = new Map<string, Delivery>();
+  /** Merchants that are disabled: no event is made for them, none of their deliveries is claimed. */
+  readonly #held = new Set<string>();
   readonly #o: Required<Omit<MemoryWebhookOptions, 'onDropped'>> & Pick<MemoryWebhookOptions, 'onDropped'>;
   #pending = 0;
   #dropped = 0;
@@ -221,9 +227,18 @@ export class MemoryWebhooks implements WebhookOutbox {
     return true;
   }
 
-  /** Whether any enabled endpoint of `merchantId` receives events (a change costs nothing more when none does). */
+  /**
+   * Holds a disabled merchant's webhooks (`held`), or lets them go again: while held, its changes
+   * make no event and its pending deliveries wait (the storage calls it as a merchant is put).
+   */
+  holdMerchant(merchantId: string, held: boolean): void {
+    if (held) this.#held.add(merchantId);
+    else this.#held.delete(merchantId);
+  }
+
+  /** Whether any enabled endpoint of `merchantId`, an active merchant, receives events (a change costs nothing more when none does). */
   hasSubscribers(merchantId: string): boolean {
-    return this.#byMerchant.get(merchantId)?.some((endpoint) => endpoint.status === 'enabled') === true;
+    return !this.#held.has(merchantId) && this.#byMerchant.get(merchantId)?.some((endpoint) => endpoint.status === 'enabled') === true;
   }
 
   /**
@@ -233,7 +248,7 @@ export class MemoryWebhooks implements WebhookOutbox {
    */
   userChanged(merchantId: string, before: UserRecord | undefined, after: ChangedUserRecord): void {
     const endpoints = this.#byMerchant.get(merchantId);
-    if (endpoints === undefined) return;
+    if (endpoints === undefined || this.#held.has(merchantId)) return;
     const type = before === undefined ? 'user.shared' : before.deactivated_at === null && after.deactivated_at !== null ? 'user.deactivated' : 'user.updated';
     const receivers = endpoints.filter((endpoint) => endpoint.status === 'enabled' && endpoint.events.includes(type));
     if (receivers.length === 0) return;
@@ -266,7 +281,8 @@ export class MemoryWebhooks implements WebhookOutbox {
     const taken = new Map<string, number>();
     const merchantRoom = (merchantId: string) => (options.merchantRoom === undefined ? Number.POSITIVE_INFINITY : options.merchantRoom(merchantId) - (taken.get(merchantId) ?? 0));
     // Endpoints take turns, starting at a random one: each gets a share of the round.
-    const candidates = [...this.#endpoints.values()].filter((endpoint) => endpoint.status === 'enabled' && endpoint.pending.size > 0 && merchantRoom(endpoint.merchantId) > 0);
+    // A disabled merchant's endpoints wait: left out before the round is shared.
+    const candidates = [...this.#endpoints.values()].filter((endpoint) => endpoint.status === 'enabled' && endpoint.pending.size > 0 && !this.#held.has(endpoint.merchantId) && merchantRoom(endpoint.merchantId) > 0);
     if (candidates.length === 0) return [];
     const start = Math.floor(Math.random() * candidates.length);
     const share = Math.max(1, Math.ceil(options.limit / Math.min(candidates.length, options.limit)));
@@ -331,6 +347,16 @@ export class MemoryWebhooks implements WebhookOutbox {
   async prune(before: Date): Promise<number> {
     const cutoff = before.getTime();
     let deleted = 0;
+    // A disabled merchant's deliveries wait as long as the retention; older ones are cancelled.
+    for (const merchantId of this.#held) {
+      for (const endpoint of this.#byMerchant.get(merchantId) ?? []) {
+        for (const delivery of [...endpoint.pending]) {
+          if (delivery.createdAt >= cutoff) continue;
+          delivery.lastError = 'merchant_disabled';
+          this.#finish(delivery, 'cancelled');
+        }
+      }
+    }
     for (const [id, delivery] of this.#finished) {
       // Oldest first: the first one young enough ends it.
       if (delivery.createdAt >= cutoff) break;
@@ -344,6 +370,8 @@ export class MemoryWebhooks implements WebhookOutbox {
     const now = Date.now();
     let firstDue = Number.POSITIVE_INFINITY;
     for (const endpoint of this.#endpoints.values()) {
+      // A disabled merchant's deliveries are held, not late: they do not age the queue.
+      if (this.#held.has(endpoint.merchantId)) continue;
       for (const delivery of endpoint.pending) if (delivery.claimToken === null && delivery.nextAttemptAt < firstDue) firstDue = delivery.nextAttemptAt;
     }
     return { pending: this.#pending, oldestDueAgeMs: firstDue <= now ? now - firstDue : 0, dropped: this.#dropped };
@@ -356,6 +384,7 @@ export class MemoryWebhooks implements WebhookOutbox {
     this.#pendingOf.clear();
     this.#pendingById.clear();
     this.#finished.clear();
+    this.#held.clear();
     this.#pending = 0;
   }
 

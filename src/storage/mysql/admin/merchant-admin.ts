@@ -14,7 +14,7 @@ import type { MerchantApiDatabase } from '../schema.js';
 import { canonicalColumn, toSqlDatetime } from '../sql-values.js';
 import { KEY_ID_PATTERN, keyFingerprint, newKeyId } from '../../sql/key-ids.js';
 import { retryOnConflict, retryUnlessInTransaction } from '../write-conflicts.js';
-import type { KeyScope } from '../../key-limits.js';
+import { KEY_SCOPES, type KeyScope } from '../../key-limits.js';
 import { allowFromColumn, keyInfoOf, scopesColumn } from '../statements/key-rows.js';
 import { writeAuditEvent, type AuditValue } from './audit.js';
 
@@ -185,7 +185,7 @@ export async function updateMerchantKey(outer: Kysely<MerchantApiDatabase>, merc
     // Nothing changed, nothing recorded: the trail holds changes.
     if (changed.length > 0) {
       const summary: Record<string, AuditValue> = { changed };
-      if (changed.includes('scopes')) summary.scopes = after.scopes === null ? ['signature', 'users:read'] : after.scopes.split(',');
+      if (changed.includes('scopes')) summary.scopes = after.scopes === null ? [...KEY_SCOPES] : after.scopes.split(',');
       if (changed.includes('allow_from')) summary.allow_from = after.allow_from === null ? [] : after.allow_from.split(',');
       if (changed.includes('expires_at')) summary.expires_at = after.expires_at;
       await writeAuditEvent(db, actor, { action: 'key_updated', merchantId, keyId, summary });

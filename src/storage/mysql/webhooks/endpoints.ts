@@ -6,7 +6,8 @@
  * shown once when made, never listed. Every operation given a `merchantId` acts only on that
  * merchant's endpoints: another merchant's id is not found, as one that does not exist. Every
  * change writes its audit event (`webhook_endpoint_added`, ...) in its own transaction, under the
- * `actor` given (the CLI's `--actor`, the API's `merchant:ID key:KEY_ID`; `library` without one).
+ * `actor` given (the CLI's `--actor`, the API's `merchant:ID key:KEY_ID`; `library` without one),
+ * and from the API the id of the key that made it in the row's `key_id` (`keyId`).
  * A transaction that lost a write conflict (a deadlock, a Galera certification failure) runs again,
  * as every administrative change does (`write-conflicts.ts`).
  */
@@ -60,7 +61,7 @@ export function auditedUrl(url: string): string {
  * the secret is shown. At most `maxPerMerchant` endpoints per merchant (the merchant row is locked,
  * so two adds at once cannot both take the last place). Audited as `webhook_endpoint_added`.
  */
-export async function addWebhookEndpoint(db: Db, masterKey: MasterKey, merchantId: string, url: string, events: readonly string[], maxPerMerchant: number = DEFAULTS.webhooks.maxEndpointsPerMerchant, actor: string = LIBRARY_ACTOR): Promise<WebhookEndpointSummary & { secret: string }> {
+export async function addWebhookEndpoint(db: Db, masterKey: MasterKey, merchantId: string, url: string, events: readonly string[], maxPerMerchant: number = DEFAULTS.webhooks.maxEndpointsPerMerchant, actor: string = LIBRARY_ACTOR, keyId?: string): Promise<WebhookEndpointSummary & { secret: string }> {
   return retryOnConflict(() => db.transaction().execute(async (trx) => {
     const merchant = await sql<{ id: string }>`SELECT id FROM merchants WHERE id = ${merchantId} FOR UPDATE`.execute(trx);
     if (merchant.rows.length === 0) throw new WebhookAdminError('merchant_not_found', 'No such merchant.');
@@ -70,7 +71,7 @@ export async function addWebhookEndpoint(db: Db, masterKey: MasterKey, merchantI
     const secret = newWebhookSecret();
     await trx.insertInto('webhook_endpoints').values({ id, merchant_id: merchantId, url, events: events.join(','), sealed_secret: await sealApiKey(masterKey, merchantId, secret) }).execute();
     const { rows: created } = await sql<Parameters<typeof summary>[0]>`SELECT ${summaryColumns} FROM webhook_endpoints WHERE id = ${id}`.execute(trx);
-    await writeAuditEvent(trx, actor, { action: 'webhook_endpoint_added', merchantId, summary: { endpoint_id: id, url_origin: auditedUrl(url), events: [...events] } });
+    await writeAuditEvent(trx, actor, { action: 'webhook_endpoint_added', merchantId, keyId, summary: { endpoint_id: id, url_origin: auditedUrl(url), events: [...events] } });
     return { ...summary(created[0]!), secret };
   }));
 }
@@ -92,11 +93,11 @@ async function lockedEndpoint(trx: Transaction<MerchantApiDatabase>, id: string,
 }
 
 /** Removes an endpoint and its deliveries (the events stay until pruned). Audited as `webhook_endpoint_removed`. */
-export async function removeWebhookEndpoint(db: Db, id: string, merchantId?: string, actor: string = LIBRARY_ACTOR): Promise<void> {
+export async function removeWebhookEndpoint(db: Db, id: string, merchantId?: string, actor: string = LIBRARY_ACTOR, keyId?: string): Promise<void> {
   await retryOnConflict(() => db.transaction().execute(async (trx) => {
     const row = await lockedEndpoint(trx, id, merchantId);
     await sql`DELETE FROM webhook_endpoints WHERE id = ${id}`.execute(trx);
-    await writeAuditEvent(trx, actor, { action: 'webhook_endpoint_removed', merchantId: row.merchant_id, summary: { endpoint_id: id, url_origin: auditedUrl(row.url) } });
+    await writeAuditEvent(trx, actor, { action: 'webhook_endpoint_removed', merchantId: row.merchant_id, keyId, summary: { endpoint_id: id, url_origin: auditedUrl(row.url) } });
   }));
 }
 
@@ -107,7 +108,7 @@ export async function removeWebhookEndpoint(db: Db, id: string, merchantId?: str
  * given: a rotation with an overlap while one runs throws `rotation_overlapping` (naming its end);
  * one without replaces the current secret and leaves the running overlap as it is.
  */
-export async function rotateWebhookSecret(db: Db, masterKey: MasterKey, id: string, expireOldInMs: number, merchantId?: string, actor: string = LIBRARY_ACTOR): Promise<{ secret: string; oldExpiresAt: string | null }> {
+export async function rotateWebhookSecret(db: Db, masterKey: MasterKey, id: string, expireOldInMs: number, merchantId?: string, actor: string = LIBRARY_ACTOR, keyId?: string): Promise<{ secret: string; oldExpiresAt: string | null }> {
   return retryOnConflict(() => db.transaction().execute(async (trx) => {
     const row = await lockedEndpoint(trx, id, merchantId);
     const { rows: overlap } = await sql<{ running: number | string | null; ends: string | null }>`SELECT previous_sealed_secret IS NOT NULL AND previous_expires_at > UTC_TIMESTAMP(6) AS running,
@@ -126,7 +127,7 @@ export async function rotateWebhookSecret(db: Db, masterKey: MasterKey, id: stri
       const { rows: after } = await sql<{ expires: string | null }>`SELECT DATE_FORMAT(previous_expires_at, '%Y-%m-%dT%H:%i:%s.%f+00:00') AS expires FROM webhook_endpoints WHERE id = ${id}`.execute(trx);
       oldExpiresAt = after[0]!.expires;
     }
-    await writeAuditEvent(trx, actor, { action: 'webhook_secret_rotated', merchantId: row.merchant_id, summary: { endpoint_id: id, old_expires_at: oldExpiresAt } });
+    await writeAuditEvent(trx, actor, { action: 'webhook_secret_rotated', merchantId: row.merchant_id, keyId, summary: { endpoint_id: id, old_expires_at: oldExpiresAt } });
     return { secret, oldExpiresAt };
   }));
 }

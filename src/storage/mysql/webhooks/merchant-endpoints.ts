@@ -33,15 +33,15 @@ export function merchantWebhookEndpoints(db: Db, masterKey: MasterKey): Required
   return {
     listWebhookEndpoints: async (merchantId: string): Promise<WebhookEndpointSummary[]> => (await scoped('webhook endpoint list', () => listWebhookEndpoints(db, merchantId))) ?? [],
     addWebhookEndpoint: async (endpoint: NewWebhookEndpoint) => {
-      const added = await scoped('webhook endpoint add', () => addWebhookEndpoint(db, masterKey, endpoint.merchantId, endpoint.url, endpoint.events, endpoint.maxPerMerchant, endpoint.actor));
+      const added = await scoped('webhook endpoint add', () => addWebhookEndpoint(db, masterKey, endpoint.merchantId, endpoint.url, endpoint.events, endpoint.maxPerMerchant, endpoint.actor, endpoint.keyId));
       // The merchant was deleted while it asked: as any request of a merchant that is gone.
       if (added === undefined) throw new MerchantApiError('unauthorized', 'Valid merchant credentials are required (HTTP Basic: merchant id and API key).');
       return added;
     },
     removeWebhookEndpoint: async (merchantId: string, endpointId: string, options?: WebhookChangeOptions): Promise<boolean> =>
-      (await scoped('webhook endpoint remove', () => removeWebhookEndpoint(db, endpointId, merchantId, options?.actor).then(() => true))) ?? false,
+      (await scoped('webhook endpoint remove', () => removeWebhookEndpoint(db, endpointId, merchantId, options?.actor, options?.keyId).then(() => true))) ?? false,
     rotateWebhookSecret: (merchantId: string, endpointId: string, expireOldInMs: number, options?: WebhookChangeOptions): Promise<RotatedWebhookSecret | undefined> =>
-      scoped('webhook secret rotation', () => rotateWebhookSecret(db, masterKey, endpointId, expireOldInMs, merchantId, options?.actor)),
+      scoped('webhook secret rotation', () => rotateWebhookSecret(db, masterKey, endpointId, expireOldInMs, merchantId, options?.actor, options?.keyId)),
     sendWebhookTest: (merchantId: string, endpointId: string): Promise<string | undefined> => scoped('webhook test', () => sendWebhookTest(db, endpointId, merchantId)),
   };
 }

@@ -11,6 +11,11 @@
  * a merchant at the dispatcher's share of its slots is passed over (`MerchantRoom`, below).
  * A claim whose instance died is due again when its lease ends; one whose instance lives is sent
  * once, since only the holder of the token records it.
+ *
+ * A disabled merchant's deliveries wait (docs/webhooks.md#a-disabled-merchant): its endpoints are
+ * left out of the claim, and a delivery whose merchant was disabled between the claim and the read
+ * of what was claimed is given back unsent. After `merchant enable` they are sent as any due
+ * delivery; those older than the retention are cancelled by the prune (`merchant_disabled`).
  */
 import { randomBytes } from 'node:crypto';
 import { sql, type Kysely, type Transaction } from 'kysely';
@@ -25,6 +30,26 @@ type Db = Kysely<MerchantApiDatabase>;
 function isDeadlock(error: unknown): boolean {
   const errno = (error as { errno?: number }).errno;
   return errno === 1213 || errno === 1205;
+}
+
+/**
+ * The endpoints whose merchant is disabled: among `endpointIds` when given, else all of them. Their
+ * deliveries are held, neither claimed nor counted as late. A plain read: the claim gives back what
+ * it read of a merchant disabled meanwhile.
+ */
+async function heldEndpoints(db: Db | Transaction<MerchantApiDatabase>, endpointIds?: readonly string[]): Promise<Set<string>> {
+  const held = new Set<string>();
+  if (endpointIds === undefined) {
+    const { rows } = await sql<{ id: string }>`SELECT p.id FROM webhook_endpoints p INNER JOIN merchants m ON m.id = p.merchant_id WHERE m.status <> 'active'`.execute(db);
+    for (const row of rows) held.add(row.id);
+    return held;
+  }
+  for (let i = 0; i < endpointIds.length; i += 1000) {
+    const { rows } = await sql<{ id: string }>`SELECT p.id FROM webhook_endpoints p INNER JOIN merchants m ON m.id = p.merchant_id
+      WHERE p.id IN (${sql.join(endpointIds.slice(i, i + 1000))}) AND m.status <> 'active'`.execute(db);
+    for (const row of rows) held.add(row.id);
+  }
+  return held;
 }
 
 /** `Date` → `DATETIME(6)` text in UTC. */
@@ -98,8 +123,10 @@ export class MysqlWebhookOutbox implements WebhookOutbox {
       const { rows: due } = await sql<{ endpoint_id: string; first_due: string }>`SELECT endpoint_id, MIN(next_attempt_at) AS first_due FROM webhook_deliveries
         WHERE state = 'pending' GROUP BY endpoint_id HAVING MIN(next_attempt_at) <= UTC_TIMESTAMP(6)`.execute(trx);
       if (due.length === 0) return 0;
+      // A disabled merchant's endpoints wait: left out before the round is shared, so they take no one's turn.
+      const held = await heldEndpoints(trx, due.map((row) => row.endpoint_id));
       // Shuffled: instances claiming at once start at different endpoints; each endpoint gets a share of the round.
-      const shuffled = due.map((row) => row.endpoint_id).sort(() => Math.random() - 0.5);
+      const shuffled = due.map((row) => row.endpoint_id).filter((id) => !held.has(id)).sort(() => Math.random() - 0.5);
       // The dispatcher's share per merchant (ClaimOptions.merchantRoom): endpoints of a merchant at its share are passed over.
       const room = new MerchantRoom(options.merchantRoom);
       const endpoints = options.merchantRoom === undefined ? shuffled.slice(0, options.limit) : await room.endpointsWithRoom(trx, shuffled, options.limit);
@@ -152,7 +179,9 @@ export class MysqlWebhookOutbox implements WebhookOutbox {
       previous_sealed_secret: string | null;
       previous_valid: number | null;
       failing_ms: string | number | null;
+      merchant_status: string | null;
     } & Record<string, unknown>>`SELECT d.id, d.event_id, d.endpoint_id, d.merchant_id, d.attempts, e.type, e.data, e.shared_user_id, u.id IS NOT NULL AS user_found, ${recordColumns('u')},
+        (SELECT m.status FROM merchants m WHERE m.id = d.merchant_id) AS merchant_status,
         DATE_FORMAT(e.created_at, '%Y-%m-%dT%H:%i:%s.%f+00:00') AS event_at,
         p.url, p.sealed_secret, p.previous_sealed_secret, p.previous_expires_at > UTC_TIMESTAMP(6) AS previous_valid,
         FLOOR(TIMESTAMPDIFF(MICROSECOND, p.failing_since, UTC_TIMESTAMP(6)) / 1000) AS failing_ms
@@ -165,6 +194,11 @@ export class MysqlWebhookOutbox implements WebhookOutbox {
       ORDER BY d.id`.execute(this.#db);
     const deliveries: DueDelivery[] = [];
     for (const row of rows) {
+      // The merchant was disabled since the claim: given back unsent, to wait with the others.
+      if (row.merchant_status !== 'active') {
+        await sql`UPDATE webhook_deliveries SET claim_token = NULL, leased_until = NULL, next_attempt_at = UTC_TIMESTAMP(6) WHERE id = ${row.id} AND claim_token = ${token}`.execute(this.#db);
+        continue;
+      }
       // An event that references its share: the record from the user's row, unchanged since the
       // change (a change writes it into the event first: event-records.ts), so every attempt
       // sends the same bytes. The share gone (its merchant being deleted): nothing to send.
@@ -257,6 +291,17 @@ export class MysqlWebhookOutbox implements WebhookOutbox {
     // stops there), so it never scans, nor locks, the recent rows the dispatchers work on. A row
     // written out of order (a transaction that committed late) waits for the next prune.
     const deliveriesUpTo = await this.#firstIdFrom('webhook_deliveries', cutoff);
+    // A disabled merchant's deliveries wait for `merchant enable` as long as the retention; older
+    // ones are cancelled here, and so deleted below with the finished ones. Bounded steps along one
+    // endpoint's pending rows (`webhook_deliveries_due`, which holds the id: rows after the cutoff's
+    // first id are passed over in the index, not read), so a held backlog costs little each time.
+    for (const endpointId of await heldEndpoints(this.#db)) {
+      for (;;) {
+        const result = await sql`UPDATE webhook_deliveries SET state = 'cancelled', claim_token = NULL, leased_until = NULL, last_error = 'merchant_disabled'
+          WHERE endpoint_id = ${endpointId} AND state = 'pending' AND ${deliveriesUpTo === undefined ? sql`1 = 1` : sql`id < ${deliveriesUpTo}`} AND created_at < ${cutoff} LIMIT 5000`.execute(this.#db);
+        if (Number(result.numAffectedRows ?? 0) < 5000) break;
+      }
+    }
     // In bounded steps: a week of a busy outbox is not one statement's undo log.
     for (;;) {
       const result = await sql`DELETE FROM webhook_deliveries WHERE ${deliveriesUpTo === undefined ? sql`1 = 1` : sql`id < ${deliveriesUpTo}`}
@@ -282,14 +327,16 @@ export class MysqlWebhookOutbox implements WebhookOutbox {
 
   async stats(): Promise<OutboxStats> {
     // Per endpoint, along `webhook_deliveries_due`: the pending rows and the first time one is due.
-    const { rows } = await sql<{ n: number | string; waited_ms: number | string | null }>`SELECT COUNT(*) AS n,
+    const { rows } = await sql<{ endpoint_id: string; n: number | string; waited_ms: number | string | null }>`SELECT endpoint_id, COUNT(*) AS n,
         FLOOR(TIMESTAMPDIFF(MICROSECOND, MIN(next_attempt_at), UTC_TIMESTAMP(6)) / 1000) AS waited_ms
       FROM webhook_deliveries WHERE state = 'pending' GROUP BY endpoint_id`.execute(this.#db);
+    // A disabled merchant's deliveries are pending, but held, not late: they do not age the outbox.
+    const held = rows.length === 0 ? new Set<string>() : await heldEndpoints(this.#db, rows.map((row) => row.endpoint_id));
     let pending = 0;
     let oldestDueAgeMs = 0;
     for (const row of rows) {
       pending += Number(row.n);
-      if (row.waited_ms !== null) oldestDueAgeMs = Math.max(oldestDueAgeMs, Number(row.waited_ms));
+      if (row.waited_ms !== null && !held.has(row.endpoint_id)) oldestDueAgeMs = Math.max(oldestDueAgeMs, Number(row.waited_ms));
     }
     return { pending, oldestDueAgeMs };
   }

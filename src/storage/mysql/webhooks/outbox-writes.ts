@@ -43,7 +43,16 @@ export function canonicalStamp(stamp: string): string {
   return `${stamp.slice(0, 10)}T${stamp.slice(11, 26)}+00:00`;
 }
 
-/** The enabled endpoints of `merchantIds`, each with the event types it receives. */
+/**
+ * The enabled endpoints of `merchantIds` whose merchant is active, each with the event types it
+ * receives. A disabled merchant's endpoints receive nothing (docs/webhooks.md#a-disabled-merchant):
+ * its changes write no event, as it may no longer read them either. The merchants' status is a
+ * locking read, so it is the latest committed whatever the transaction read before (a `merchant
+ * disable` that committed after the import's first batch is seen by its next one), and a disable
+ * waits for the change that read it; only merchants with an endpoint are read, so an import where
+ * none has one costs nothing more. Endpoint rows are read without a lock: the dispatcher's claims
+ * and records lock them, and must not wait for an import.
+ */
 export async function subscribedEndpoints(db: Db, merchantIds: Iterable<string>): Promise<Map<string, Array<{ id: string; events: Set<string> }>>> {
   const ids = [...merchantIds];
   const found = new Map<string, Array<{ id: string; events: Set<string> }>>();
@@ -55,6 +64,13 @@ export async function subscribedEndpoints(db: Db, merchantIds: Iterable<string>)
       list.push({ id: row.id, events: new Set(row.events.split(',')) });
       found.set(row.merchant_id, list);
     }
+  }
+  const subscribed = [...found.keys()];
+  for (let i = 0; i < subscribed.length; i += 1000) {
+    const chunk = subscribed.slice(i, i + 1000);
+    const { rows } = await sql<{ id: string }>`SELECT id FROM merchants WHERE id IN (${sql.join(chunk)}) AND status = 'active' LOCK IN SHARE MODE`.execute(db);
+    const active = new Set(rows.map((row) => row.id));
+    for (const id of chunk) if (!active.has(id)) found.delete(id);
   }
   return found;
 }
