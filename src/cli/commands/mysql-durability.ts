@@ -5,7 +5,7 @@
  * the server will not show are a warning event too, `mysql_durability_unknown`, and the start goes on.
  */
 import type { Logger } from '../../index.js';
-import type { DurabilityReport } from '../../storage/mysql/durability-check.js';
+import type { DurabilityReport } from '../../storage/mysql/index.js';
 import type { CliIo } from '../io.js';
 import { CliUsageError } from '../usage-error.js';
 
