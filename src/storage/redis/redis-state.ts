@@ -256,15 +256,22 @@ class RedisState extends ForwardingStorage implements RedisStateStorage {
    */
   #verify(now: number): Promise<void> {
     const since = Math.round(now * 1000) / 1000;
-    const check = (group: number, others: boolean, durable: string) =>
+    const check = (group: number, others: boolean, durable: string, lost = false) =>
       this.#connection.run(
         this.#script,
         [this.#keys.lifeMarker(group), this.#keys.bootMarker(group), this.#keys.sequence(group)],
-        ['verify', since, this.#future, this.#runIds[group]!, others ? '1' : '', this.#markers[group]!, this.#sequences[group] || '', durable],
+        ['verify', since, this.#future, this.#runIds[group]!, others ? '1' : '', this.#markers[group]!, this.#sequences[group] || '', durable, lost ? '1' : ''],
       );
     // The first group alone, so that the script is loaded once (on a single server) rather than sent whole 1,024 times.
     this.#verified ??= Promise.all([this.#othersRun(), this.#durableNow()])
       .then(([others, durable]) => check(0, others, durable).then(async (first) => [first, ...(await Promise.all(Array.from({ length: SALT_GROUPS - 1 }, (_, group) => check(group + 1, others, durable))))]))
+      // A loss in one group (its sequence went back) shows that Redis lost writes: those other instances
+      // acknowledged in other groups too, which they may never check. Every group is then taken as lost.
+      .then((replies) =>
+        replies.some((reply) => readGroupVerdict(reply).kind === 'loss') && replies.some((reply) => readGroupVerdict(reply).kind === 'kept')
+          ? Promise.all(replies.map((reply, group) => (readGroupVerdict(reply).kind === 'kept' ? check(group, false, '', true) : reply)))
+          : replies,
+      )
       .then(
       (replies) => {
         const verdicts = replies.map(readGroupVerdict);
@@ -318,7 +325,8 @@ class RedisState extends ForwardingStorage implements RedisStateStorage {
    */
   override health(): Record<string, PartHealth> {
     const parts: Record<string, PartHealth> = { ...this.inner.health?.(), redis: this.#problem === undefined ? { ok: true } : { ok: false, problem: this.#problem } };
-    const wait = Math.ceil(this.#refusedBefore - this.#clock());
+    // A ts of the current second is refused while that second is before the marker.
+    const wait = Math.ceil(this.#refusedBefore - Math.floor(this.#clock()));
     if (wait > 0) parts.signing = { ok: false, problem: `held: a ts before ${Math.ceil(this.#refusedBefore)} is refused, as Redis lost salts (or was first marked) then; ${wait} s left` };
     return parts;
   }

@@ -50,7 +50,8 @@ export const EXPIRY_MARGIN_SECONDS = 2;
  * future bound (seconds a ts may be ahead), the `run_id` this instance last found for the group, or
  * '', '1' when other instances listen on the presence channel, the marker this instance last found,
  * or '', the highest sequence it saw acknowledged, or '', and the `run_id`s of the masters it found
- * durable, comma-separated, or '' when the Redis answering now is not): the boot key holds the `run_id` of the
+ * durable, comma-separated, or '' when the Redis answering now is not, and '1' to take the group as
+ * lost whatever it holds, since another group showed a loss): the boot key holds the `run_id` of the
  * Redis that recorded the group's salts. Answers {code, since, run_id, sequence}: 0 when the marker
  * is there, the sequence is not below the instance's, and this Redis wrote the salts (or both the
  * Redis the instance knew and this one are durable: then another `run_id` is a restart or a
@@ -92,7 +93,7 @@ if ARGV[1] == 'verify' then
   local function durableRun(id) return ARGV[8] ~= '' and string.find(','..ARGV[8]..',', ','..id..',', 1, true) ~= nil end
   local durable = durableRun(run) and (ARGV[4] == '' or durableRun(ARGV[4]))
   local emptied = since and ARGV[6] ~= '' and since ~= ARGV[6] and string.find(since, '.', 1, true)
-  if since and (same or durable) and not emptied and stored >= known then
+  if since and (same or durable) and not emptied and stored >= known and ARGV[9] ~= '1' then
     if boot ~= run then redis.call('SET', KEYS[2], run) end
     return {0, since, run, stored}
   end
