@@ -103,6 +103,9 @@ export function createRedisConnection(urls: string | readonly string[], options:
     enableAutoPipelining: false,
     // A reconnection every 2 s at most: never a tight loop against a server that is down.
     retryStrategy: (attempt) => Math.min(attempt * 100, 2000),
+    // A master made a replica (a failover behind a name that now points elsewhere) answers READONLY:
+    // connect again, without sending the command again (it failed: the request got 503).
+    reconnectOnError: (error) => (error.message.startsWith('READONLY') ? 1 : false),
   };
   if (options.cluster) {
     const first = parsed[0]!;

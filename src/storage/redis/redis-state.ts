@@ -14,7 +14,7 @@
  * Redis, durability.ts, and no acknowledged write missing) goes on signing.
  */
 import { DEFAULTS } from '../../defaults.js';
-import { MerchantApiError } from '../../errors.js';
+import { MerchantApiError, StorageUnavailableError } from '../../errors.js';
 import { STORAGE_OPERATIONS, type PartHealth, type SaltRecord, type Storage, type StorageOperation } from '../contract.js';
 import { ForwardingStorage } from '../forwarding-storage.js';
 import type { ThrottleStore } from '../throttle-store.js';
@@ -128,8 +128,6 @@ class RedisState extends ForwardingStorage implements RedisStateStorage {
   readonly #durability: DurabilityCheck;
   /** The `run_id`s of the masters this instance found durable (the latest last): a restart of one of them, onto a durable one, is no loss. */
   readonly #durableRuns: string[] = [];
-  /** The last WAIT for the replicas fell short: a failover may lose salts this instance acknowledged. */
-  #shortfall = false;
   /** The largest future bound of a ts, of the option and of the records seen: a marker after a loss lies past it. */
   #future: number;
 
@@ -198,17 +196,19 @@ class RedisState extends ForwardingStorage implements RedisStateStorage {
   }
 
   /**
-   * A new salt acknowledged: its group's sequence noted, and, where the master has replicas, waited
-   * for until they have it (or `replicaWaitMs`): a replica promoted then holds it. A WAIT that falls
-   * short is remembered until one that does not (replication is in order), as a failover meanwhile may
-   * lose salts this instance acknowledged.
+   * A new salt: where the master has replicas, waited for until they have it (`WAIT`, at most
+   * `replicaWaitMs`), so that a replica promoted holds every salt acknowledged; fewer replicas in
+   * time, and the salt does not count (503: the URL was not accepted, so its loss in a failover
+   * lets nothing through). Then its group's sequence is noted as acknowledged.
    */
   async #replicated(key: string, group: number, sequence: number): Promise<void> {
-    if (sequence > this.#sequences[group]!) this.#sequences[group] = sequence;
     const replicas = this.#durability.last?.replicas ?? 0;
-    if (replicas === 0 || !this.#connection.waitForReplicas) return;
-    const acknowledged = await this.#connection.waitForReplicas(key, replicas, this.#options.replicaWaitMs ?? 250);
-    this.#shortfall = acknowledged < replicas;
+    if (replicas > 0 && this.#connection.waitForReplicas) {
+      const wait = this.#options.replicaWaitMs ?? 250;
+      const acknowledged = await this.#connection.waitForReplicas(key, replicas, wait);
+      if (acknowledged < replicas) throw new StorageUnavailableError(`Redis salt record not acknowledged: ${acknowledged} of ${replicas} replicas had it within ${wait} ms.`);
+    }
+    if (sequence > this.#sequences[group]!) this.#sequences[group] = sequence;
   }
 
   async redisHealth(): Promise<RedisHealth> {
@@ -306,7 +306,7 @@ class RedisState extends ForwardingStorage implements RedisStateStorage {
       if (reading.durable) this.#durableRuns.push(run);
     }
     this.#durableRuns.splice(0, Math.max(0, this.#durableRuns.length - DURABLE_RUNS_KEPT));
-    return this.#shortfall || !reading.durable ? '' : this.#durableRuns.join(',');
+    return reading.durable ? this.#durableRuns.join(',') : '';
   }
 
   /**
