@@ -191,7 +191,7 @@ describe.skipIf(!available)('a durable Redis (append-only file, appendfsync alwa
     report(traffic, 'SIGKILL + restart, appendfsync always', faultAt, backAt, validAt);
     expect(traffic.heldAfter(faultAt)).toEqual([]);
     await noReplayNoOutage(traffic);
-  });
+  }, 120_000);
 
   it('its scripts flushed (SCRIPT FLUSH): signing goes on, no ts refused, no replay', async () => {
     const instances = [instanceOn(redis.connect()), instanceOn(redis.connect())];
@@ -205,7 +205,7 @@ describe.skipIf(!available)('a durable Redis (append-only file, appendfsync alwa
     report(traffic, 'SCRIPT FLUSH', faultAt, faultAt, validAt);
     expect(traffic.heldAfter(faultAt)).toEqual([]);
     await noReplayNoOutage(traffic);
-  });
+  }, 120_000);
 });
 
 describe.skipIf(!available)('a real loss: refused for the future tolerance and a second, no more, and never a replay', () => {
@@ -231,7 +231,7 @@ describe.skipIf(!available)('a real loss: refused for the future tolerance and a
       expect(Number(redis.cli('get', 'merchant-api:{000}life'))).toBeLessThanOrEqual(detected + FUTURE + 1 + 1);
       expect(traffic.heldAfter(faultAt).length).toBeGreaterThan(0);
       await noReplayNoOutage(traffic);
-    });
+    }, 120_000);
   });
 
   describe('a FLUSHALL', () => {
@@ -250,7 +250,7 @@ describe.skipIf(!available)('a real loss: refused for the future tolerance and a
       report(traffic, 'FLUSHALL (a loss)', faultAt, faultAt, validAt);
       expect(Number(redis.cli('get', 'merchant-api:{000}life'))).toBeLessThanOrEqual(detected + FUTURE + 1 + 1);
       await noReplayNoOutage(traffic);
-    });
+    }, 120_000);
   });
 
   describe('an append-only file that lost its tail although Redis is durable (a disk that lied)', () => {
@@ -289,7 +289,7 @@ describe.skipIf(!available)('a real loss: refused for the future tolerance and a
       const markers = ['000', '155', '2aa', '3ff'].map((group) => Number(redis.cli('get', `merchant-api:{${group}}life`)));
       for (const marker of markers) expect(marker).toBeGreaterThanOrEqual(detected + FUTURE);
       expect(Math.max(...markers)).toBeLessThanOrEqual(detected + FUTURE + 1 + 1);
-    });
+    }, 120_000);
   });
 });
 
@@ -312,7 +312,7 @@ describe.skipIf(!available)('an honest merchant refused by the markers after a l
     // What the caller gets wrong still counts: a wrong signature 10 times, then 429.
     for (let i = 0; i < 10; i++) expect((await call(a.api, signedUrl({ ts: seconds(), key: 'wrong' }), undefined, MERCHANT)).status).toBe(400);
     await vi.waitFor(async () => expect((await call(a.api, signedUrl({ ts: seconds() }), undefined, MERCHANT)).status).toBe(429), { timeout: 5000, interval: 20 });
-  });
+  }, 120_000);
 });
 
 describe.skipIf(!available || !sentinelAvailable())('a Sentinel failover to a durable replica that has every salt', () => {
