@@ -250,9 +250,10 @@ class RedisState extends ForwardingStorage implements RedisStateStorage {
    * after a loss, a NOSCRIPT or a failure; `now` in Unix seconds. On first contact with an empty
    * group its marker says since when this instance runs, to the millisecond, as the memory storage
    * refuses a ts from before its start: a ts equal to its whole second is refused, since a loss may
-   * have taken salts of this very second. Once a check completed, a missing marker, or one written
-   * by another Redis (its `run_id` in the boot key), is a loss: the marker is raised past every ts
-   * an instance may have accepted.
+   * have taken salts of this very second. Once a check completed, a missing marker, a sequence lower
+   * than this instance saw acknowledged, or a marker written by another Redis (its `run_id` in the
+   * boot key) unless both are durable (durability.ts), is a loss: the marker is raised past every
+   * ts an instance may have accepted.
    */
   #verify(now: number): Promise<void> {
     const since = Math.round(now * 1000) / 1000;
