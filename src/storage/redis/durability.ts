@@ -34,17 +34,25 @@ function runIdOf(info: string): string {
   return /^run_id:(\w+)/m.exec(info)?.[1] ?? '';
 }
 
+/** A refusal by the server (CONFIG renamed or denied), as opposed to no answer. */
+function isRefusal(error: unknown): boolean {
+  return error instanceof Error && (error.name === 'ReplyError' || /^(ERR|NOPERM)\b/.test(error.message));
+}
+
 export class DurabilityCheck {
   readonly #connection: RedisConnection;
   readonly #recheckMs: number;
+  readonly #onReading: (reading: DurabilityReading) => void;
   /** The last reading, and when it was taken (performance.now()). */
   #last: DurabilityReading | undefined;
   #readAt = Number.NEGATIVE_INFINITY;
   #running: Promise<DurabilityReading> | undefined;
 
-  constructor(connection: RedisConnection, options: { recheckMs?: number } = {}) {
+  /** `onReading` hears every reading, the background ones too, so that a Redis made less durable is known at once. */
+  constructor(connection: RedisConnection, options: { recheckMs?: number; onReading?: (reading: DurabilityReading) => void } = {}) {
     this.#connection = connection;
     this.#recheckMs = options.recheckMs ?? 10_000;
+    this.#onReading = options.onReading ?? (() => undefined);
   }
 
   /** The last reading (undefined before the first). */
@@ -52,13 +60,16 @@ export class DurabilityCheck {
     return this.#last;
   }
 
-  /** Reads again now (deduplicated); a Redis that does not answer, or refuses CONFIG, is not durable. */
+  /**
+   * Reads again now (deduplicated). A Redis that refuses CONFIG is not durable; one that does not
+   * answer throws (the check that asked fails, and is made again at the next signed request).
+   */
   read(): Promise<DurabilityReading> {
     this.#running ??= this.#read()
-      .catch(() => NOT_DURABLE)
       .then((reading) => {
         this.#last = reading;
         this.#readAt = performance.now();
+        this.#onReading(reading);
         return reading;
       })
       .finally(() => {
@@ -69,18 +80,21 @@ export class DurabilityCheck {
 
   /** Reads again in the background when the last reading is older than `recheckMs`. */
   refresh(): void {
-    if (!this.#running && performance.now() - this.#readAt >= this.#recheckMs) void this.read();
+    if (!this.#running && performance.now() - this.#readAt >= this.#recheckMs) void this.read().catch(() => undefined);
   }
 
   async #read(): Promise<DurabilityReading> {
     const connection = this.#connection;
     if (!connection.replicationOfEveryMaster || !connection.waitForReplicas) return NOT_DURABLE;
-    const [infos, appendOnly, fsync, replication] = await Promise.all([
-      connection.infoOfEveryMaster(),
-      connection.configOfEveryMaster('appendonly'),
-      connection.configOfEveryMaster('appendfsync'),
-      connection.replicationOfEveryMaster(),
-    ]);
+    const [infos, replication] = await Promise.all([connection.infoOfEveryMaster(), connection.replicationOfEveryMaster()]);
+    let appendOnly: string[];
+    let fsync: string[];
+    try {
+      [appendOnly, fsync] = await Promise.all([connection.configOfEveryMaster('appendonly'), connection.configOfEveryMaster('appendfsync')]);
+    } catch (error) {
+      if (!isRefusal(error)) throw error;
+      return { ...NOT_DURABLE, runIds: infos.map(runIdOf) };
+    }
     const durable = infos.length > 0 && appendOnly.every((value) => value === 'yes') && fsync.every((value) => value === 'always');
     const replicas = Math.min(...replication.map((text) => Number(/^connected_slaves:(\d+)/m.exec(text)?.[1] ?? 0)));
     return { durable, runIds: infos.map(runIdOf), replicas: Number.isFinite(replicas) ? replicas : 0 };

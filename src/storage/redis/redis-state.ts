@@ -19,7 +19,7 @@ import { STORAGE_OPERATIONS, type PartHealth, type SaltRecord, type Storage, typ
 import { ForwardingStorage } from '../forwarding-storage.js';
 import type { ThrottleStore } from '../throttle-store.js';
 import { ScriptNotLoadedError, type RedisConnection, type RedisScript } from './connection.js';
-import { DurabilityCheck } from './durability.js';
+import { DurabilityCheck, type DurabilityReading } from './durability.js';
 import { EvictionPolicyCheck } from './eviction-policy.js';
 import { DEFAULT_PREFIX, RedisKeys, SALT_GROUPS } from './keys.js';
 import { healthProblem, redisError } from './redis-error.js';
@@ -60,8 +60,8 @@ export interface RedisStateOptions {
   timestampFutureTolerance?: number;
   /**
    * ms a new salt waits for Redis's replicas to acknowledge it (`WAIT`, default 250), where the
-   * master has replicas: a failover to one of them then loses nothing. A replica slower than this
-   * makes the next failover a loss (docs/scaling.md#a-restart-that-lost-nothing).
+   * master has replicas: a failover to one of them then loses nothing. Fewer replicas in time, and
+   * the salt does not count: a 503 (docs/scaling.md#a-restart-that-lost-nothing).
    */
   replicaWaitMs?: number;
 }
@@ -128,6 +128,8 @@ class RedisState extends ForwardingStorage implements RedisStateStorage {
   readonly #durability: DurabilityCheck;
   /** The `run_id`s of the masters this instance found durable (the latest last): a restart of one of them, onto a durable one, is no loss. */
   readonly #durableRuns: string[] = [];
+  /** The `run_id`s of the masters this instance once found not durable. */
+  readonly #distrusted = new Set<string>();
   /** The largest future bound of a ts, of the option and of the records seen: a marker after a loss lies past it. */
   #future: number;
 
@@ -146,7 +148,7 @@ class RedisState extends ForwardingStorage implements RedisStateStorage {
     if (!Number.isInteger(this.#future) || this.#future < 0 || this.#future > tolerance) throw new TypeError('timestampFutureTolerance must be a whole number of seconds, from 0 to timestampTolerance.');
     const wait = options.replicaWaitMs ?? 250;
     if (!Number.isInteger(wait) || wait < 1 || wait > 60_000) throw new TypeError('replicaWaitMs must be a whole number of ms from 1 to 60000.');
-    this.#durability = new DurabilityCheck(connection);
+    this.#durability = new DurabilityCheck(connection, { onReading: (reading) => this.#noteDurability(reading) });
     // Salts go to Redis, not to the wrapped storage's pool: they do not wait for the merchant's share of it.
     this.pooledOperations = (inner.pooledOperations ?? STORAGE_OPERATIONS).filter((operation) => operation !== 'recordSalt');
   }
@@ -295,19 +297,30 @@ class RedisState extends ForwardingStorage implements RedisStateStorage {
 
   /**
    * The `run_id`s a group's Redis may have restarted or failed over between and lost nothing, for
-   * `verify`: the durable masters this instance saw before, and the ones durable now (read now, so
-   * that a Redis restarted without its append-only file is not trusted); none while a WAIT for the
-   * replicas fell short.
+   * `verify`: the masters this instance found durable at every reading since it first saw them, the
+   * ones answering now included (read now, so that a Redis restarted without its append-only file is
+   * not trusted); none when those are not durable.
    */
   async #durableNow(): Promise<string> {
     const reading = await this.#durability.read();
+    return reading.durable ? this.#durableRuns.join(',') : '';
+  }
+
+  /**
+   * Every reading, the background ones too: a master found not durable, even once, is trusted no more
+   * (made durable again at run time, its file may still lack writes it took meanwhile).
+   */
+  #noteDurability(reading: DurabilityReading): void {
     for (const run of reading.runIds) {
       const at = this.#durableRuns.indexOf(run);
-      if (at >= 0) this.#durableRuns.splice(at, 1);
-      if (reading.durable) this.#durableRuns.push(run);
+      if (!reading.durable) {
+        if (at >= 0) this.#durableRuns.splice(at, 1);
+        this.#distrusted.add(run);
+      } else if (at < 0 && !this.#distrusted.has(run)) this.#durableRuns.push(run);
     }
     this.#durableRuns.splice(0, Math.max(0, this.#durableRuns.length - DURABLE_RUNS_KEPT));
-    return reading.durable ? this.#durableRuns.join(',') : '';
+    // Bounded: a run forgotten here could be trusted again only after 16 newer ones were found not durable.
+    if (this.#distrusted.size > DURABLE_RUNS_KEPT) this.#distrusted.delete(this.#distrusted.values().next().value!);
   }
 
   /**
