@@ -21,8 +21,12 @@ import { silentLogger } from '../../../src/observe/logger.js';
 import { MemoryStorage } from '../../../src/storage/memory/index.js';
 import { redisConnectionFromClient, withRedisState, type RedisConnection } from '../../../src/storage/redis/index.js';
 import { basic, call, ORIGIN, signedUrl } from '../../support/api.js';
+import { basic as basicHeader } from '../../support/basic-auth.js';
+import { send } from '../../support/http-client.js';
+import { CLI, startServer, type ServerProcess } from '../../support/processes.js';
+import { signUrl } from '../../../src/signing/index.js';
 import { redisAvailable, sentinelAvailable, startRedis, startSentinel, useRedis, type RedisProcess, type SentinelProcess } from '../../support/redis.js';
-import { contractSeed } from '../../support/seeds.js';
+import { contractSeed, largeSeed, MERCHANTS, writeSeed } from '../../support/seeds.js';
 import { sleep } from '../../support/sleep.js';
 
 const available = redisAvailable();
@@ -380,5 +384,43 @@ describe.skipIf(!available || !sentinelAvailable())('a Sentinel failover to a du
     report(traffic, 'Sentinel failover to a durable replica', faultAt, switchedAt, validAt);
     expect(traffic.heldAfter(faultAt)).toEqual([]);
     await noReplayNoOutage(traffic);
+  }, 120_000);
+});
+
+describe.skipIf(!available)('merchant-api serve with TIMESTAMP_FUTURE_TOLERANCE=5, after a FLUSHALL', () => {
+  const redis = useRedis();
+  const { main } = MERCHANTS;
+  let seed: { path: string; remove(): void };
+  let server: ServerProcess;
+
+  beforeAll(async () => {
+    seed = writeSeed(largeSeed(3));
+    server = await startServer('node', CLI.node, { SEED_FILE: seed.path, REDIS_URL: redis.url, ACCESS_LOG: 'false', TIMESTAMP_FUTURE_TOLERANCE: '5' }, ['serve']);
+  });
+  afterAll(async () => {
+    await server?.stop();
+    seed?.remove();
+  });
+
+  it('refuses a ts 6 s ahead, holds signing for the future tolerance + 1 s after the loss, stays ready, and serves the users endpoints', async () => {
+    const signed = (ts?: number) => signUrl(main.keys[0], `${server.url}/validatesignature`, { cp: main.id, ...(ts === undefined ? {} : { ts }) });
+    const ahead = await send(signed(seconds() + 6));
+    expect(ahead.status).toBe(400);
+    expect(JSON.parse(ahead.body).message).toBe("Invalid timestamp: ts is outside the accepted window of 300 seconds before and 5 seconds after the server's time.");
+    const accepted = signed();
+    expect((await send(accepted)).body).toBe('{"status":"ok","is_valid":true}');
+    redis.cli('flushall');
+    const detected = seconds();
+    const held = await send(signed());
+    expect(held.status).toBe(400);
+    expect(JSON.parse(held.body).message).toMatch(BEFORE_MARKER);
+    const readiness = await send(`${server.url}/readyz`);
+    expect(readiness.status).toBe(200);
+    expect(JSON.parse(readiness.body).details.signing.problem).toMatch(/^held: /);
+    expect((await send(`${server.url}/merchant/users?limit=1`, { headers: basicHeader(main.id, main.keys[0]) })).status).toBe(200);
+    expect(Number(redis.cli('get', 'merchant-api:{000}life'))).toBeLessThanOrEqual(detected + 5 + 1 + 1);
+    await vi.waitFor(async () => expect((await send(signed())).body).toBe('{"status":"ok","is_valid":true}'), { timeout: 30_000, interval: 200 });
+    expect((await send(accepted)).status).toBe(400);
+    expect((await send(`${server.url}/readyz`)).body).toBe('{"status":"ok"}');
   }, 120_000);
 });
