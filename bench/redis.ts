@@ -12,7 +12,10 @@
  *   Redis (publish/subscribe) against MySQL (each instance reads changes
  *   every `pollIntervalMs`, 1000 by default);
  * - the bytes one salt takes in Redis against a bare key of the same length
- *   (INFO used_memory over many keys, and MEMORY USAGE of one; goal: 1.5x).
+ *   (INFO used_memory over many keys, and MEMORY USAGE of one; goal: 1.5x);
+ * - what a durable Redis costs (docs/scaling.md#a-restart-that-lost-nothing):
+ *   memory with salts on a Redis with `appendfsync always`, and on one with
+ *   a replica each salt waits for (`WAIT`), against memory with Redis.
  * `--rounds=N --requests=N` scale it. Starts its own redis-server; needs
  * MariaDB at MYSQL_URL for the MySQL cases.
  */
@@ -27,7 +30,7 @@ import { importSeed, MysqlStorage } from '../src/storage/mysql/index.js';
 import { createRedisConnection, withRedisState, type RedisConnection } from '../src/storage/redis/index.js';
 import { basic, ORIGIN, signedUrl } from '../test/support/api.js';
 import { createTestDatabase, mysqlAvailable, type TestDatabase } from '../test/support/mysql.js';
-import { startRedis } from '../test/support/redis.js';
+import { startRedis, type RedisProcess } from '../test/support/redis.js';
 import { contractSeed } from '../test/support/seeds.js';
 import { median } from './report.js';
 
@@ -37,14 +40,19 @@ const REQUESTS = Number(values.requests);
 const IN_FLIGHT = 16;
 
 const redis = await startRedis();
+// A durable Redis, and a durable one with a replica in sync, for the cost of durability.
+const durable = await startRedis([], undefined, 'durable');
+const replicated = await startRedis([], undefined, 'durable');
+const replica: RedisProcess = await startRedis(['--replicaof', '127.0.0.1', String(replicated.port)], undefined, 'durable');
+while (!/connected_slaves:1[\s\S]*state=online/.test(replicated.cli('info', 'replication'))) await new Promise((resolve) => setTimeout(resolve, 100));
 const mysql = await mysqlAvailable();
 const database: TestDatabase | undefined = mysql ? await createTestDatabase() : undefined;
 if (database) await importSeed(database.db, database.masterKey, contractSeed());
 const connections: RedisConnection[] = [];
 const closers: (() => Promise<void>)[] = [];
 
-function connect(): RedisConnection {
-  const connection = createRedisConnection(redis.url);
+function connect(url = redis.url): RedisConnection {
+  const connection = createRedisConnection(url);
   connections.push(connection);
   return connection;
 }
@@ -72,6 +80,8 @@ async function rawRate(client: Redis, keyLength: number): Promise<number> {
 const CASES: Record<string, () => Storage> = {
   memory: () => new MemoryStorage(contractSeed()),
   'memory + Redis': () => withRedisState(new MemoryStorage(contractSeed()), connect()),
+  'memory + durable Redis': () => withRedisState(new MemoryStorage(contractSeed()), connect(durable.url)),
+  'memory + durable Redis + replica': () => withRedisState(new MemoryStorage(contractSeed()), connect(replicated.url)),
   ...(database && {
     MySQL: () => new MysqlStorage({ db: database.db, masterKey: database.masterKey }),
     'MySQL + Redis': () => withRedisState(new MysqlStorage({ db: database.db, masterKey: database.masterKey }), connect(), { closeStorage: false }),
@@ -147,7 +157,7 @@ async function bytesPerSalt(count: number): Promise<{ salt: number; bare: number
   let sample: string | undefined;
   for (let cursor = '0'; sample === undefined; ) {
     const [next, keys] = await client.scan(cursor, 'COUNT', 1000);
-    sample = keys.find((key) => !key.endsWith('life'));
+    sample = keys.find((key) => !/(life|boot|seq)$/.test(key));
     cursor = next;
   }
   const bareKey = (i: number) => `bare:${i.toString(16)}`.padEnd(sample.length, '_');
@@ -198,7 +208,10 @@ try {
   }
 
   console.log(`\nSigned requests through the handler, ${IN_FLIGHT} in flight, median of ${ROUNDS} rounds (ratio: against memory alone, same round):`);
-  for (const name of Object.keys(CASES)) console.log(`  ${name.padEnd(14)} ${String(Math.round(median(rates[name]!))).padStart(6)}/s   ratio ${median(ratios[name]!).toFixed(2)}`);
+  for (const name of Object.keys(CASES)) console.log(`  ${name.padEnd(32)} ${String(Math.round(median(rates[name]!))).padStart(6)}/s   ratio ${median(ratios[name]!).toFixed(2)}`);
+  for (const name of ['memory + durable Redis', 'memory + durable Redis + replica']) {
+    console.log(`  ${name} / memory + Redis: ${median(ratios[name]!.map((ratio, i) => ratio / ratios['memory + Redis']![i]!)).toFixed(2)}x`);
+  }
   console.log(`  ${'raw SET NX EX'.padEnd(14)} ${String(Math.round(median(rates['raw SET NX EX']!))).padStart(6)}/s   (ioredis alone, ${keyLength}-character keys)`);
   if (database) console.log(`  MySQL + Redis / MySQL alone: ${median(againstMysql).toFixed(2)}x (goal >= 2)`);
   for (const [name, values] of Object.entries(againstRaw)) if (values.length > 0) console.log(`  ${name} / raw SET NX EX loop: ${median(values).toFixed(2)}x${name === 'MySQL + Redis' ? ' (goal >= 0.6)' : ''}`);
@@ -217,4 +230,5 @@ try {
   await Promise.all(connections.map((connection) => connection.close()));
   await database?.drop();
   await redis.stop();
+  await Promise.all([durable.stop(), replica.stop(), replicated.stop()]);
 }

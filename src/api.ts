@@ -102,6 +102,7 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
     cursors: new CursorCodec(options.cursorSecret),
     resolveBases: createPublicBaseResolver(options),
     tolerance: resolved.timestampTolerance,
+    futureTolerance: resolved.timestampFutureTolerance,
     now: resolved.now,
     basePath: resolved.basePath,
     streamBatchSize: resolved.streamBatchSize,

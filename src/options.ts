@@ -45,6 +45,12 @@ export interface MerchantApiOptions {
   ipv6Prefix?: number;
   /** Accepted distance of `ts` from now, in seconds, either way. Default 300. */
   timestampTolerance?: number;
+  /**
+   * How far ahead of now `ts` may be, in seconds, at most `timestampTolerance` (its default: the
+   * symmetric window). A shorter bound shortens the refusal after salts on Redis are lost
+   * (docs/protocol.md#replay-and-timestamps); 30 suits clocks on NTP.
+   */
+  timestampFutureTolerance?: number;
   /** Deadline of every storage call in milliseconds; later is a 503. Default 5000. */
   storageTimeout?: number;
   /** Secret sealing page cursors, shared by every instance (32+ bytes). Default: random per process. */
@@ -124,6 +130,7 @@ export interface WebhookEndpointOptions {
 export interface ResolvedOptions {
   basePath: string;
   timestampTolerance: number;
+  timestampFutureTolerance: number;
   storageTimeout: number;
   streamBatchSize: number;
   merchantConcurrency: number;
@@ -137,6 +144,7 @@ export function resolveOptions(options: MerchantApiOptions): ResolvedOptions {
   const resolved: ResolvedOptions = {
     basePath: normaliseBasePath(options.basePath),
     timestampTolerance: options.timestampTolerance ?? DEFAULTS.timestampTolerance,
+    timestampFutureTolerance: options.timestampFutureTolerance ?? options.timestampTolerance ?? DEFAULTS.timestampTolerance,
     storageTimeout: options.storageTimeout ?? DEFAULTS.storageTimeout,
     streamBatchSize: options.streamBatchSize ?? DEFAULTS.streamBatchSize,
     merchantConcurrency: options.merchantConcurrency ?? DEFAULTS.merchantConcurrency,
@@ -148,6 +156,8 @@ export function resolveOptions(options: MerchantApiOptions): ResolvedOptions {
     if (!Number.isInteger(resolved[name]) || resolved[name] < 1) throw new TypeError(`${name} must be a whole number${unit}, at least 1.`);
   };
   wholeAtLeastOne('timestampTolerance', ' of seconds');
+  const future = resolved.timestampFutureTolerance;
+  if (!Number.isInteger(future) || future < 0 || future > resolved.timestampTolerance) throw new TypeError('timestampFutureTolerance must be a whole number of seconds, from 0 to timestampTolerance.');
   wholeAtLeastOne('merchantConcurrency', '');
   wholeAtLeastOne('streamBatchSize', '');
   checkIpv6Prefix(resolved.ipv6Prefix, 'ipv6Prefix');

@@ -16,7 +16,7 @@ import type { Merchant, MerchantLookup } from '../storage/contract.js';
 /**
  * Why an authentication failed, as logged and counted. `bad_timestamp` and
  * `replayed_salt`: a signature that verifies on a URL whose `ts` is outside
- * the window (or not whole seconds, or from before the replay store began),
+ * the window (or not whole seconds),
  * or whose salt was already used; a captured URL, failed like a wrong key. `address_not_allowed`:
  * a key that matched, presented from outside its allowlist (src/auth/key-gate.ts).
  */

@@ -46,6 +46,8 @@ export interface ServerConfig {
   /** IPV6_PREFIX: IPv6 clients count per network of this prefix length in every per-address limit. */
   ipv6Prefix: number;
   timestampTolerance: number;
+  /** TIMESTAMP_FUTURE_TOLERANCE: how far ahead of the clock a ts may be (default TIMESTAMP_TOLERANCE). */
+  timestampFutureTolerance: number;
   storageTimeout: number;
   cursorSecret?: string;
   tls?: { certFile: string; keyFile: string };
@@ -143,6 +145,9 @@ export function readServerConfig(env: Env): ServerConfig {
   const port = r.int('PORT', DEFAULTS.port, 0, 65535);
   const hostname = r.text('HOST') ?? DEFAULTS.hostname;
   const mysql = mysqlSettings(env, r);
+  const timestampTolerance = r.int('TIMESTAMP_TOLERANCE', DEFAULTS.timestampTolerance, 1, 86_400);
+  const timestampFutureTolerance = r.int('TIMESTAMP_FUTURE_TOLERANCE', timestampTolerance, 0, 86_400);
+  if (timestampFutureTolerance > timestampTolerance) r.problems.push(`TIMESTAMP_FUTURE_TOLERANCE must be at most TIMESTAMP_TOLERANCE (${timestampTolerance})`);
 
   const config: ServerConfig = {
     port,
@@ -152,7 +157,8 @@ export function readServerConfig(env: Env): ServerConfig {
     allowedHosts: allowedHosts(r),
     trustProxy,
     ipv6Prefix: r.int('IPV6_PREFIX', DEFAULTS.ipv6Prefix, MIN_IPV6_PREFIX, MAX_IPV6_PREFIX),
-    timestampTolerance: r.int('TIMESTAMP_TOLERANCE', DEFAULTS.timestampTolerance, 1, 86_400),
+    timestampTolerance,
+    timestampFutureTolerance,
     storageTimeout: mysql.storageTimeout,
     cursorSecret,
     tls: certFile && keyFile ? { certFile, keyFile } : undefined,

@@ -26,10 +26,10 @@ export function redisCommandTimeout(storageTimeout: number): number {
   return Math.max(1, Math.floor(storageTimeout / 2));
 }
 
-export async function withRedisConfig(opened: OpenedStorage, redis: RedisConfig | undefined, storageTimeout: number, logger: Logger, timestampTolerance?: number): Promise<OpenedStorage> {
+export async function withRedisConfig(opened: OpenedStorage, redis: RedisConfig | undefined, storageTimeout: number, logger: Logger, timestampTolerance?: number, timestampFutureTolerance?: number): Promise<OpenedStorage> {
   if (redis === undefined) return opened;
   const connection = createRedisConnection(redis.urls, { cluster: redis.cluster, connectTimeout: storageTimeout, commandTimeout: redisCommandTimeout(storageTimeout) });
-  const storage = withRedisState(opened.storage, connection, { prefix: redis.prefix, assumeNoEviction: redis.assumeNoEviction, closeConnection: true, timestampTolerance });
+  const storage = withRedisState(opened.storage, connection, { prefix: redis.prefix, assumeNoEviction: redis.assumeNoEviction, closeConnection: true, timestampTolerance, timestampFutureTolerance });
   try {
     await storage.redisReady();
   } catch (error) {

@@ -14,9 +14,15 @@ export function healthz(_ctx: RequestContext, _input: RouteInput, deps: HandlerD
   return details === undefined ? HEALTHY : reply(200, `{"status":"ok","details":${JSON.stringify(details)}}`);
 }
 
+/**
+ * Ready when the storage answers. Signing held after salts on Redis were lost (`details.signing`,
+ * docs/scaling.md#health-and-metrics) does not make it unready: the users endpoints work meanwhile,
+ * so the answer stays 200 and says so in `details`.
+ */
 export async function readyz(ctx: RequestContext, _input: RouteInput, deps: HandlerDeps): Promise<Reply> {
   await deps.storage(ctx).ping();
-  return HEALTHY;
+  const signing = deps.storageHealth?.()?.signing;
+  return signing === undefined ? HEALTHY : reply(200, `{"status":"ok","details":${JSON.stringify({ signing })}}`);
 }
 
 /** The OpenAPI operation of `GET /healthz`, besides what the route table and every route share. */
@@ -38,5 +44,11 @@ export const readyzDoc: OperationDoc = {
   description: 'Readiness: answers 200 when the storage answers a ping, else 503. Ignores the query string.',
   readsQuery: false,
   usesStorage: true,
-  responses: { '200': response('The storage answers: `{"status":"ok"}`.', schemaRef('Health')) },
+  responses: {
+    '200': response(
+      'The storage answers: `{"status":"ok"}`. While signed requests are held after salts on Redis were lost (every `ts` before a time is refused, docs/scaling.md#the-life-marker), ' +
+        'still 200, since the users endpoints work, with `details.signing`: `{"status":"ok","details":{"signing":{"ok":false,"problem":"held: a ts before 1765000031 is refused, as Redis lost salts (or was first marked) then; 31 s left"}}}`.',
+      schemaRef('Health'),
+    ),
+  },
 };

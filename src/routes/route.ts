@@ -35,6 +35,8 @@ export interface HandlerDeps {
   resolveBases: PublicBaseResolver;
   /** Accepted distance of `ts` from now, in seconds. */
   tolerance: number;
+  /** How far ahead of now `ts` may be, in seconds (at most `tolerance`). */
+  futureTolerance: number;
   now: () => number;
   basePath: string;
   streamBatchSize: number;

@@ -41,6 +41,12 @@ const REFUSAL_CODE = {
   replayed: 'salt_reused',
 } as const;
 
+/** The refusal of a ts outside the window; worded as before when the window is symmetric (wire compatibility). */
+function outsideWindow(deps: HandlerDeps): string {
+  if (deps.futureTolerance === deps.tolerance) return `Invalid timestamp: ts is outside the accepted window of ${deps.tolerance} seconds from the server's time.`;
+  return `Invalid timestamp: ts is outside the accepted window of ${deps.tolerance} seconds before and ${deps.futureTolerance} seconds after the server's time.`;
+}
+
 /** What a signed request presents: the four values, and what the signature covers. */
 interface SignedQuery {
   salt: string;
@@ -89,10 +95,10 @@ export async function validateSignature(ctx: RequestContext, input: RouteInput, 
   const nowSeconds = Math.floor(deps.now() / 1000);
   if (!WHOLE_SECONDS.test(signed.ts)) return (ctx.authFailure = 'bad_timestamp'), (ctx.errorCode = REFUSAL_CODE.notWholeSeconds), NOT_WHOLE_SECONDS;
   const ts = Number(signed.ts);
-  if (Math.abs(nowSeconds - ts) > deps.tolerance) {
+  if (nowSeconds - ts > deps.tolerance || ts - nowSeconds > deps.futureTolerance) {
     ctx.authFailure = 'bad_timestamp';
     ctx.errorCode = REFUSAL_CODE.outsideWindow;
-    return reply(400, signatureError(`Invalid timestamp: ts is outside the accepted window of ${deps.tolerance} seconds from the server's time.`));
+    return reply(400, signatureError(outsideWindow(deps)));
   }
 
   // The one place the merchant is marked authenticated (fair share, the onAuthenticated hooks), before
@@ -100,13 +106,15 @@ export async function validateSignature(ctx: RequestContext, input: RouteInput, 
   const hooks = deps.authenticated(ctx, verified.id);
   if (hooks) await hooks;
 
-  const record = { merchantId: verified.id, salt: signed.salt, expiresAt: ts + deps.tolerance, now: nowSeconds, ts };
+  const record = { merchantId: verified.id, salt: signed.salt, expiresAt: ts + deps.tolerance, now: nowSeconds, ts, futureTolerance: deps.futureTolerance };
   let fresh: boolean;
   try {
     fresh = await deps.storage(ctx).recordSalt(record);
   } catch (error) {
     // The storage's own 400: a ts from before its replay store began (docs/protocol.md#a-bounded-replay-store).
-    if (error instanceof MerchantApiError && error.code === 'invalid_parameter') notASuccess(ctx, 'bad_timestamp');
+    // The server caused it (it started, or lost salts): not a success, and not the caller's failure either,
+    // so a merchant signing again meanwhile is not blocked by the throttle on top of the refusal.
+    if (error instanceof MerchantApiError && error.code === 'invalid_parameter') ctx.merchantId = undefined;
     throw error;
   }
   if (!fresh) return notASuccess(ctx, 'replayed_salt'), (ctx.errorCode = REFUSAL_CODE.replayed), REPLAYED;

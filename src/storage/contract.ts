@@ -175,6 +175,11 @@ export interface SaltRecord {
    * as it cannot know the salts seen then; a shared storage (MySQL) ignores it.
    */
   ts?: number;
+  /**
+   * The most seconds ahead of `now` the handler accepts a ts (its `timestampFutureTolerance`):
+   * salts on Redis refuse every ts up to then after a loss of their data (docs/scaling.md).
+   */
+  futureTolerance?: number;
 }
 
 /**

@@ -34,4 +34,12 @@ describe('readServerConfig', () => {
     expect(readServerConfig({ IPV6_PREFIX: '128' }).ipv6Prefix).toBe(128);
     for (const bad of ['31', '129', '64.5', 'x']) expect(() => readServerConfig({ IPV6_PREFIX: bad })).toThrow(/IPV6_PREFIX must be a whole number from 32 to 128/);
   });
+
+  it('bounds a ts ahead of the clock by TIMESTAMP_FUTURE_TOLERANCE, TIMESTAMP_TOLERANCE unless set, at most it', () => {
+    expect(readServerConfig({}).timestampFutureTolerance).toBe(300);
+    expect(readServerConfig({ TIMESTAMP_TOLERANCE: '120' }).timestampFutureTolerance).toBe(120);
+    expect(readServerConfig({ TIMESTAMP_FUTURE_TOLERANCE: '30' }).timestampFutureTolerance).toBe(30);
+    expect(() => readServerConfig({ TIMESTAMP_TOLERANCE: '60', TIMESTAMP_FUTURE_TOLERANCE: '61' })).toThrow(/TIMESTAMP_FUTURE_TOLERANCE must be at most TIMESTAMP_TOLERANCE \(60\)/);
+    expect(() => readServerConfig({ TIMESTAMP_FUTURE_TOLERANCE: '-1' })).toThrow(/TIMESTAMP_FUTURE_TOLERANCE/);
+  });
 });

@@ -4,12 +4,13 @@
  * append-only file, in the server's own temporary folder, so that a restart
  * after a SIGKILL loads them as a crashed production Redis does), stopped
  * after the suite: a single server
- * (`startRedis`), a replica of one, or a three-master Redis Cluster
+ * (`startRedis`), a replica of one (`--replicaof`), a Sentinel watching a
+ * master (`startSentinel`), or a three-master Redis Cluster
  * (`startRedisCluster`). Without redis-server: in CI (any `CI` but empty, `false` or `0`: test/support/ci.ts) the suites
  * fail; locally they skip loudly, saying how to install it.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll } from 'vitest';
@@ -20,6 +21,7 @@ import { sleep } from './sleep.js';
 
 export const REDIS_SERVER = process.env.REDIS_SERVER ?? '/usr/bin/redis-server';
 export const REDIS_CLI = process.env.REDIS_CLI ?? '/usr/bin/redis-cli';
+export const REDIS_SENTINEL = process.env.REDIS_SENTINEL ?? '/usr/bin/redis-sentinel';
 
 /** True when redis-server is installed; in CI its absence throws instead. */
 export function redisAvailable(): boolean {
@@ -51,14 +53,16 @@ export interface RedisProcess {
 
 /**
  * How a server persists its data: `rdb` as Redis's default (`save 3600 1`: a test takes the snapshot
- * itself with `SAVE`), `aof` an append-only file fsynced every second (up to a second of writes lost).
+ * itself with `SAVE`), `aof` an append-only file fsynced every second (up to a second of writes lost),
+ * `durable` one fsynced before every answer (`appendfsync always`: nothing acknowledged is lost).
  */
-export type RedisPersistence = 'none' | 'rdb' | 'aof';
+export type RedisPersistence = 'none' | 'rdb' | 'aof' | 'durable';
 
 const PERSISTENCE: Record<RedisPersistence, string[]> = {
   none: ['--save', '', '--appendonly', 'no'],
   rdb: ['--save', '3600 1', '--appendonly', 'no'],
   aof: ['--save', '', '--appendonly', 'yes', '--appendfsync', 'everysec'],
+  durable: ['--save', '', '--appendonly', 'yes', '--appendfsync', 'always'],
 };
 
 /** Starts redis-server with `extra` arguments (e.g. `--requirepass`), on `chosenPort` or a free one. */
@@ -94,6 +98,57 @@ export async function startRedis(extra: string[] = [], chosenPort?: number, pers
     async stop() {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGCONT');
       await halt('SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** True when redis-sentinel is installed; in CI its absence throws instead (.ci/run installs it). */
+export function sentinelAvailable(): boolean {
+  if (existsSync(REDIS_SENTINEL)) return true;
+  if (inCi()) throw new Error(`The Sentinel suite must run in CI, but ${REDIS_SENTINEL} is missing (.ci/run installs it).`);
+  console.warn(['', `!!! Sentinel suite SKIPPED: ${REDIS_SENTINEL} is missing`, '!!! Install it with: apt-get install redis-sentinel (or set REDIS_SENTINEL)', ''].join('\n'));
+  return false;
+}
+
+export interface SentinelProcess {
+  port: number;
+  /** The master's name it watches. */
+  name: string;
+  cli(...args: string[]): string;
+  stop(): Promise<void>;
+}
+
+/**
+ * One redis-sentinel watching the master on `masterPort` as `mymaster` (a quorum of one: it alone
+ * decides, enough for a failover the test asks for with `SENTINEL FAILOVER`).
+ */
+export async function startSentinel(masterPort: number): Promise<SentinelProcess> {
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), 'merchant-api-sentinel-'));
+  const conf = join(dir, 'sentinel.conf');
+  writeFileSync(
+    conf,
+    [`port ${port}`, 'bind 127.0.0.1', `dir ${dir}`, `sentinel monitor mymaster 127.0.0.1 ${masterPort} 1`, 'sentinel down-after-milliseconds mymaster 2000', 'sentinel failover-timeout mymaster 10000', ''].join('\n'),
+  );
+  const child = spawn(REDIS_SENTINEL, [conf], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  for (let waited = 0; !/\+monitor master mymaster/.test(output); waited += 20) {
+    if (child.exitCode !== null || waited > 10_000) throw new Error(`redis-sentinel on ${port} did not start:\n${output}`);
+    await sleep(20);
+  }
+  return {
+    port,
+    name: 'mymaster',
+    cli: (...args) => redisCli(port, args),
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) {
+        const exited = new Promise((resolve) => child.once('exit', resolve));
+        child.kill('SIGKILL');
+        await exited;
+      }
       rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -65,7 +65,7 @@ export async function serveCommand(runtime: ServeRuntime, io: CliIo, args: strin
   // Log lines (JSON) go where the CLI writes, gathered per event-loop turn; a worker's in writes no other worker's can cut.
   const logger = createJsonLogger({ level: config.logLevel, write: worker ? stampPid(process.pid, wholeLineWriter(io.out)) : (lines) => io.out(lines.slice(0, -1)) });
   const opened = await openStorage(config, runtime, io, logger);
-  const { storage, description, demo } = await withRedisConfig(opened, config.redis, config.storageTimeout, logger, config.timestampTolerance);
+  const { storage, description, demo } = await withRedisConfig(opened, config.redis, config.storageTimeout, logger, config.timestampTolerance, config.timestampFutureTolerance);
   // The memory replay store, and Redis life markers first written now, refuse a ts of the second they
   // started in (a process before may have accepted it then): listening from the next second on, no
   // request signed once the server is up meets that. MySQL keeps its salts across restarts.
@@ -144,6 +144,7 @@ async function listen(runtime: ServeRuntime, config: ServerConfig, storage: Stor
       trustProxy: config.trustProxy,
       ipv6Prefix: config.ipv6Prefix,
       timestampTolerance: config.timestampTolerance,
+      timestampFutureTolerance: config.timestampFutureTolerance,
       storageTimeout: config.storageTimeout,
       cursorSecret: config.cursorSecret,
       logger,

@@ -45,6 +45,16 @@ export interface RedisConnection {
   readonly database?: number;
   /** `INFO server` from every master of the server or cluster. */
   infoOfEveryMaster(): Promise<string[]>;
+  /**
+   * `INFO replication` from every master. Optional: with it and `waitForReplicas`, a failover to a
+   * replica can be told from a loss (durability.ts); without, every failover counts as a loss.
+   */
+  replicationOfEveryMaster?(): Promise<string[]>;
+  /**
+   * `WAIT replicas timeoutMs` on the connection to the node that holds `key`, after the writes sent
+   * there: how many replicas acknowledged them. Optional, as `replicationOfEveryMaster`.
+   */
+  waitForReplicas?(key: string, replicas: number, timeoutMs: number): Promise<number>;
   /** `CONFIG GET parameter` from every master: its values; throws the server's refusal where CONFIG is not allowed. */
   configOfEveryMaster(parameter: string): Promise<string[]>;
   ping(): Promise<void>;
@@ -93,6 +103,9 @@ export function createRedisConnection(urls: string | readonly string[], options:
     enableAutoPipelining: false,
     // A reconnection every 2 s at most: never a tight loop against a server that is down.
     retryStrategy: (attempt) => Math.min(attempt * 100, 2000),
+    // A master made a replica (a failover behind a name that now points elsewhere) answers READONLY:
+    // connect again, without sending the command again (it failed: the request got 503).
+    reconnectOnError: (error) => (error.message.startsWith('READONLY') ? 1 : false),
   };
   if (options.cluster) {
     const first = parsed[0]!;
@@ -210,6 +223,21 @@ class IoredisConnection implements RedisConnection {
     const masters = this.#masters();
     if (masters.length === 0) throw new StorageUnavailableError('No Redis cluster master is known yet.');
     return Promise.all(masters.map((node) => node.info('server')));
+  }
+
+  async replicationOfEveryMaster(): Promise<string[]> {
+    if (this.#starting) await this.#starting;
+    const masters = this.#masters();
+    if (masters.length === 0) throw new StorageUnavailableError('No Redis cluster master is known yet.');
+    return Promise.all(masters.map((node) => node.info('replication')));
+  }
+
+  async waitForReplicas(key: string, replicas: number, timeoutMs: number): Promise<number> {
+    // A pipeline goes to the node of its keys (on a cluster) over the connection the salt's script took.
+    const replies = await this.#client.pipeline().exists(key).wait(replicas, timeoutMs).exec();
+    const [error, acknowledged] = replies?.[1] ?? [new Error('WAIT had no answer')];
+    if (error) throw error;
+    return Number(acknowledged);
   }
 
   async configOfEveryMaster(parameter: string): Promise<string[]> {

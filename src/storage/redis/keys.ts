@@ -66,14 +66,19 @@ export class RedisKeys {
     return `${this.prefix}{${tag(group)}}boot`;
   }
 
+  /** A group's sequence, raised by every new salt: a restart that lost a write is told by it (salt-script.ts). */
+  sequence(group: number): string {
+    return `${this.prefix}{${tag(group)}}seq`;
+  }
+
   /**
    * The key of a merchant's salt and the life and boot markers of its group. The id's length goes first, so
    * no (merchant, salt) pair hashes the same text as another.
    */
-  salt(merchantId: string, salt: string): { key: string; marker: string; boot: string; group: number } {
+  salt(merchantId: string, salt: string): { key: string; marker: string; boot: string; sequence: string; group: number } {
     const hash = createHash('sha256').update(`${merchantId.length}:${merchantId}${salt}`).digest();
     const group = groupOf(hash);
-    return { key: `${this.prefix}{${tag(group)}}${hash.subarray(2, 2 + SALT_HASH_BYTES).toString('base64url')}`, marker: this.lifeMarker(group), boot: this.bootMarker(group), group };
+    return { key: `${this.prefix}{${tag(group)}}${hash.subarray(2, 2 + SALT_HASH_BYTES).toString('base64url')}`, marker: this.lifeMarker(group), boot: this.bootMarker(group), sequence: this.sequence(group), group };
   }
 
   /** The failure counter of a client address (a hash). */

@@ -10,7 +10,8 @@
  * or has an eviction policy that could drop them, a signed request gets 503,
  * never a replay accepted. Whatever Redis loses (a restart, from a snapshot
  * or not, a FLUSHALL, a failover), no URL accepted before is accepted again:
- * see salt-script.ts.
+ * see salt-script.ts. A restart or a failover that lost nothing (a durable
+ * Redis, durability.ts, and no acknowledged write missing) goes on signing.
  */
 import { DEFAULTS } from '../../defaults.js';
 import { MerchantApiError, StorageUnavailableError } from '../../errors.js';
@@ -18,10 +19,11 @@ import { STORAGE_OPERATIONS, type PartHealth, type SaltRecord, type Storage, typ
 import { ForwardingStorage } from '../forwarding-storage.js';
 import type { ThrottleStore } from '../throttle-store.js';
 import { ScriptNotLoadedError, type RedisConnection, type RedisScript } from './connection.js';
+import { DurabilityCheck, type DurabilityReading } from './durability.js';
 import { EvictionPolicyCheck } from './eviction-policy.js';
 import { DEFAULT_PREFIX, RedisKeys, SALT_GROUPS } from './keys.js';
 import { healthProblem, redisError } from './redis-error.js';
-import { EXPIRY_MARGIN_SECONDS, readGroupVerdict, readSaltVerdict, saltScript } from './salt-script.js';
+import { EXPIRY_MARGIN_SECONDS, readGroupVerdict, readSaltVerdict, saltScript, type SaltVerdict } from './salt-script.js';
 import { RedisThrottleStore } from './throttle-store.js';
 
 export interface RedisStateOptions {
@@ -50,12 +52,27 @@ export interface RedisStateOptions {
    * ts up to then plus this is refused, since an instance may have accepted one that far ahead.
    */
   timestampTolerance?: number;
+  /**
+   * The handler's `timestampFutureTolerance` in seconds (default: `timestampTolerance`): how far
+   * ahead of the clock a ts may be. After a loss of Redis's data, every ts up to then plus this is
+   * refused, since an instance may have accepted one that far ahead (docs/scaling.md#the-life-marker).
+   */
+  timestampFutureTolerance?: number;
+  /**
+   * ms a new salt waits for Redis's replicas to acknowledge it (`WAIT`, default 250), where the
+   * master has replicas: a failover to one of them then loses nothing. Fewer replicas in time, and
+   * the salt does not count: a 503 (docs/scaling.md#a-restart-that-lost-nothing).
+   */
+  replicaWaitMs?: number;
 }
 
 export const BEFORE_MARKER_MESSAGE = 'Invalid timestamp: ts is before the replay store began keeping salts (it started, or lost its data, after it); sign the request again with the current time.';
 
 /** How Redis is doing, for health details: `problem` says why salts are refused now. */
 export type RedisHealth = { ok: true } | { ok: false; problem: string };
+
+/** How long the durable Redis run ids this instance saw are remembered: a few restarts' worth. */
+const DURABLE_RUNS_KEPT = 16;
 
 /** A storage with its salts on Redis; `redisReady()` and `redisHealth()` check Redis alone. */
 export interface RedisStateStorage extends Storage {
@@ -103,8 +120,18 @@ class RedisState extends ForwardingStorage implements RedisStateStorage {
   readonly #markers: string[] = Array.from({ length: SALT_GROUPS }, () => '');
   /** Listening on the presence channel once the first check wrote every marker, until `close()`: see salt-script.ts. */
   #present: (() => void) | undefined;
-  /** The latest marker the last check found (Unix seconds): a ts before it is refused, so readiness waits for it. */
+  /** The latest marker the last check found (Unix seconds): a ts before it is refused, so health says signing is held until then. */
   #refusedBefore = 0;
+  /** Each group's sequence as this instance last saw it acknowledged: a Redis whose sequence is lower lost a write (salt-script.ts). */
+  readonly #sequences: number[] = Array.from({ length: SALT_GROUPS }, () => 0);
+  /** How Redis keeps what it acknowledged (durability.ts). */
+  readonly #durability: DurabilityCheck;
+  /** The `run_id`s of the masters this instance found durable (the latest last): a restart of one of them, onto a durable one, is no loss. */
+  readonly #durableRuns: string[] = [];
+  /** The `run_id`s of the masters this instance once found not durable. */
+  readonly #distrusted = new Set<string>();
+  /** The largest future bound of a ts, of the option and of the records seen: a marker after a loss lies past it. */
+  #future: number;
 
   constructor(inner: Storage, connection: RedisConnection, options: RedisStateOptions) {
     super(inner);
@@ -117,44 +144,73 @@ class RedisState extends ForwardingStorage implements RedisStateStorage {
     this.#options = options;
     const tolerance = options.timestampTolerance ?? DEFAULTS.timestampTolerance;
     if (!Number.isInteger(tolerance) || tolerance < 1) throw new TypeError('timestampTolerance must be a whole number of seconds, at least 1.');
+    this.#future = options.timestampFutureTolerance ?? tolerance;
+    if (!Number.isInteger(this.#future) || this.#future < 0 || this.#future > tolerance) throw new TypeError('timestampFutureTolerance must be a whole number of seconds, from 0 to timestampTolerance.');
+    const wait = options.replicaWaitMs ?? 250;
+    if (!Number.isInteger(wait) || wait < 1 || wait > 60_000) throw new TypeError('replicaWaitMs must be a whole number of ms from 1 to 60000.');
+    this.#durability = new DurabilityCheck(connection, { onReading: (reading) => this.#noteDurability(reading) });
     // Salts go to Redis, not to the wrapped storage's pool: they do not wait for the merchant's share of it.
     this.pooledOperations = (inner.pooledOperations ?? STORAGE_OPERATIONS).filter((operation) => operation !== 'recordSalt');
   }
 
   /** See salt-script.ts: new, a replay, or a ts from before the group's life marker (400). */
-  override async recordSalt({ merchantId, salt, expiresAt, now, ts }: SaltRecord): Promise<boolean> {
-    let reply: unknown;
+  override async recordSalt({ merchantId, salt, expiresAt, now, ts, futureTolerance }: SaltRecord): Promise<boolean> {
+    let verdict: SaltVerdict;
     try {
       await this.#policy.ensure();
+      this.#durability.refresh();
+      // The handler's own bound of a ts ahead, should it be wider than the option: a marker after a loss covers it.
+      const ahead = futureTolerance ?? (ts === undefined ? 0 : Math.ceil(expiresAt - ts));
+      if (ahead > this.#future) this.#future = ahead;
       await this.#verify(this.#precise(now));
-      const { key, marker, boot, group } = this.#keys.salt(merchantId, salt);
+      const { key, marker, boot, sequence, group } = this.#keys.salt(merchantId, salt);
       const lives = Math.max(1, Math.ceil(expiresAt - now)) + this.#margin;
-      // The handler's own window, should it be wider than the option: a marker after a loss covers it.
-      const tolerance = ts === undefined ? this.#tolerance : Math.max(this.#tolerance, Math.ceil(expiresAt - ts));
       // The marker this instance verified: another first marker since means the group was emptied (salt-script.ts).
-      const args = () => ['record', Math.floor(now), tolerance, lives, ts === undefined ? '' : Math.floor(ts), this.#markers[group]!];
+      const args = () => ['record', Math.floor(now), this.#future, lives, ts === undefined ? '' : Math.floor(ts), this.#markers[group]!];
+      let reply: unknown;
       try {
-        reply = await this.#connection.run(this.#script, [marker, key, boot], args(), { ifLoaded: true });
+        reply = await this.#connection.run(this.#script, [marker, key, boot, sequence], args(), { ifLoaded: true });
       } catch (error) {
         if (!(error instanceof ScriptNotLoadedError)) throw error;
         // Redis lost its scripts since this instance last ran one: perhaps its data too. Check every group first.
         this.#verified = undefined;
         await this.#verify(this.#precise(now));
-        reply = await this.#connection.run(this.#script, [marker, key, boot], args());
+        reply = await this.#connection.run(this.#script, [marker, key, boot, sequence], args());
       }
+      verdict = readSaltVerdict(reply);
+      if (verdict.kind === 'new') await this.#replicated(key, group, verdict.sequence);
     } catch (error) {
       this.#problem = healthProblem(error);
       throw redisError(error, 'salt record');
     }
     this.#problem = undefined;
-    const verdict = readSaltVerdict(reply);
     if (verdict.markerWritten) {
       // A marker was missing, so Redis lost data since the markers were written: raise the others now, not at each group's next request.
       this.#verified = undefined;
       void this.#verify(this.#precise(now)).catch(() => undefined);
     }
-    if (verdict.kind === 'before-marker') throw new MerchantApiError('invalid_parameter', BEFORE_MARKER_MESSAGE);
+    if (verdict.kind === 'before-marker') {
+      // Another instance may have raised the marker after a loss: health says signing is held until it passes.
+      if (verdict.since > this.#refusedBefore) this.#refusedBefore = verdict.since;
+      throw new MerchantApiError('invalid_parameter', BEFORE_MARKER_MESSAGE);
+    }
     return verdict.kind === 'new';
+  }
+
+  /**
+   * A new salt: where the master has replicas, waited for until they have it (`WAIT`, at most
+   * `replicaWaitMs`), so that a replica promoted holds every salt acknowledged; fewer replicas in
+   * time, and the salt does not count (503: the URL was not accepted, so its loss in a failover
+   * lets nothing through). Then its group's sequence is noted as acknowledged.
+   */
+  async #replicated(key: string, group: number, sequence: number): Promise<void> {
+    const replicas = this.#durability.last?.replicas ?? 0;
+    if (replicas > 0 && this.#connection.waitForReplicas) {
+      const wait = this.#options.replicaWaitMs ?? 250;
+      const acknowledged = await this.#connection.waitForReplicas(key, replicas, wait);
+      if (acknowledged < replicas) throw new StorageUnavailableError(`Redis salt record not acknowledged: ${acknowledged} of ${replicas} replicas had it within ${wait} ms.`);
+    }
+    if (sequence > this.#sequences[group]!) this.#sequences[group] = sequence;
   }
 
   async redisHealth(): Promise<RedisHealth> {
@@ -174,21 +230,6 @@ class RedisState extends ForwardingStorage implements RedisStateStorage {
     } catch (error) {
       throw redisError(error, 'ping');
     }
-  }
-
-  /**
-   * The wrapped storage's ping, and, once a check of the markers found one after the current second
-   * (a loss detected, or the second this instance first marked an empty Redis), not ready until it
-   * passes: ready means a URL signed now validates. Redis not answering does not make it unready
-   * (the users endpoints work without it; signed requests get 503).
-   */
-  override async ping(): Promise<void> {
-    const answer = await this.inner.ping();
-    const wait = this.#refusedBefore - Math.floor(this.#clock());
-    if (wait > 0) {
-      throw new StorageUnavailableError(`Salts on Redis refuse a ts before ${this.#refusedBefore} (Redis lost data, or was first marked, then): ready in ${Math.ceil(wait)} seconds.`, { retryAfter: Math.ceil(wait) });
-    }
-    return answer;
   }
 
   #clock(): number {
@@ -211,23 +252,36 @@ class RedisState extends ForwardingStorage implements RedisStateStorage {
    * after a loss, a NOSCRIPT or a failure; `now` in Unix seconds. On first contact with an empty
    * group its marker says since when this instance runs, to the millisecond, as the memory storage
    * refuses a ts from before its start: a ts equal to its whole second is refused, since a loss may
-   * have taken salts of this very second. Once a check completed, a missing marker, or one written
-   * by another Redis (its `run_id` in the boot key), is a loss: the marker is raised past every ts
-   * an instance may have accepted.
+   * have taken salts of this very second. Once a check completed, a missing marker, a sequence lower
+   * than this instance saw acknowledged, or a marker written by another Redis (its `run_id` in the
+   * boot key) unless both are durable (durability.ts), is a loss: the marker is raised past every
+   * ts an instance may have accepted.
    */
   #verify(now: number): Promise<void> {
     const since = Math.round(now * 1000) / 1000;
-    const check = (group: number, others: boolean) =>
-      this.#connection.run(this.#script, [this.#keys.lifeMarker(group), this.#keys.bootMarker(group)], ['verify', since, this.#tolerance, this.#runIds[group]!, others ? '1' : '', this.#markers[group]!]);
+    const check = (group: number, others: boolean, durable: string, lost = false) =>
+      this.#connection.run(
+        this.#script,
+        [this.#keys.lifeMarker(group), this.#keys.bootMarker(group), this.#keys.sequence(group)],
+        ['verify', since, this.#future, this.#runIds[group]!, others ? '1' : '', this.#markers[group]!, this.#sequences[group] || '', durable, lost ? '1' : ''],
+      );
     // The first group alone, so that the script is loaded once (on a single server) rather than sent whole 1,024 times.
-    this.#verified ??= this.#othersRun()
-      .then((others) => check(0, others).then(async (first) => [first, ...(await Promise.all(Array.from({ length: SALT_GROUPS - 1 }, (_, group) => check(group + 1, others))))]))
+    this.#verified ??= Promise.all([this.#othersRun(), this.#durableNow()])
+      .then(([others, durable]) => check(0, others, durable).then(async (first) => [first, ...(await Promise.all(Array.from({ length: SALT_GROUPS - 1 }, (_, group) => check(group + 1, others, durable))))]))
+      // A loss in one group (its sequence went back) shows that Redis lost writes: those other instances
+      // acknowledged in other groups too, which they may never check. Every group is then taken as lost.
+      .then((replies) =>
+        replies.some((reply) => readGroupVerdict(reply).kind === 'loss') && replies.some((reply) => readGroupVerdict(reply).kind === 'kept')
+          ? Promise.all(replies.map((reply, group) => (readGroupVerdict(reply).kind === 'kept' ? check(group, false, '', true) : reply)))
+          : replies,
+      )
       .then(
       (replies) => {
         const verdicts = replies.map(readGroupVerdict);
         for (const [group, verdict] of verdicts.entries()) {
           this.#runIds[group] = verdict.runId;
           this.#markers[group] = verdict.marker;
+          if (verdict.sequence > this.#sequences[group]!) this.#sequences[group] = verdict.sequence;
         }
         this.#refusedBefore = Math.max(...verdicts.map((verdict) => verdict.since));
         // Every marker is written: from now on an empty group while this instance listens is a loss to the ones that start.
@@ -242,6 +296,34 @@ class RedisState extends ForwardingStorage implements RedisStateStorage {
   }
 
   /**
+   * The `run_id`s a group's Redis may have restarted or failed over between and lost nothing, for
+   * `verify`: the masters this instance found durable at every reading since it first saw them, the
+   * ones answering now included (read now, so that a Redis restarted without its append-only file is
+   * not trusted); none when those are not durable.
+   */
+  async #durableNow(): Promise<string> {
+    const reading = await this.#durability.read();
+    return reading.durable ? this.#durableRuns.join(',') : '';
+  }
+
+  /**
+   * Every reading, the background ones too: a master found not durable, even once, is trusted no more
+   * (made durable again at run time, its file may still lack writes it took meanwhile).
+   */
+  #noteDurability(reading: DurabilityReading): void {
+    for (const run of reading.runIds) {
+      const at = this.#durableRuns.indexOf(run);
+      if (!reading.durable) {
+        if (at >= 0) this.#durableRuns.splice(at, 1);
+        this.#distrusted.add(run);
+      } else if (at < 0 && !this.#distrusted.has(run)) this.#durableRuns.push(run);
+    }
+    this.#durableRuns.splice(0, Math.max(0, this.#durableRuns.length - DURABLE_RUNS_KEPT));
+    // Bounded: a run forgotten here could be trusted again only after 16 newer ones were found not durable.
+    if (this.#distrusted.size > DURABLE_RUNS_KEPT) this.#distrusted.delete(this.#distrusted.values().next().value!);
+  }
+
+  /**
    * Whether other instances run on this Redis (listeners on the presence channel), asked only at this
    * instance's first check: then a missing marker is a loss (a FLUSHALL while they ran), not a new
    * Redis. A connection that cannot count them answers no.
@@ -251,13 +333,16 @@ class RedisState extends ForwardingStorage implements RedisStateStorage {
     return (await this.#connection.subscribersOfEveryMaster(this.#keys.presenceChannel)) > 0;
   }
 
-  get #tolerance(): number {
-    return this.#options.timestampTolerance ?? DEFAULTS.timestampTolerance;
-  }
-
-  /** Redis as the last salt found it; the wrapped storage's own parts, if it reports them. */
+  /**
+   * Redis as the last salt found it; `signing` while the markers refuse a ts of now (after a loss,
+   * and in the second this instance first marked an empty Redis); the wrapped storage's own parts.
+   */
   override health(): Record<string, PartHealth> {
-    return { ...this.inner.health?.(), redis: this.#problem === undefined ? { ok: true } : { ok: false, problem: this.#problem } };
+    const parts: Record<string, PartHealth> = { ...this.inner.health?.(), redis: this.#problem === undefined ? { ok: true } : { ok: false, problem: this.#problem } };
+    // A ts of the current second is refused while that second is before the marker.
+    const wait = Math.ceil(this.#refusedBefore - Math.floor(this.#clock()));
+    if (wait > 0) parts.signing = { ok: false, problem: `held: a ts before ${Math.ceil(this.#refusedBefore)} is refused, as Redis lost salts (or was first marked) then; ${wait} s left` };
+    return parts;
   }
 
   override throttleStore(): ThrottleStore | undefined {

@@ -57,7 +57,7 @@ describe.skipIf(!available)('the Redis state on a Redis Cluster', () => {
     }
     const perNode = cluster.nodes.map(keysOn);
     const slot = (key: string) => cluster.nodes[0]!.cli('cluster', 'keyslot', key).trim();
-    const isMarker = (key: string) => key.endsWith('life') || key.endsWith('boot');
+    const isMarker = (key: string) => key.endsWith('life') || key.endsWith('boot') || key.endsWith('seq');
     const salts = perNode.flat().filter((key) => !isMarker(key));
     expect(salts).toHaveLength(MERCHANTS.length * 4);
     for (const [node, keys] of perNode.entries()) {
@@ -72,6 +72,10 @@ describe.skipIf(!available)('the Redis state on a Redis Cluster', () => {
     expect(perNode.flat().filter((k) => k.endsWith('life'))).toHaveLength(SALT_GROUPS);
     expect(perNode.every((keys) => keys.some((k) => k.endsWith('life')))).toBe(true);
     expect(perNode.filter((keys) => keys.some((k) => !isMarker(k))).length).toBe(3);
+    // Each new salt raised its group's sequence, in the same slot.
+    const sequences = perNode.flat().filter((k) => k.endsWith('seq'));
+    expect(sequences.length).toBeGreaterThan(0);
+    for (const key of sequences) expect(slot(key)).toBe(slot(key.replace(/seq$/, 'life')));
     // Each group's boot key holds the run_id of the master that holds it, read there by the script itself.
     for (const [node, keys] of perNode.entries()) {
       const boot = keys.find((k) => k.endsWith('boot'))!;

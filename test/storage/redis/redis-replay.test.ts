@@ -6,9 +6,9 @@
  * second, is refused, by the instance that accepted it and by one started on
  * the restored Redis; a URL signed ahead of the clock and accepted before a
  * FLUSHALL is refused after it; an instance whose clock is a minute behind
- * cannot write a marker that lets a replay through; /readyz answers 200 only
- * once a URL signed now validates, on a fresh Redis and after a detected
- * restart; two deployments on DB 0 and DB 1 of one server keep their
+ * cannot write a marker that lets a replay through; /readyz says signing is
+ * held (details.signing, still 200) until a URL signed now validates, on a
+ * fresh Redis and after a detected restart; two deployments on DB 0 and DB 1 of one server keep their
  * throttles apart.
  */
 import { readdirSync, statSync, truncateSync } from 'node:fs';
@@ -37,11 +37,20 @@ function instanceOn(redis: SuiteRedis, options: { shiftMs?: number; tolerance?: 
   const clock = () => Date.now() + (options.shiftMs ?? 0);
   const storage = withRedisState(new MemoryStorage(contractSeed()), connection, { now: clock, timestampTolerance: options.tolerance });
   const api = createMerchantApi({ storage, now: clock, logger: silentLogger, throttle: false, timestampTolerance: options.tolerance });
-  const ready = async () => (await api.fetch(new Request(`${ORIGIN}/readyz`))).status;
-  return { api, storage, connection, clock, ready };
+  /** /readyz: its status, and 'held' while its details say signing is held, else 'ready'. */
+  const readiness = async () => {
+    const answer = await api.fetch(new Request(`${ORIGIN}/readyz`));
+    const body = (await answer.json()) as { details?: { signing?: { ok: boolean } } };
+    return { status: answer.status, signing: body.details?.signing === undefined ? 'ready' : 'held' };
+  };
+  const ready = async () => {
+    const { status, signing } = await readiness();
+    return status === 200 && signing === 'ready' ? 200 : signing === 'held' ? 'held' : status;
+  };
+  return { api, storage, connection, clock, ready, readiness };
 }
 
-/** Markers written, and /readyz 200: a URL signed now validates (a first marker refuses the second it was written in). */
+/** Markers written, and /readyz 200 without signing held: a URL signed now validates (a first marker refuses the second it was written in). */
 async function ready(instance: ReturnType<typeof instanceOn>) {
   await instance.storage.redisReady();
   await vi.waitFor(async () => expect(await instance.ready()).toBe(200), { timeout: 20_000, interval: 50 });
@@ -195,7 +204,7 @@ describe.skipIf(!available)('no replay after a loss, whatever the ts and the clo
   });
 });
 
-describe.skipIf(!available)('ready means ready: a URL signed once /readyz answers 200 validates', () => {
+describe.skipIf(!available)('a URL signed once /readyz no longer says signing is held validates; /readyz stays 200 meanwhile', () => {
   const redis = useRedis({ persistence: 'rdb', flushAfterEach: true });
 
   async function whenReady(instance: ReturnType<typeof instanceOn>) {
@@ -209,7 +218,7 @@ describe.skipIf(!available)('ready means ready: a URL signed once /readyz answer
     expect((await call(a.api, await whenReady(a))).body).toEqual(OK);
   });
 
-  it('after a restart from the snapshot is detected: unready meanwhile, for at most the tolerance and a second', async () => {
+  it('after a restart from the snapshot is detected: held meanwhile, still 200, for at most the tolerance and a second', async () => {
     const a = instanceOn(redis, { tolerance: 3 });
     await a.storage.redisReady();
     expect((await call(a.api, await whenReady(a))).body).toEqual(OK);
@@ -219,7 +228,7 @@ describe.skipIf(!available)('ready means ready: a URL signed once /readyz answer
     const b = instanceOn(redis, { tolerance: 3 });
     await b.storage.redisReady();
     const detected = seconds();
-    expect(await b.ready()).toBe(503);
+    expect(await b.readiness()).toEqual({ status: 200, signing: 'held' });
     expect((await call(b.api, signedUrl({ ts: detected }))).status).toBe(400);
     const url = await whenReady(b);
     expect(seconds() - detected).toBeLessThanOrEqual(3 + 2);
@@ -276,7 +285,7 @@ describe.skipIf(!available)('no replay after Redis restarts from its snapshot, u
     seed?.remove();
   });
 
-  it('refuses at every runtime the URLs every runtime accepted after the snapshot, and is not ready meanwhile', async () => {
+  it('refuses at every runtime the URLs every runtime accepted after the snapshot, and says signing is held meanwhile (still ready)', async () => {
     const at = (server: ServerProcess, url: string) => send(url.replace(PUBLIC_URL, server.url));
     for (const server of servers) expect((await send(`${server.url}/readyz`)).status).toBe(200);
     redis.cli('save');
@@ -298,10 +307,10 @@ describe.skipIf(!available)('no replay after Redis restarts from its snapshot, u
         expect(replay.status, RUNTIMES[i]).toBe(400);
         expect(JSON.parse(replay.body).message, RUNTIMES[i]).toMatch(/before the replay store began/);
       }
-      // Every ts up to the tolerance past the detection is refused, so the instance says it is not ready.
+      // Every ts up to the tolerance past the detection is refused: the instance stays ready (the users endpoints work) and says signing is held.
       const readiness = await send(`${server.url}/readyz`);
-      expect(readiness.status, RUNTIMES[i]).toBe(503);
-      expect(Number(readiness.headers['retry-after']), RUNTIMES[i]).toBeGreaterThan(200);
+      expect(readiness.status, RUNTIMES[i]).toBe(200);
+      expect(JSON.parse(readiness.body).details.signing.problem, RUNTIMES[i]).toMatch(/^held: a ts before \d+ is refused.*; \d+ s left$/);
     }
   });
 });
