@@ -23,6 +23,8 @@ import { webhooks } from './migration-0008.js';
 import { authCheckReservations } from './migration-0009.js';
 import { webhookEventRefs } from './migration-0010.js';
 import { authFailuresCensus } from './migration-0011.js';
+import { defineMigration, schemaStep, type MigrationHooks, type MigrationStep, type ResumableMigration } from './resumable.js';
+import { tableExists } from './schema-facts.js';
 
 const TEXT = 'VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci';
 const TABLE_OPTIONS = 'ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci';
@@ -35,17 +37,32 @@ async function idType(db: Kysely<any>): Promise<string> {
   return `VARCHAR(128) CHARACTER SET utf8mb4 COLLATE ${collation} NOT NULL`;
 }
 
-const initial: Migration = {
-  async up(db: Kysely<any>) {
-    const ID = await idType(db);
-    await sql.raw(`CREATE TABLE merchants (
+/** A step of 0001 creating `table` with the DDL `ddl` writes given the id type. */
+function createTableStep(table: string, ddl: (ID: string) => string): MigrationStep {
+  return schemaStep(
+    `create ${table}`,
+    (db) => tableExists(db, table),
+    async (db) => {
+      await sql.raw(ddl(await idType(db))).execute(db);
+    },
+  );
+}
+
+const initial = defineMigration('0001_initial', {
+  up: [
+    createTableStep(
+      'merchants',
+      (ID) => `CREATE TABLE merchants (
       id ${ID},
       status ENUM('active','disabled') NOT NULL DEFAULT 'active',
       created_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
       updated_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
       PRIMARY KEY (id)
-    ) ${TABLE_OPTIONS}`).execute(db);
-    await sql.raw(`CREATE TABLE merchant_keys (
+    ) ${TABLE_OPTIONS}`,
+    ),
+    createTableStep(
+      'merchant_keys',
+      (ID) => `CREATE TABLE merchant_keys (
       id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
       merchant_id ${ID},
       sealed_key VARCHAR(2048) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
@@ -54,8 +71,11 @@ const initial: Migration = {
       PRIMARY KEY (id),
       KEY merchant_keys_active (merchant_id, revoked_at),
       CONSTRAINT merchant_keys_merchant FOREIGN KEY (merchant_id) REFERENCES merchants (id) ON DELETE CASCADE
-    ) ${TABLE_OPTIONS}`).execute(db);
-    await sql.raw(`CREATE TABLE users (
+    ) ${TABLE_OPTIONS}`,
+    ),
+    createTableStep(
+      'users',
+      () => `CREATE TABLE users (
       id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
       first_name ${TEXT} NOT NULL,
       last_name ${TEXT} NOT NULL,
@@ -71,8 +91,11 @@ const initial: Migration = {
       agreed_to_terms_and_conditions DATETIME(6) NULL,
       agreed_to_marketing DATETIME(6) NULL,
       PRIMARY KEY (id)
-    ) ${TABLE_OPTIONS}`).execute(db);
-    await sql.raw(`CREATE TABLE user_shares (
+    ) ${TABLE_OPTIONS}`,
+    ),
+    createTableStep(
+      'user_shares',
+      (ID) => `CREATE TABLE user_shares (
       merchant_id ${ID},
       shared_user_id ${ID},
       user_id BIGINT UNSIGNED NOT NULL,
@@ -80,25 +103,30 @@ const initial: Migration = {
       KEY user_shares_user (user_id),
       CONSTRAINT user_shares_merchant FOREIGN KEY (merchant_id) REFERENCES merchants (id) ON DELETE CASCADE,
       CONSTRAINT user_shares_user FOREIGN KEY (user_id) REFERENCES users (id) ON DELETE CASCADE
-    ) ${TABLE_OPTIONS}`).execute(db);
+    ) ${TABLE_OPTIONS}`,
+    ),
     // No foreign key: the insert is on every signed request and must stay one index write.
-    await sql.raw(`CREATE TABLE used_salts (
+    createTableStep(
+      'used_salts',
+      (ID) => `CREATE TABLE used_salts (
       merchant_id ${ID},
       salt ${ID},
       expires_at DATETIME(6) NOT NULL,
       PRIMARY KEY (merchant_id, salt),
       KEY used_salts_expiry (expires_at)
-    ) ${TABLE_OPTIONS}`).execute(db);
-  },
-  async down(db: Kysely<any>) {
-    for (const table of ['used_salts', 'user_shares', 'users', 'merchant_keys', 'merchants']) {
+    ) ${TABLE_OPTIONS}`,
+    ),
+  ],
+  down: ['used_salts', 'user_shares', 'users', 'merchant_keys', 'merchants'].map((table) => ({
+    name: `drop ${table}`,
+    run: async (db: Kysely<any>) => {
       await sql.raw(`DROP TABLE IF EXISTS ${table}`).execute(db);
-    }
-  },
-};
+    },
+  })),
+});
 
 /** Every migration, by name; names sort in the order they apply. */
-export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
+export const migrations: Readonly<Record<string, ResumableMigration>> = Object.freeze({
   '0001_initial': initial,
   '0002_user_share_filters': userShareFilters,
   '0003_auth_failures': authFailures,
@@ -112,12 +140,20 @@ export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0011_auth_failures_census': authFailuresCensus,
 });
 
-/** A `MigrationProvider` serving `migrations` from code (no files to ship). */
-export const migrationProvider: MigrationProvider = {
-  async getMigrations() {
-    return { ...migrations };
-  },
-};
+/** A `MigrationProvider` serving `migrations` from code (no files to ship), each reporting its steps to `hooks`. */
+export function migrationProvider(hooks: MigrationHooks = {}): MigrationProvider {
+  return {
+    async getMigrations() {
+      const served: Record<string, Migration> = {};
+      for (const [name, migration] of Object.entries(migrations)) {
+        // The steps are recorded under the migration's own name: it must be the one Kysely records.
+        if (migration.name !== name) throw new Error(`migration ${name} is defined as ${migration.name}`);
+        served[name] = migration.withHooks(hooks);
+      }
+      return served;
+    },
+  };
+}
 
 /** Migration bookkeeping tables, named so they never clash with an application's own Kysely migrations. */
 export const MIGRATION_TABLE = 'merchant_api_migration';
@@ -127,13 +163,15 @@ export const MIGRATION_LOCK_TABLE = 'merchant_api_migration_lock';
  * A Kysely `Migrator` for the merchant-api schema. Every change of the schema runs holding the
  * migration lease (`migration-lease.ts`: a committed row, so it holds across the nodes of a Galera
  * cluster too, where Kysely's own `GET_LOCK` is per node), so instances started together, on one
- * server or on several nodes, apply each migration once.
+ * server or on several nodes, apply each migration once. A run that died part-way (killed, or its
+ * connection lost) is completed by the next one: each migration goes on from its last step done
+ * (`resumable.ts`). `hooks.afterStep` sees each step as it is done.
  *
  * @example
  * const { results, error } = await createMigrator(db).migrateToLatest();
  */
-export function createMigrator(db: Kysely<any>): MerchantApiMigrator {
-  const migrator = lazyMigrator({ db, provider: migrationProvider, migrationTableName: MIGRATION_TABLE, migrationLockTableName: MIGRATION_LOCK_TABLE });
+export function createMigrator(db: Kysely<any>, hooks: MigrationHooks = {}): MerchantApiMigrator {
+  const migrator = lazyMigrator({ db, provider: migrationProvider(hooks), migrationTableName: MIGRATION_TABLE, migrationLockTableName: MIGRATION_LOCK_TABLE });
   return {
     getMigrations: () => migrator.getMigrations(),
     migrateToLatest: () => withMigrationLease(db, () => migrator.migrateToLatest()),
@@ -143,9 +181,9 @@ export function createMigrator(db: Kysely<any>): MerchantApiMigrator {
   };
 }
 
-/** Applies every pending migration; throws the first failure. Running it again is a no-op. */
-export async function migrateToLatest(db: Kysely<any>): Promise<MigrationResultSet> {
-  const resultSet = await createMigrator(db).migrateToLatest();
+/** Applies every pending migration; throws the first failure. Running it again is a no-op, and completes a run that died. */
+export async function migrateToLatest(db: Kysely<any>, hooks: MigrationHooks = {}): Promise<MigrationResultSet> {
+  const resultSet = await createMigrator(db, hooks).migrateToLatest();
   if (resultSet.error !== undefined) throw resultSet.error;
   return resultSet;
 }
