@@ -5,81 +5,24 @@
  *   there and says so, and the test kills it then;
  * - inside a statement: an ALTER of 0002 waiting on a metadata lock the test holds, released once
  *   the client is dead, so the server finishes the statement of a client that is gone;
- * - the moment the 4th, 6th, 10th or 14th table exists, as issue 40 measured (no hook: information_schema polled);
+ * - the moment the 4th, 8th or 14th table exists, as issue 40 measured (no hook: information_schema polled);
  * then `migrate` runs again and must succeed, and the schema must equal a clean run's: `SHOW CREATE
  * TABLE` of every table, the migrations recorded, the steps recorded. `serve` then answers /readyz 200.
- * Each kill point has its own database, a few at once.
+ * Each kill point has its own database, a few at once. On Galera: test/storage/galera/galera-migrate-killed.test.ts.
  */
 import { createConnection } from 'mysql2/promise';
 import { sql } from 'kysely';
-import { spawn } from 'node:child_process';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createMigrator, migrateToLatest } from '../../../src/storage/mysql/index.js';
 import { migrations } from '../../../src/storage/mysql/migrations/migrations.js';
 import { createTestDatabase, mysqlAvailable, type TestDatabase } from '../../support/mysql.js';
-import { CLI, CLEAN_ENV, ROOT, startServer } from '../../support/processes.js';
-import { sleep } from '../../support/sleep.js';
+import { CLI, startServer } from '../../support/processes.js';
+import { kill, migrateKilledAfter, migrateOk, runMigrate, schemaSnapshot, until } from '../../support/migrate-runs.js';
 
 const available = await mysqlAvailable();
 
 /** Every step of every migration: where the hook stops `migrate`. */
 const KILL_POINTS = Object.values(migrations).flatMap((migration) => migration.steps.map((step, i) => ({ migration: migration.name, index: i + 1, step: step.name })));
-
-interface Migrate {
-  child: ReturnType<typeof spawn>;
-  output(): string;
-  exited: Promise<number | null>;
-}
-
-/** `node dist/cli.js migrate` on `url`. */
-function migrate(url: string, env: Record<string, string> = {}): Migrate {
-  const child = spawn(process.execPath, [CLI.node, 'migrate'], { cwd: ROOT, env: { ...process.env, ...CLEAN_ENV, DATABASE_URL: url, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let output = '';
-  child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  return { child, output: () => output, exited };
-}
-
-/** Waits until `ready()` holds, checking every 20 ms; fails naming `what` after 60 s, or as soon as `run` exits. */
-async function until(what: string, ready: () => boolean | Promise<boolean>, run?: Migrate): Promise<void> {
-  let exited = false;
-  void run?.exited.then(() => (exited = true));
-  for (const started = Date.now(); Date.now() - started < 60_000; await sleep(20)) {
-    if (await ready()) return;
-    if (exited) throw new Error(`migrate exited before ${what}:\n${run!.output()}`);
-  }
-  throw new Error(`never ${what}${run ? `:\n${run.output()}` : ''}`);
-}
-
-async function killed(run: Migrate): Promise<void> {
-  run.child.kill('SIGKILL');
-  await run.exited;
-}
-
-/** The second `migrate`, which must complete what the killed one left. */
-async function migrateAgain(url: string): Promise<string> {
-  const again = migrate(url);
-  const code = await again.exited;
-  expect(code, again.output()).toBe(0);
-  return again.output();
-}
-
-/** What a clean run leaves, to compare with: every table's definition, the migrations and steps recorded, no lease left. */
-async function snapshot(database: TestDatabase): Promise<Record<string, unknown>> {
-  const db = database.db;
-  const { rows: tables } = await sql<{ name: string }>`SELECT TABLE_NAME AS name FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() ORDER BY TABLE_NAME`.execute(db);
-  const definitions: Record<string, string> = {};
-  for (const { name } of tables) {
-    const { rows } = await sql<{ 'Create Table': string }>`SHOW CREATE TABLE ${sql.table(name)}`.execute(db);
-    // The next AUTO_INCREMENT value depends on the rows written, not on the schema.
-    definitions[name] = rows[0]!['Create Table'].replace(/ AUTO_INCREMENT=\d+/, '');
-  }
-  const applied = (await sql<{ name: string }>`SELECT name FROM merchant_api_migration ORDER BY name`.execute(db)).rows.map((row) => row.name);
-  const steps = (await sql<{ migration: string; step: string }>`SELECT migration, step FROM merchant_api_migration_step ORDER BY migration, step`.execute(db)).rows.map((row) => `${row.migration} / ${row.step}`);
-  const leases = (await sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM merchant_api_migration_lease`.execute(db)).rows[0]!.n;
-  return { definitions, applied, steps, leases: Number(leases) };
-}
 
 async function readyz(database: TestDatabase): Promise<number> {
   const server = await startServer('node', CLI.node, { DATABASE_URL: database.url, MASTER_KEY: database.masterKeyText }, ['serve']);
@@ -96,8 +39,8 @@ describe.skipIf(!available)('a migrate killed part-way', () => {
   beforeAll(async () => {
     const database = await createTestDatabase({ migrate: false });
     try {
-      expect(await migrateAgain(database.url)).toMatch(/The schema is up to date \(\d+ migration\(s\) applied\)/);
-      clean = await snapshot(database);
+      expect(await migrateOk(database.url)).toMatch(/The schema is up to date \(\d+ migration\(s\) applied\)/);
+      clean = await schemaSnapshot(database.db);
     } finally {
       await database.drop();
     }
@@ -112,16 +55,14 @@ describe.skipIf(!available)('a migrate killed part-way', () => {
   it.concurrent.each(KILL_POINTS)('killed after step $index of $migration ($step): the next migrate completes it', async ({ migration, index }) => {
     const database = await createTestDatabase({ migrate: false });
     try {
-      const first = migrate(database.url, { MERCHANT_API_TEST_MIGRATE_PAUSE: `${migration}:${index}` });
-      await until(`paused after step ${index} of ${migration}`, () => first.output().includes(`migrate paused after step ${index} `), first);
-      await killed(first);
+      await migrateKilledAfter(database.url, migration, index);
       // Stopped inside the migration: not recorded as applied, its earlier steps are.
       expect((await sql<{ name: string }>`SELECT name FROM merchant_api_migration`.execute(database.db)).rows.map((row) => row.name)).not.toContain(migration);
 
-      const output = await migrateAgain(database.url);
+      const output = await migrateOk(database.url);
       expect(output).toContain(`Completing migration ${migration}: an earlier migrate stopped part-way through it.`);
-      expect(await snapshot(database)).toEqual(clean);
-      // One near the start, one in the middle, the last: the server starts on what the rerun left.
+      expect(await schemaSnapshot(database.db)).toEqual(clean);
+      // The first and the last: the server starts on what the rerun left.
       if (KILL_POINTS[0]!.migration === migration && index === 1) expect(await readyz(database)).toBe(200);
       if (KILL_POINTS.at(-1)!.migration === migration && index === KILL_POINTS.at(-1)!.index) expect(await readyz(database)).toBe(200);
     } finally {
@@ -137,19 +78,19 @@ describe.skipIf(!available)('a migrate killed part-way', () => {
       // A transaction that read user_shares holds its metadata lock: 0002's first ALTER waits for it.
       await holder.query('START TRANSACTION');
       await holder.query('SELECT * FROM user_shares');
-      const first = migrate(database.url);
+      const first = runMigrate(database.url);
       await until('0002 waits for the metadata lock', async () => {
         const { rows } = await sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST
           WHERE DB = ${database.name} AND INFO LIKE 'ALTER TABLE user_shares%' AND STATE = 'Waiting for table metadata lock'`.execute(database.db);
         return Number(rows[0]!.n) > 0;
       }, first);
-      await killed(first);
+      await kill(first);
       await holder.query('COMMIT');
 
-      const output = await migrateAgain(database.url);
+      const output = await migrateOk(database.url);
       // The server ran the ALTER of the dead client once the lock was free: the rerun finds it done.
       expect(output).toContain('Completing migration 0002_user_share_filters: an earlier migrate stopped part-way through it.\n  step 1 of 3 (add is_active and date_joined) had finished after that migrate stopped.');
-      expect(await snapshot(database)).toEqual(clean);
+      expect(await schemaSnapshot(database.db)).toEqual(clean);
       expect(await readyz(database)).toBe(200);
     } finally {
       await holder.end();
@@ -161,14 +102,14 @@ describe.skipIf(!available)('a migrate killed part-way', () => {
   it.concurrent.each([4, 8, 14])('killed the moment the %ith table exists (information_schema polled): the next migrate completes it', async (tables) => {
     const database = await createTestDatabase({ migrate: false });
     try {
-      const first = migrate(database.url);
+      const first = runMigrate(database.url);
       await until(`${tables} tables exist`, async () => {
         const { rows } = await sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM information_schema.TABLES WHERE TABLE_SCHEMA = ${database.name}`.execute(database.db);
         return Number(rows[0]!.n) >= tables;
       }, first);
-      await killed(first);
-      await migrateAgain(database.url);
-      expect(await snapshot(database)).toEqual(clean);
+      await kill(first);
+      await migrateOk(database.url);
+      expect(await schemaSnapshot(database.db)).toEqual(clean);
     } finally {
       await database.drop();
     }
@@ -185,7 +126,7 @@ describe.skipIf(!available)('a migrate killed part-way', () => {
       expect(rows).toEqual([]);
       expect((await sql`SELECT * FROM merchant_api_migration_step`.execute(database.db)).rows).toEqual([]);
       await migrateToLatest(database.db);
-      expect(await snapshot(database)).toEqual(clean);
+      expect(await schemaSnapshot(database.db)).toEqual(clean);
     } finally {
       await database.drop();
     }
