@@ -8,7 +8,9 @@
  * - every timestamp is `DATETIME(6)` holding UTC, so microseconds survive;
  * - primary keys make the single-user read a point lookup and every keyset
  *   page a range seek on `(merchant_id, shared_user_id)`.
- * Applied migrations are never edited: add a new one.
+ * Applied migrations are never edited: add a new one, made by `defineMigration` (resumable.ts: its
+ * comment says how to write one so that a `migrate` killed anywhere in it is completed by the next;
+ * docs/architecture.md#adding-a-migration).
  */
 import { sql, type Kysely } from 'kysely';
 import { lazyMigrator, type MerchantApiMigrator, type Migration, type MigrationProvider, type MigrationResultSet } from './kysely-migrator.js';
