@@ -4,13 +4,14 @@
  * - after every step of every migration: its test hook (MERCHANT_API_TEST_MIGRATE_PAUSE) stops it
  *   there and says so, and the test kills it then;
  * - inside a statement: an ALTER of 0002 waiting on a metadata lock the test holds, released once
- *   the client is dead, so the server finishes the statement of a client that is gone;
+ *   the client is dead, so the server finishes the statement of a client that is gone (found done
+ *   by the next run); and released only once the next run has started (which must wait for it);
  * - the moment the 4th, 8th or 14th table exists, as issue 40 measured (no hook: information_schema polled);
  * then `migrate` runs again and must succeed, and the schema must equal a clean run's: `SHOW CREATE
  * TABLE` of every table, the migrations recorded, the steps recorded. `serve` then answers /readyz 200.
  * Each kill point has its own database, a few at once. On Galera: test/storage/galera/galera-migrate-killed.test.ts.
  */
-import { createConnection } from 'mysql2/promise';
+import { createConnection, type RowDataPacket } from 'mysql2/promise';
 import { sql } from 'kysely';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createMigrator, migrateToLatest } from '../../../src/storage/mysql/index.js';
@@ -70,30 +71,54 @@ describe.skipIf(!available)('a migrate killed part-way', () => {
     }
   }, 120_000);
 
-  it('killed inside a statement (an ALTER waiting on a lock), the server finishes it, the next migrate goes on after it', async () => {
-    const database = await createTestDatabase({ migrate: false });
+  /** A database at 0001, a lock on user_shares, and `migrate` killed while its first ALTER of 0002 waits for it. */
+  async function killedInsideAlter(database: TestDatabase) {
     const holder = await createConnection({ uri: database.url });
-    try {
-      expect((await createMigrator(database.db).migrateTo('0001_initial')).error).toBeUndefined();
-      // A transaction that read user_shares holds its metadata lock: 0002's first ALTER waits for it.
-      await holder.query('START TRANSACTION');
-      await holder.query('SELECT * FROM user_shares');
-      const first = runMigrate(database.url);
-      await until('0002 waits for the metadata lock', async () => {
-        const { rows } = await sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST
-          WHERE DB = ${database.name} AND INFO LIKE 'ALTER TABLE user_shares%' AND STATE = 'Waiting for table metadata lock'`.execute(database.db);
-        return Number(rows[0]!.n) > 0;
-      }, first);
-      await kill(first);
-      await holder.query('COMMIT');
+    const watcher = await createConnection({ uri: database.url });
+    const connections = async () => {
+      const [rows] = await watcher.query<RowDataPacket[]>('SELECT ID AS id, INFO AS info, STATE AS state FROM information_schema.PROCESSLIST WHERE DB = ?', [database.name]);
+      return rows as { id: number; info: string | null; state: string | null }[];
+    };
+    expect((await createMigrator(database.db).migrateTo('0001_initial')).error).toBeUndefined();
+    // A transaction that read user_shares holds its metadata lock: 0002's first ALTER waits for it.
+    await holder.query('START TRANSACTION');
+    await holder.query('SELECT * FROM user_shares');
+    const first = runMigrate(database.url);
+    await until('0002 waits for the metadata lock', async () => (await connections()).some((row) => row.info?.startsWith('ALTER TABLE user_shares') && row.state === 'Waiting for table metadata lock'), first);
+    await kill(first);
+    return { holder, connections, end: async () => void (await Promise.all([holder.end(), watcher.end()])) };
+  }
 
+  it('killed inside a statement (an ALTER waiting on a lock, let go at once): the server finishes it, the next migrate goes on after it', async () => {
+    const database = await createTestDatabase({ migrate: false });
+    const killedRun = await killedInsideAlter(database);
+    try {
+      await killedRun.holder.query('COMMIT');
       const output = await migrateOk(database.url);
-      // The server ran the ALTER of the dead client once the lock was free: the rerun finds it done.
+      // The server ran the ALTER of the dead client once the lock was free: the rerun found it done.
       expect(output).toContain('Completing migration 0002_user_share_filters: an earlier migrate stopped part-way through it.\n  step 1 of 3 (add is_active and date_joined) had finished after that migrate stopped.');
       expect(await schemaSnapshot(database.db)).toEqual(clean);
       expect(await readyz(database)).toBe(200);
     } finally {
-      await holder.end();
+      await killedRun.end();
+      await database.drop();
+    }
+  }, 120_000);
+
+  it('killed inside a statement, the next migrate started while that statement still waits in the server: it completes the migration once', async () => {
+    const database = await createTestDatabase({ migrate: false });
+    const killedRun = await killedInsideAlter(database);
+    try {
+      const before = new Set((await killedRun.connections()).map((row) => row.id));
+      const again = runMigrate(database.url);
+      await until('the next migrate is connected', async () => (await killedRun.connections()).some((row) => !before.has(row.id)), again);
+      // The dead client's ALTER runs now, unless the server has noticed the client is gone and
+      // dropped it: either way the next migrate must not apply it twice.
+      await killedRun.holder.query('COMMIT');
+      expect(await again.exited, again.output()).toBe(0);
+      expect(await schemaSnapshot(database.db)).toEqual(clean);
+    } finally {
+      await killedRun.end();
       await database.drop();
     }
   }, 120_000);

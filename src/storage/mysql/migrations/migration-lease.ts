@@ -8,14 +8,16 @@
  * the row (1062), and waits. The lease expires, so a migrator that died does not block forever; the
  * holder renews it while it works.
  *
- * A holder that died is also seen at once from its own server: the holder keeps a named lock
- * (`GET_LOCK('merchant_api_migrate_<holder>')`) on a connection of its own while it holds the lease,
- * and writes which server that is (`node`: host name, port and Galera's node id). A taker on that
- * server finds the lock free (`IS_USED_LOCK` NULL: the holder's process and connection are gone)
- * and takes the lease over without waiting for it to expire (measured: a `migrate` killed mid-way
- * made the next one wait 25-30 s before). A statement the dead holder left running still holds
- * Kysely's `GET_LOCK` on the migrator's own connection until it ends, so the next migrator waits
- * for it there. From another node the lock cannot be seen: there the lease expires as before.
+ * A holder that died is also seen at once from its own server: the holder runs the migrations on
+ * one connection, which holds a named lock (`GET_LOCK('merchant_api_migrate_<holder>')`) while the
+ * lease is held, and writes which server that is (`node`: host name, port and Galera's node id). A
+ * taker on that server finds the lock free (`IS_USED_LOCK` NULL) once the holder's connection is
+ * gone, and takes the lease over without waiting for it to expire (measured: a `migrate` killed
+ * mid-way made the next one wait 25-30 s before). A statement the dead holder left running keeps its
+ * connection, and so the lock, until it ends: the taker waits for it. From another node the lock
+ * cannot be seen: there the lease expires as before. Kysely's own `GET_LOCK` is not taken (its
+ * name is the same for every database of a server, so the migrations of two databases waited for
+ * each other, up to an hour, and a query timeout cut the wait): the lease is the lock.
  *
  * The lease table is created here, idempotently, not by a numbered migration: the lock must work
  * before the first migration runs. Once a node has committed its lease row, every write set ordered
@@ -25,7 +27,6 @@
 import { randomBytes } from 'node:crypto';
 import { sql, type Kysely } from 'kysely';
 import { mysqlErrorCode } from '../storage-error.js';
-import { poolSizeOf } from '../create-mysql-kysely.js';
 import { columnsExist } from './schema-facts.js';
 
 export const MIGRATION_LEASE_TABLE = 'merchant_api_migration_lease';
@@ -126,23 +127,18 @@ async function tryTake(connection: Kysely<any>, holder: string, node: string | n
 }
 
 /**
- * Runs `body` on a connection of its own (the named lock and the server it is on must be the same
- * connection's), or on `db` itself when its pool has a single connection, which the migrator needs.
+ * Runs `work` holding the cluster-wide migration lease, on the connection that holds it (the
+ * migrations run there, so that the named lock lives as long as their statements); the lease is
+ * renewed while it runs and released after.
  */
-async function onOwnConnection<T>(db: Kysely<any>, body: (connection: Kysely<any>, own: boolean) => Promise<T>): Promise<T> {
-  if (poolSizeOf(db) === 1) return body(db, false);
-  return db.connection().execute((connection) => body(connection, true));
-}
-
-/** Runs `work` holding the cluster-wide migration lease; the lease is renewed while it runs and released after. */
-export async function withMigrationLease<T>(db: Kysely<any>, work: () => Promise<T>, options: MigrationLeaseOptions = {}): Promise<T> {
+export async function withMigrationLease<T>(db: Kysely<any>, work: (connection: Kysely<any>) => Promise<T>, options: MigrationLeaseOptions = {}): Promise<T> {
   const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
   const waitMs = options.waitMs ?? DEFAULT_WAIT_MS;
   const pollMs = options.pollMs ?? DEFAULT_POLL_MS;
   const holder = randomBytes(16).toString('hex');
   await ensureLeaseTable(db);
-  return onOwnConnection(db, async (connection, own) => {
-    const node = own && (await holdAliveLock(connection, holder)) ? await nodeOf(connection) : null;
+  return db.connection().execute(async (connection) => {
+    const node = (await holdAliveLock(connection, holder)) ? await nodeOf(connection) : null;
     try {
       const started = performance.now();
       while (!(await tryTake(connection, holder, node, leaseMs))) {
@@ -151,26 +147,55 @@ export async function withMigrationLease<T>(db: Kysely<any>, work: () => Promise
         }
         await new Promise((resolve) => setTimeout(resolve, pollMs));
       }
-      // The lease's own connection is idle while the migrator works on another: the renewals go
-      // there, where they never wait for a connection of a small pool (the CLI's has two).
-      const leaseDb = own ? connection : db;
+      // The renewals go through the pool: the lease's connection is busy with the migrations.
       let renewing: Promise<unknown> = Promise.resolve();
       const renewal = setInterval(() => {
         renewing = sql`UPDATE ${sql.table(MIGRATION_LEASE_TABLE)} SET expires_at = UTC_TIMESTAMP(6) + INTERVAL ${leaseMs * 1000} MICROSECOND WHERE name = ${LOCK_NAME} AND holder = ${holder}`
-          .execute(leaseDb)
+          .execute(db)
           // A failed renewal is tried again at the next tick; the lease lasts leaseMs from the last one that worked.
           .catch(() => undefined);
       }, Math.max(1000, Math.floor(leaseMs / 3)));
       try {
-        return await work();
+        return await work(connection);
       } finally {
         clearInterval(renewal);
         await renewing;
-        await sql`DELETE FROM ${sql.table(MIGRATION_LEASE_TABLE)} WHERE name = ${LOCK_NAME} AND holder = ${holder}`.execute(leaseDb).catch(() => undefined);
+        await sql`DELETE FROM ${sql.table(MIGRATION_LEASE_TABLE)} WHERE name = ${LOCK_NAME} AND holder = ${holder}`.execute(connection).catch(() => undefined);
       }
     } finally {
       // After the row is gone: while the row names this holder, its lock says it lives.
       if (node !== null) await sql`SELECT RELEASE_LOCK(${aliveLock(holder)})`.execute(connection).catch(() => undefined);
     }
   });
+}
+
+/**
+ * `connection` as Kysely's `Migrator` sees it, without the `GET_LOCK` it takes (the lease is the
+ * lock, above). Kysely reads the adapter from `getExecutor()` (0.28 and 0.29); should a release
+ * read it elsewhere, its lock is simply taken as before.
+ */
+export function withoutKyselyLock(connection: Kysely<any>): Kysely<any> {
+  return new Proxy(connection, {
+    get(target, property) {
+      if (property === 'getExecutor') {
+        return () => {
+          const executor = target.getExecutor();
+          const adapter = executor.adapter;
+          const unlocked = Object.create(adapter, {
+            acquireMigrationLock: { value: async () => undefined },
+            releaseMigrationLock: { value: async () => undefined },
+          });
+          return new Proxy(executor, {
+            get: (inner, name) => (name === 'adapter' ? unlocked : bind(inner, Reflect.get(inner, name, inner))),
+          });
+        };
+      }
+      return bind(target, Reflect.get(target, property, target));
+    },
+  });
+}
+
+/** Methods of Kysely's classes use private fields: called on the real object, never the proxy. */
+function bind(target: object, value: unknown): unknown {
+  return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
 }

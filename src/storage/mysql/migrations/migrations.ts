@@ -19,7 +19,7 @@ import { authFailures } from './migration-0003.js';
 import { keyIds } from './migration-0004.js';
 import { userShareUpdatedAt } from './migration-0005.js';
 import { replicaHeartbeat } from './migration-0006.js';
-import { withMigrationLease } from './migration-lease.js';
+import { withMigrationLease, withoutKyselyLock } from './migration-lease.js';
 import { keyLimitsAudit } from './migration-0007.js';
 import { webhooks } from './migration-0008.js';
 import { authCheckReservations } from './migration-0009.js';
@@ -164,8 +164,8 @@ export const MIGRATION_LOCK_TABLE = 'merchant_api_migration_lock';
 /**
  * A Kysely `Migrator` for the merchant-api schema. Every change of the schema runs holding the
  * migration lease (`migration-lease.ts`: a committed row, so it holds across the nodes of a Galera
- * cluster too, where Kysely's own `GET_LOCK` is per node), so instances started together, on one
- * server or on several nodes, apply each migration once. A run that died part-way (killed, or its
+ * cluster too, where a `GET_LOCK` is per node; Kysely's own is not taken), so instances started
+ * together, on one server or on several nodes, apply each migration once. A run that died part-way (killed, or its
  * connection lost) is completed by the next one: each migration goes on from its last step done
  * (`resumable.ts`). `hooks.afterStep` sees each step as it is done.
  *
@@ -173,13 +173,16 @@ export const MIGRATION_LOCK_TABLE = 'merchant_api_migration_lock';
  * const { results, error } = await createMigrator(db).migrateToLatest();
  */
 export function createMigrator(db: Kysely<any>, hooks: MigrationHooks = {}): MerchantApiMigrator {
-  const migrator = lazyMigrator({ db, provider: migrationProvider(hooks), migrationTableName: MIGRATION_TABLE, migrationLockTableName: MIGRATION_LOCK_TABLE });
+  const props = { provider: migrationProvider(hooks), migrationTableName: MIGRATION_TABLE, migrationLockTableName: MIGRATION_LOCK_TABLE };
+  // Each change runs on the lease's own connection (migration-lease.ts), without Kysely's GET_LOCK.
+  const leased = <T>(change: (migrator: MerchantApiMigrator) => Promise<T>) => withMigrationLease(db, (connection) => change(lazyMigrator({ db: withoutKyselyLock(connection), ...props })));
+  const reader = lazyMigrator({ db, ...props });
   return {
-    getMigrations: () => migrator.getMigrations(),
-    migrateToLatest: () => withMigrationLease(db, () => migrator.migrateToLatest()),
-    migrateTo: (name) => withMigrationLease(db, () => migrator.migrateTo(name)),
-    migrateUp: () => withMigrationLease(db, () => migrator.migrateUp()),
-    migrateDown: () => withMigrationLease(db, () => migrator.migrateDown()),
+    getMigrations: () => reader.getMigrations(),
+    migrateToLatest: () => leased((migrator) => migrator.migrateToLatest()),
+    migrateTo: (name) => leased((migrator) => migrator.migrateTo(name)),
+    migrateUp: () => leased((migrator) => migrator.migrateUp()),
+    migrateDown: () => leased((migrator) => migrator.migrateDown()),
   };
 }
 
