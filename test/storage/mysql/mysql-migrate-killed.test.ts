@@ -9,6 +9,8 @@
  * - the moment the 4th, 8th or 14th table exists, as issue 40 measured (no hook: information_schema polled);
  * then `migrate` runs again and must succeed, and the schema must equal a clean run's: `SHOW CREATE
  * TABLE` of every table, the migrations recorded, the steps recorded. `serve` then answers /readyz 200.
+ * Also: databases the release before the steps left half-way are completed, a table of the same
+ * name made by someone else is not taken for ours, and down all the way and up again.
  * Each kill point has its own database, a few at once. On Galera: test/storage/galera/galera-migrate-killed.test.ts.
  */
 import { createConnection, type RowDataPacket } from 'mysql2/promise';
@@ -135,6 +137,44 @@ describe.skipIf(!available)('a migrate killed part-way', () => {
       await kill(first);
       await migrateOk(database.url);
       expect(await schemaSnapshot(database.db)).toEqual(clean);
+    } finally {
+      await database.drop();
+    }
+  }, 120_000);
+
+  // What the code before the steps were recorded (3920f53) left when killed, and could never complete.
+  it.concurrent.each([
+    ['0001_initial', 4],
+    ['0002_user_share_filters', 3],
+    ['0008_webhooks', 2],
+    ['0011_auth_failures_census', 3],
+  ] as const)('a database an earlier release left part-way (%s, %i steps done, none recorded): migrate completes it', async (name, done) => {
+    const database = await createTestDatabase({ migrate: false });
+    try {
+      const names = Object.keys(migrations);
+      const before = names[names.indexOf(name) - 1];
+      if (before) expect((await createMigrator(database.db).migrateTo(before)).error).toBeUndefined();
+      for (const step of migrations[name]!.steps.slice(0, done)) {
+        if (step.kind === 'data') await database.db.transaction().execute((trx) => step.run(trx));
+        else await step.run(database.db);
+      }
+      const output = await migrateOk(database.url);
+      expect(output).toContain(`Completing migration ${name}`);
+      expect(await schemaSnapshot(database.db)).toEqual(clean);
+    } finally {
+      await database.drop();
+    }
+  }, 120_000);
+
+  it('does not take a table it did not make for its own: one behind a step it had to run fails the migrate', async () => {
+    const database = await createTestDatabase({ migrate: false });
+    try {
+      expect((await createMigrator(database.db).migrateTo('0007_key_limits_audit')).error).toBeUndefined();
+      // Some other application's webhook_events, while 0008 has not begun: its first step runs, so its second cannot be "found".
+      await sql`CREATE TABLE webhook_events (id INT PRIMARY KEY)`.execute(database.db);
+      const run = runMigrate(database.url);
+      expect(await run.exited).toBe(1);
+      expect(run.output()).toContain('migrate failed: MySQL migrate failed (ER_TABLE_EXISTS_ERROR).');
     } finally {
       await database.drop();
     }

@@ -34,10 +34,11 @@ export const authFailuresCensus = defineMigration('0011_auth_failures_census', {
         await sql.raw('ALTER TABLE auth_failures ADD COLUMN census_stripe TINYINT UNSIGNED NULL DEFAULT NULL').execute(db);
       },
     ),
-    // One transaction: the stripes, and the rows already there counted into stripe 0, exactly once.
+    // One transaction: the stripes, and the rows already there counted into stripe 0, exactly once
+    // (the stripes kept if a release before the steps were recorded wrote them and then died).
     dataStep('count the rows there are', async (trx) => {
       const stripes = Array.from({ length: CENSUS_STRIPES }, (_, stripe) => `(${stripe}, 0)`).join(', ');
-      await sql.raw(`INSERT INTO auth_failures_census (stripe, held) VALUES ${stripes}`).execute(trx);
+      await sql.raw(`INSERT INTO auth_failures_census (stripe, held) VALUES ${stripes} ON DUPLICATE KEY UPDATE stripe = stripe`).execute(trx);
       await sql.raw('UPDATE auth_failures SET census_stripe = 0').execute(trx);
       await sql.raw('UPDATE auth_failures_census SET held = (SELECT COUNT(*) FROM auth_failures) WHERE stripe = 0').execute(trx);
     }),

@@ -10,7 +10,8 @@
  *   check of `information_schema` that says whether its effect is there. The statement of a
  *   client killed while it ran goes on in the server and may finish after its step could be
  *   recorded: the check finds it done, and the step is recorded without running again. Only the
- *   first step not recorded is checked (only it can have been under way); checks use
+ *   steps before the first one this run has to run are checked (what earlier runs left is a prefix
+ *   of the steps, recorded or, by a release before this file, not); checks use
  *   `information_schema` only, so nothing relies on MariaDB's `IF NOT EXISTS` clauses (MySQL 8
  *   has none for columns and indexes).
  * - `dataStep`: data changes (INSERT, UPDATE, DELETE only: DDL would commit half-way) run in one
@@ -119,23 +120,26 @@ async function record(db: Kysely<any>, migration: string, step: string): Promise
 async function runUp(db: Kysely<any>, name: string, steps: readonly MigrationStep[], hooks: MigrationHooks): Promise<void> {
   await ensureStepTable(db);
   const done = await recordedSteps(db, name);
-  // Only the first step not recorded can have been under way when an earlier run died: a later one
-  // whose effect is there anyway met an object this migration did not make, and fails as it should.
-  let first = true;
+  // Earlier runs did the steps in order, so what they left is a prefix of them (a release before
+  // the steps were recorded left it without records): a schema step is looked for until this run has
+  // had to run one. After that, a step whose effect is there anyway met an object this migration
+  // did not make, and fails as it should.
+  let mayFind = true;
   for (const [index, step] of steps.entries()) {
     let outcome: MigrationStepEvent['outcome'] = 'applied';
     if (done.has(step.name)) {
       outcome = 'skipped';
     } else if (step.kind === 'data') {
-      first = false;
       await db.transaction().execute(async (trx) => {
         await step.run(trx);
         await record(trx, name, step.name);
       });
     } else {
-      if (step.kind === 'schema' && first && (await step.applied(db))) outcome = 'found';
-      else await step.run(db);
-      first = false;
+      if (step.kind === 'schema' && mayFind && (await step.applied(db))) outcome = 'found';
+      else {
+        await step.run(db);
+        if (step.kind === 'schema') mayFind = false;
+      }
       await record(db, name, step.name);
     }
     await hooks.afterStep?.({ migration: name, step: step.name, index: index + 1, of: steps.length, outcome });
