@@ -20,9 +20,9 @@
  * - `batchedStep`: a data change too big for one transaction (a fill in batches), each batch
  *   committed alone; it must pick only the rows not yet done (`WHERE key_id IS NULL`), so that a
  *   rerun carries on from the last batch that committed.
- * Down runs the down steps (each must be safe to run again: `DROP TABLE IF EXISTS`, or a
- * `schemaStep` whose check says the change is already undone), then forgets the migration's
- * recorded steps.
+ * Down runs the down steps (each must be safe to run again: `DROP TABLE IF EXISTS`, or an
+ * `undone` check that says the change is already undone), then forgets the migration's recorded
+ * steps.
  *
  * Writing a new migration (the registry in migrations.ts accepts only `defineMigration`'s):
  * - one DDL statement per `schemaStep`, with a check of exactly what it creates or removes
