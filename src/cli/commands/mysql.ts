@@ -5,7 +5,7 @@
  * 10), STORAGE_TIMEOUT (ms, default 5000: also the per-query timeout).
  */
 import type { Logger, Storage } from '../../index.js';
-import { createMigrator, createMysqlKysely, durabilityReport, galeraProblems, MasterKeyError, migrateToLatest, MysqlStorage, openApiKey, type DurabilityReport } from '../../storage/mysql/index.js';
+import { createMigrator, createMysqlKysely, durabilityReport, galeraProblems, MasterKeyError, migrateToLatest, MysqlStorage, openApiKey, type DurabilityReport, type MigrationHooks } from '../../storage/mysql/index.js';
 import { durabilityVerdict } from './mysql-durability.js';
 import { storageError } from '../../cli-internal.js';
 import type { CliCommand, CliIo } from '../io.js';
@@ -27,7 +27,31 @@ const MIGRATE_USAGE = `Usage: merchant-api migrate [--status]
   (no option)   apply the pending migrations; safe on every deploy
   --status      list the migrations, applied or pending`;
 
-/** `merchant-api migrate [--status]`: applies pending migrations (idempotent), or lists them. */
+/**
+ * What `migrate` says of a migration an earlier run left part-way (killed, or its connection
+ * lost), which this run completes; and the suites' hook: with MERCHANT_API_TEST_MIGRATE_PAUSE set to
+ * `<migration>:<step number>`, it stops after that step, says so on stderr and waits to be killed
+ * (test/storage/mysql/mysql-migrate-killed.test.ts kills it there).
+ */
+function migrateHooks(io: CliIo): MigrationHooks {
+  const resumed = new Set<string>();
+  const pauseAt = io.env.MERCHANT_API_TEST_MIGRATE_PAUSE;
+  return {
+    async afterStep({ migration, step, index, of, outcome }) {
+      if (outcome !== 'applied' && !resumed.has(migration)) {
+        resumed.add(migration);
+        io.out(`Completing migration ${migration}: an earlier migrate stopped part-way through it.`);
+      }
+      if (outcome === 'found') io.out(`  step ${index} of ${of} (${step}) had finished after that migrate stopped.`);
+      if (pauseAt === `${migration}:${index}`) {
+        io.err(`migrate paused after step ${index} of ${of} of ${migration} (MERCHANT_API_TEST_MIGRATE_PAUSE)`);
+        await new Promise(() => setInterval(() => undefined, 60_000));
+      }
+    },
+  };
+}
+
+/** `merchant-api migrate [--status]`: applies pending migrations (idempotent, and completes a run that died), or lists them. */
 const migrateCommand: CliCommand = async (args, io, config) => {
   const parsed = parseCommandArgs(args, { status: { type: 'boolean' } }, MIGRATE_USAGE);
   if (parsed === 'help') {
@@ -44,7 +68,7 @@ const migrateCommand: CliCommand = async (args, io, config) => {
         }
         return 0;
       }
-      const { results = [] } = await migrateToLatest(db);
+      const { results = [] } = await migrateToLatest(db, migrateHooks(io));
       for (const result of results) io.out(`Applied migration ${result.migrationName}.`);
       io.out(results.length === 0 ? 'The schema is up to date; nothing to apply.' : `The schema is up to date (${results.length} migration(s) applied).`);
       // The audit trail keeps AUDIT_RETENTION (default 400 days); every deploy's migrate prunes it.

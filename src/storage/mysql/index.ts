@@ -20,6 +20,7 @@ export { createMysqlKysely, parseMysqlUrl } from './create-mysql-kysely.js';
 export type { MysqlKyselyOptions } from './create-mysql-kysely.js';
 export { createMigrator, migrateToLatest } from './migrations/migrations.js';
 export type { MerchantApiMigrator, Migration, MigrationInfo, MigrationResult, MigrationResultSet } from './migrations/kysely-migrator.js';
+export type { MigrationHooks, MigrationStepEvent } from './migrations/resumable.js';
 export { generateApiKey, generateMasterKey, MasterKeyError, openApiKey, parseMasterKey, sealApiKey } from '../sql/key-sealing.js';
 export type { MasterKey } from '../sql/key-sealing.js';
 export { addMerchant, addMerchantKey, addRandomMerchantKey, deleteMerchant, listMerchantKeys, listMerchants, MerchantAdminError, revokeMerchantKey, rotateMerchantKey, setMerchantStatus, updateMerchantKey } from './admin/merchant-admin.js';

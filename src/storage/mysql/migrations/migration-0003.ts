@@ -15,7 +15,8 @@
  * address with a zone fits); the throttle keeps others local.
  */
 import { sql, type Kysely } from 'kysely';
-import type { Migration } from './kysely-migrator.js';
+import { defineMigration, schemaStep } from './resumable.js';
+import { tableExists } from './schema-facts.js';
 
 /** What `idType` in migrations.ts chose for `merchants.id`, so a pair row holds any merchant id. */
 async function merchantIdType(db: Kysely<any>): Promise<string> {
@@ -24,9 +25,13 @@ async function merchantIdType(db: Kysely<any>): Promise<string> {
   return `VARCHAR(128) CHARACTER SET utf8mb4 COLLATE ${rows[0]?.collation ?? 'utf8mb4_bin'} NOT NULL`;
 }
 
-export const authFailures: Migration = {
-  async up(db: Kysely<any>) {
-    await sql.raw(`CREATE TABLE auth_failures (
+export const authFailures = defineMigration('0003_auth_failures', {
+  up: [
+    schemaStep(
+      'create auth_failures',
+      (db) => tableExists(db, 'auth_failures'),
+      async (db) => {
+        await sql.raw(`CREATE TABLE auth_failures (
       scope ENUM('address','pair') NOT NULL,
       address VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
       merchant_id ${await merchantIdType(db)},
@@ -41,8 +46,15 @@ export const authFailures: Migration = {
       KEY auth_failures_blocked (blocked_until),
       KEY auth_failures_expiry (expires_at)
     ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci`).execute(db);
-  },
-  async down(db: Kysely<any>) {
-    await sql.raw('DROP TABLE IF EXISTS auth_failures').execute(db);
-  },
-};
+      },
+    ),
+  ],
+  down: [
+    {
+      name: 'drop auth_failures',
+      run: async (db) => {
+        await sql.raw('DROP TABLE IF EXISTS auth_failures').execute(db);
+      },
+    },
+  ],
+});

@@ -8,21 +8,42 @@
  * keyset of `order=updated_at`, one range per page from `updated_since` or the position; the
  * trailing columns let `active` and the date filters be checked on the index entries alone.
  */
-import { sql, type Kysely } from 'kysely';
-import type { Migration } from './kysely-migrator.js';
+import { sql } from 'kysely';
+import { dataStep, defineMigration, schemaStep } from './resumable.js';
+import { columnsAbsent, columnsExist, indexExists } from './schema-facts.js';
 
-export const userShareUpdatedAt: Migration = {
-  async up(db: Kysely<any>) {
+export const userShareUpdatedAt = defineMigration('0005_user_share_updated_at', {
+  up: [
     // NOT NULL with a constant default: an instant ALTER on MariaDB 10.3+ and MySQL 8.
-    await sql.raw(`ALTER TABLE user_shares ADD COLUMN updated_at DATETIME(6) NOT NULL DEFAULT '1970-01-01 00:00:00.000000'`).execute(db);
-    await sql.raw('UPDATE user_shares SET updated_at = date_joined').execute(db);
-    await sql.raw(`ALTER TABLE user_shares
+    schemaStep(
+      'add updated_at',
+      (db) => columnsExist(db, 'user_shares', 'updated_at'),
+      async (db) => {
+        await sql.raw(`ALTER TABLE user_shares ADD COLUMN updated_at DATETIME(6) NOT NULL DEFAULT '1970-01-01 00:00:00.000000'`).execute(db);
+      },
+    ),
+    dataStep('fill from date_joined', async (trx) => {
+      await sql.raw('UPDATE user_shares SET updated_at = date_joined').execute(trx);
+    }),
+    schemaStep(
+      'default now, add user_shares_updated',
+      (db) => indexExists(db, 'user_shares', 'user_shares_updated'),
+      async (db) => {
+        await sql.raw(`ALTER TABLE user_shares
       ALTER COLUMN updated_at SET DEFAULT (UTC_TIMESTAMP(6)),
       ADD KEY user_shares_updated (merchant_id, updated_at, shared_user_id, is_active, date_joined)`).execute(db);
-  },
-  async down(db: Kysely<any>) {
-    await sql.raw(`ALTER TABLE user_shares
+      },
+    ),
+  ],
+  down: [
+    {
+      name: 'drop updated_at',
+      undone: (db) => columnsAbsent(db, 'user_shares', 'updated_at'),
+      run: async (db) => {
+        await sql.raw(`ALTER TABLE user_shares
       DROP KEY user_shares_updated,
       DROP COLUMN updated_at`).execute(db);
-  },
-};
+      },
+    },
+  ],
+});

@@ -6,17 +6,30 @@
  * per check interval whatever the number of instances; each instance reads the row on the
  * replica, where it is as old as what the replica has applied.
  */
-import { sql, type Kysely, type Migration } from 'kysely';
+import { sql } from 'kysely';
+import { defineMigration, schemaStep } from './resumable.js';
+import { tableExists } from './schema-facts.js';
 
-export const replicaHeartbeat: Migration = {
-  async up(db: Kysely<any>) {
-    await sql.raw(`CREATE TABLE replica_heartbeat (
+export const replicaHeartbeat = defineMigration('0006_replica_heartbeat', {
+  up: [
+    schemaStep(
+      'create replica_heartbeat',
+      (db) => tableExists(db, 'replica_heartbeat'),
+      async (db) => {
+        await sql.raw(`CREATE TABLE replica_heartbeat (
       id TINYINT UNSIGNED NOT NULL,
       beat_at DATETIME(6) NOT NULL,
       PRIMARY KEY (id)
     ) ENGINE=InnoDB DEFAULT CHARSET=ascii`).execute(db);
-  },
-  async down(db: Kysely<any>) {
-    await sql.raw('DROP TABLE IF EXISTS replica_heartbeat').execute(db);
-  },
-};
+      },
+    ),
+  ],
+  down: [
+    {
+      name: 'drop replica_heartbeat',
+      run: async (db) => {
+        await sql.raw('DROP TABLE IF EXISTS replica_heartbeat').execute(db);
+      },
+    },
+  ],
+});

@@ -14,7 +14,8 @@
  *   merchant's deletion outlives the merchant. Pruned by age (`AUDIT_RETENTION`) through `at`.
  */
 import { sql, type Kysely } from 'kysely';
-import type { Migration } from './kysely-migrator.js';
+import { defineMigration, schemaStep } from './resumable.js';
+import { columnsAbsent, columnsExist, tableExists } from './schema-facts.js';
 
 /** What `idType` in migrations.ts chose for `merchants.id` (as migration 0003 reads it), nullable. */
 async function merchantIdType(db: Kysely<any>): Promise<string> {
@@ -23,14 +24,24 @@ async function merchantIdType(db: Kysely<any>): Promise<string> {
   return `VARCHAR(128) CHARACTER SET utf8mb4 COLLATE ${rows[0]?.collation ?? 'utf8mb4_bin'} NULL`;
 }
 
-export const keyLimitsAudit: Migration = {
-  async up(db: Kysely<any>) {
-    await sql.raw(`ALTER TABLE merchant_keys
+export const keyLimitsAudit = defineMigration('0007_key_limits_audit', {
+  up: [
+    schemaStep(
+      'add name, scopes, allow_from and last_used_at',
+      (db) => columnsExist(db, 'merchant_keys', 'name', 'scopes', 'allow_from', 'last_used_at'),
+      async (db) => {
+        await sql.raw(`ALTER TABLE merchant_keys
       ADD COLUMN name VARCHAR(100) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NULL,
       ADD COLUMN scopes VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NULL,
       ADD COLUMN allow_from TEXT CHARACTER SET ascii COLLATE ascii_bin NULL,
       ADD COLUMN last_used_at DATETIME(6) NULL`).execute(db);
-    await sql.raw(`CREATE TABLE audit_events (
+      },
+    ),
+    schemaStep(
+      'create audit_events',
+      (db) => tableExists(db, 'audit_events'),
+      async (db) => {
+        await sql.raw(`CREATE TABLE audit_events (
       id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
       at DATETIME(6) NOT NULL,
       actor VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NOT NULL,
@@ -43,9 +54,22 @@ export const keyLimitsAudit: Migration = {
       KEY audit_events_merchant (merchant_id, id),
       KEY audit_events_action (action, id)
     ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci`).execute(db);
-  },
-  async down(db: Kysely<any>) {
-    await sql.raw('DROP TABLE IF EXISTS audit_events').execute(db);
-    await sql.raw('ALTER TABLE merchant_keys DROP COLUMN name, DROP COLUMN scopes, DROP COLUMN allow_from, DROP COLUMN last_used_at').execute(db);
-  },
-};
+      },
+    ),
+  ],
+  down: [
+    {
+      name: 'drop audit_events',
+      run: async (db) => {
+        await sql.raw('DROP TABLE IF EXISTS audit_events').execute(db);
+      },
+    },
+    {
+      name: 'drop name, scopes, allow_from and last_used_at',
+      undone: (db) => columnsAbsent(db, 'merchant_keys', 'name'),
+      run: async (db) => {
+        await sql.raw('ALTER TABLE merchant_keys DROP COLUMN name, DROP COLUMN scopes, DROP COLUMN allow_from, DROP COLUMN last_used_at').execute(db);
+      },
+    },
+  ],
+});

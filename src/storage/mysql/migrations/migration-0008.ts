@@ -13,7 +13,8 @@
  *   take turns; `webhook_deliveries_created`: pruning by age.
  */
 import { sql, type Kysely } from 'kysely';
-import type { Migration } from './kysely-migrator.js';
+import { defineMigration, schemaStep } from './resumable.js';
+import { tableExists } from './schema-facts.js';
 
 const TABLE_OPTIONS = 'ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci';
 const ASCII_ID = 'VARCHAR(48) CHARACTER SET ascii COLLATE ascii_bin NOT NULL';
@@ -25,10 +26,14 @@ async function merchantIdType(db: Kysely<any>): Promise<string> {
   return `VARCHAR(128) CHARACTER SET utf8mb4 COLLATE ${rows[0]?.collation ?? 'utf8mb4_bin'} NOT NULL`;
 }
 
-export const webhooks: Migration = {
-  async up(db: Kysely<any>) {
-    const MERCHANT_ID = await merchantIdType(db);
-    await sql.raw(`CREATE TABLE webhook_endpoints (
+export const webhooks = defineMigration('0008_webhooks', {
+  up: [
+    schemaStep(
+      'create webhook_endpoints',
+      (db) => tableExists(db, 'webhook_endpoints'),
+      async (db) => {
+        const MERCHANT_ID = await merchantIdType(db);
+        await sql.raw(`CREATE TABLE webhook_endpoints (
       id ${ASCII_ID},
       merchant_id ${MERCHANT_ID},
       url VARCHAR(2048) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
@@ -45,7 +50,14 @@ export const webhooks: Migration = {
       KEY webhook_endpoints_merchant (merchant_id, status),
       CONSTRAINT webhook_endpoints_merchant FOREIGN KEY (merchant_id) REFERENCES merchants (id) ON DELETE CASCADE
     ) ${TABLE_OPTIONS}`).execute(db);
-    await sql.raw(`CREATE TABLE webhook_events (
+      },
+    ),
+    schemaStep(
+      'create webhook_events',
+      (db) => tableExists(db, 'webhook_events'),
+      async (db) => {
+        const MERCHANT_ID = await merchantIdType(db);
+        await sql.raw(`CREATE TABLE webhook_events (
       id ${ASCII_ID},
       merchant_id ${MERCHANT_ID},
       type VARCHAR(32) CHARACTER SET ascii NOT NULL,
@@ -54,7 +66,14 @@ export const webhooks: Migration = {
       PRIMARY KEY (id),
       KEY webhook_events_created (created_at)
     ) ${TABLE_OPTIONS}`).execute(db);
-    await sql.raw(`CREATE TABLE webhook_deliveries (
+      },
+    ),
+    schemaStep(
+      'create webhook_deliveries',
+      (db) => tableExists(db, 'webhook_deliveries'),
+      async (db) => {
+        const MERCHANT_ID = await merchantIdType(db);
+        await sql.raw(`CREATE TABLE webhook_deliveries (
       id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
       event_id ${ASCII_ID},
       endpoint_id ${ASCII_ID},
@@ -75,8 +94,13 @@ export const webhooks: Migration = {
       KEY webhook_deliveries_created (created_at),
       CONSTRAINT webhook_deliveries_endpoint FOREIGN KEY (endpoint_id) REFERENCES webhook_endpoints (id) ON DELETE CASCADE
     ) ${TABLE_OPTIONS}`).execute(db);
-  },
-  async down(db: Kysely<any>) {
-    for (const table of ['webhook_deliveries', 'webhook_events', 'webhook_endpoints']) await sql.raw(`DROP TABLE IF EXISTS ${table}`).execute(db);
-  },
-};
+      },
+    ),
+  ],
+  down: ['webhook_deliveries', 'webhook_events', 'webhook_endpoints'].map((table) => ({
+    name: `drop ${table}`,
+    run: async (db: Kysely<any>) => {
+      await sql.raw(`DROP TABLE IF EXISTS ${table}`).execute(db);
+    },
+  })),
+});

@@ -8,17 +8,30 @@
  *   asked reads whether it was granted (one statement decides and writes, row by row).
  * Columns with defaults: adding them rewrites no row on MariaDB 10.3+ and MySQL 8 (instant).
  */
-import { sql, type Kysely } from 'kysely';
-import type { Migration } from './kysely-migrator.js';
+import { sql } from 'kysely';
+import { defineMigration, schemaStep } from './resumable.js';
+import { columnsAbsent, columnsExist } from './schema-facts.js';
 
-export const authCheckReservations: Migration = {
-  async up(db: Kysely<any>) {
-    await sql.raw(`ALTER TABLE auth_failures
+export const authCheckReservations = defineMigration('0009_auth_check_reservations', {
+  up: [
+    schemaStep(
+      'add reserved, reserved_until and reservation',
+      (db) => columnsExist(db, 'auth_failures', 'reserved', 'reserved_until', 'reservation'),
+      async (db) => {
+        await sql.raw(`ALTER TABLE auth_failures
       ADD COLUMN reserved INT NOT NULL DEFAULT 0,
       ADD COLUMN reserved_until BIGINT NOT NULL DEFAULT 0,
       ADD COLUMN reservation BIGINT NOT NULL DEFAULT 0`).execute(db);
-  },
-  async down(db: Kysely<any>) {
-    await sql.raw('ALTER TABLE auth_failures DROP COLUMN reservation, DROP COLUMN reserved_until, DROP COLUMN reserved').execute(db);
-  },
-};
+      },
+    ),
+  ],
+  down: [
+    {
+      name: 'drop reserved, reserved_until and reservation',
+      undone: (db) => columnsAbsent(db, 'auth_failures', 'reservation'),
+      run: async (db) => {
+        await sql.raw('ALTER TABLE auth_failures DROP COLUMN reservation, DROP COLUMN reserved_until, DROP COLUMN reserved').execute(db);
+      },
+    },
+  ],
+});

@@ -13,8 +13,9 @@
  * Down writes the record into every event without one, then restores 0008's table.
  */
 import { sql, type Kysely } from 'kysely';
-import type { Migration } from './kysely-migrator.js';
 import { materializeAllEvents, RECORD_EVENT_TYPES } from '../webhooks/event-records.js';
+import { dataStep, defineMigration, schemaStep } from './resumable.js';
+import { columnsAbsent, columnsExist, indexExists } from './schema-facts.js';
 
 /** `user_shares.shared_user_id`'s exact type (NULL allowed), so the join compares like for like. */
 async function sharedUserIdType(db: Kysely<any>): Promise<string> {
@@ -26,23 +27,52 @@ async function sharedUserIdType(db: Kysely<any>): Promise<string> {
 
 const TYPES = RECORD_EVENT_TYPES.map((type) => `'${type}'`).join(', ');
 
-export const webhookEventRefs: Migration = {
-  async up(db: Kysely<any>) {
-    await sql.raw(`ALTER TABLE webhook_events
+export const webhookEventRefs = defineMigration('0010_webhook_event_refs', {
+  up: [
+    schemaStep(
+      'events: data nullable, add shared_user_id and webhook_events_share',
+      (db) => columnsExist(db, 'webhook_events', 'shared_user_id'),
+      async (db) => {
+        await sql.raw(`ALTER TABLE webhook_events
       MODIFY data MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
       ADD COLUMN shared_user_id ${await sharedUserIdType(db)} AFTER merchant_id,
       DROP INDEX webhook_events_created,
       ADD KEY webhook_events_share (merchant_id, shared_user_id)`).execute(db);
-    await sql.raw('ALTER TABLE webhook_deliveries DROP INDEX webhook_deliveries_created').execute(db);
-    await sql.raw(`UPDATE webhook_events SET shared_user_id = JSON_UNQUOTE(JSON_EXTRACT(data, '$.shared_user_id')) WHERE type IN (${TYPES}, 'user.unshared')`).execute(db);
-  },
-  async down(db: Kysely<any>) {
-    await materializeAllEvents(db);
-    await sql.raw('ALTER TABLE webhook_deliveries ADD KEY webhook_deliveries_created (created_at)').execute(db);
-    await sql.raw(`ALTER TABLE webhook_events
+      },
+    ),
+    schemaStep(
+      'deliveries: drop webhook_deliveries_created',
+      async (db) => !(await indexExists(db, 'webhook_deliveries', 'webhook_deliveries_created')),
+      async (db) => {
+        await sql.raw('ALTER TABLE webhook_deliveries DROP INDEX webhook_deliveries_created').execute(db);
+      },
+    ),
+    // Exactly once (resumable.ts); and only events that hold their record and no reference yet, so
+    // that an event written as a reference (data NULL) meanwhile keeps its shared_user_id.
+    dataStep('fill shared_user_id from data', async (trx) => {
+      await sql.raw(`UPDATE webhook_events SET shared_user_id = JSON_UNQUOTE(JSON_EXTRACT(data, '$.shared_user_id'))
+        WHERE type IN (${TYPES}, 'user.unshared') AND shared_user_id IS NULL AND data IS NOT NULL`).execute(trx);
+    }),
+  ],
+  down: [
+    { name: 'write every record into its event', undone: (db) => columnsAbsent(db, 'webhook_events', 'shared_user_id'), run: async (db) => void (await materializeAllEvents(db)) },
+    {
+      name: 'deliveries: add webhook_deliveries_created',
+      undone: (db) => indexExists(db, 'webhook_deliveries', 'webhook_deliveries_created'),
+      run: async (db) => {
+        await sql.raw('ALTER TABLE webhook_deliveries ADD KEY webhook_deliveries_created (created_at)').execute(db);
+      },
+    },
+    {
+      name: "events: 0008's table",
+      undone: (db) => columnsAbsent(db, 'webhook_events', 'shared_user_id'),
+      run: async (db) => {
+        await sql.raw(`ALTER TABLE webhook_events
       DROP INDEX webhook_events_share,
       DROP COLUMN shared_user_id,
       MODIFY data MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
       ADD KEY webhook_events_created (created_at)`).execute(db);
-  },
-};
+      },
+    },
+  ],
+});
