@@ -35,7 +35,7 @@ describe.skipIf(!available)('the life of a salt\'s key on Redis', () => {
     return Number(seconds) * 1000 + Number(micros) / 1000;
   };
   /** Every salt key (not the groups' life markers and boot keys). */
-  const saltKeys = async () => (await raw.keys('merchant-api:*')).filter((key) => !key.endsWith('life') && !key.endsWith('boot'));
+  const saltKeys = async () => (await raw.keys('merchant-api:*')).filter((key) => !key.endsWith('life') && !key.endsWith('boot') && !key.endsWith('seq'));
 
   /** The whole seconds Redis gave the key of the salt `record` writes, measured as described above. */
   async function lifeOf(storage: ReturnType<typeof withRedisState>, record: { expiresAt: number; now: number; ts: number }, name: string): Promise<number> {
