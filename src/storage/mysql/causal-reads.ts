@@ -10,7 +10,7 @@
  * server that is no Galera node (`wsrep_on` off, or MySQL, which has no such variable) the reads
  * run as they are.
  */
-import { CompiledQuery, sql, type Compilable, type Kysely } from 'kysely';
+import { CompiledQuery, sql, type Compilable, type Kysely, type RawBuilder } from 'kysely';
 
 export class CausalReads {
   readonly #db: Kysely<any>;
@@ -40,5 +40,10 @@ export class CausalReads {
     if (!(await this.isGalera())) return (await this.#db.executeQuery(compiled)).rows as R[];
     const waited = CompiledQuery.raw(`SET STATEMENT wsrep_sync_wait=1 FOR ${compiled.sql}`, [...compiled.parameters]);
     return (await this.#db.executeQuery<R>(waited)).rows;
+  }
+
+  /** `execute` for a raw `sql` query. */
+  executeRaw<R>(query: RawBuilder<R>): Promise<R[]> {
+    return this.execute<R>({ compile: () => query.compile(this.#db) as CompiledQuery<R> });
   }
 }

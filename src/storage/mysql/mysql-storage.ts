@@ -203,7 +203,7 @@ export class MysqlStorage implements Storage {
   #webhookEndpoints: ReturnType<typeof merchantWebhookEndpoints> | undefined;
   #webhooks(): ReturnType<typeof merchantWebhookEndpoints> {
     this.#assertOpen();
-    return (this.#webhookEndpoints ??= merchantWebhookEndpoints(this.#db, this.#masterKey));
+    return (this.#webhookEndpoints ??= merchantWebhookEndpoints(this.#db, this.#masterKey, this.#causal));
   }
 
   async ping(): Promise<void> {

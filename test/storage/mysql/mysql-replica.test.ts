@@ -98,8 +98,11 @@ describe.skipIf(!available)('reads from a real MariaDB replica', () => {
     const { storage: s, changes } = storage();
     await vi.waitFor(async () => expect(await firstName(s)).toBe('from the replica'), { timeout: 20_000, interval: 50 });
     expect(changes[0]).toEqual([true, 'the replica is 0 s behind']);
-    const page = await s.listUsers({ merchantId: 'm1', filter: {}, limit: 10 });
-    expect(page.find((user) => user.shared_user_id === 'a-001')?.first_name).toBe('from the replica');
+    // On a busy machine a lag reading may come late and send a read to the primary for a moment.
+    await vi.waitFor(async () => {
+      const page = await s.listUsers({ merchantId: 'm1', filter: {}, limit: 10 });
+      expect(page.find((user) => user.shared_user_id === 'a-001')?.first_name).toBe('from the replica');
+    }, { timeout: 20_000, interval: 50 });
     expect(await s.recordSalt({ merchantId: 'm1', salt: 'replica-test-salt', expiresAt: NOW + 300, now: NOW })).toBe(true);
     expect(await pair.primary.query("SELECT merchant_id FROM merchant_api.used_salts WHERE salt = 'replica-test-salt'")).toEqual([{ merchant_id: 'm1' }]);
     expect(await s.recordSalt({ merchantId: 'm1', salt: 'replica-test-salt', expiresAt: NOW + 300, now: NOW })).toBe(false);
@@ -114,11 +117,19 @@ describe.skipIf(!available)('reads from a real MariaDB replica', () => {
       await importSeed(primaryDb, masterKey, { merchants: [], users: [user('m2', 'written-while-stopped')] });
       expect(await pair.primary.query("SELECT shared_user_id FROM merchant_api.user_shares WHERE shared_user_id = 'written-while-stopped'")).toHaveLength(1);
       // Checked several times over more than one lag reading: the replica, stopped a moment ago, is still within the bound.
-      for (let i = 0; i < 5; i++) {
-        expect(await listed()).not.toContain('written-while-stopped');
-        expect(await s.getUser('m2', 'written-while-stopped')).toBeUndefined();
+      // Only reads the replica answered count: on a busy machine a late lag reading sends some to the primary, which has the user.
+      let fromReplica = 0;
+      for (let i = 0; i < 200 && fromReplica < 5; i++) {
+        const before = s.readingFromReplica;
+        const [names, one] = [await listed(), await s.getUser('m2', 'written-while-stopped')];
+        if (before && s.readingFromReplica) {
+          expect(names).not.toContain('written-while-stopped');
+          expect(one).toBeUndefined();
+          fromReplica++;
+        }
         await sleep(60);
       }
+      expect(fromReplica).toBe(5);
     } finally {
       await pair.replica.query('START SLAVE');
     }
@@ -154,7 +165,8 @@ describe.skipIf(!available)('reads from a real MariaDB replica', () => {
       await vi.waitFor(async () => {
         await firstName(s);
         expect(changes.at(-1)![0]).toBe(false);
-        expect(changes.at(-1)![1]).toMatch(/^the replica is \d+ s behind, more than 1$/);
+        // The lag, or on a busy machine no reading of it in time: either moves reads to the primary.
+        expect(changes.at(-1)![1]).toMatch(/^the replica is \d+ s behind, more than 1$|^the replica's lag is unknown/);
       }, { timeout: 20_000, interval: 50 });
     } finally {
       await pair.replica.query('START SLAVE SQL_THREAD');

@@ -11,7 +11,7 @@
  * A transaction that lost a write conflict (a deadlock, a Galera certification failure) runs again,
  * as every administrative change does (`write-conflicts.ts`).
  */
-import { sql, type Kysely, type Transaction } from 'kysely';
+import { sql, type Kysely, type RawBuilder, type Transaction } from 'kysely';
 import { sealApiKey, type MasterKey } from '../../sql/key-sealing.js';
 import { newWebhookEndpointId, newWebhookSecret, rotationOverlapMessage, takeWebhookTest } from '../../webhook-endpoints.js';
 import { newEventId, type WebhookEndpointSummary } from '../../webhook-outbox.js';
@@ -77,9 +77,12 @@ export async function addWebhookEndpoint(db: Db, masterKey: MasterKey, merchantI
 }
 
 /** Endpoints, of one merchant or all, oldest first; never a secret. */
-export async function listWebhookEndpoints(db: Db, merchantId?: string): Promise<WebhookEndpointSummary[]> {
+export async function listWebhookEndpoints(db: Db, merchantId?: string, read?: <R>(query: RawBuilder<R>) => Promise<R[]>): Promise<WebhookEndpointSummary[]> {
   const where = merchantId === undefined ? sql`` : sql`WHERE merchant_id = ${merchantId}`;
-  const { rows } = await sql<Parameters<typeof summary>[0]>`SELECT ${summaryColumns} FROM webhook_endpoints ${where} ORDER BY created_at, id`.execute(db);
+  const query = sql<Parameters<typeof summary>[0]>`SELECT ${summaryColumns} FROM webhook_endpoints ${where} ORDER BY created_at, id`;
+  // `read`: the merchant's own listing waits on a Galera node for every commit in the cluster (causal-reads.ts),
+  // so an endpoint it just added through another node is listed.
+  const rows = read ? await read(query) : (await query.execute(db)).rows;
   return rows.map(summary);
 }
 

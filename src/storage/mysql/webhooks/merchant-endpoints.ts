@@ -4,7 +4,8 @@
  * scoped to the authenticated merchant, their refusals turned into the API's errors. A storage
  * failure is a `StorageUnavailableError`; another merchant's endpoint is not found, like none.
  */
-import type { Kysely } from 'kysely';
+import type { Kysely, RawBuilder } from 'kysely';
+import type { CausalReads } from '../causal-reads.js';
 import { MerchantApiError } from '../../../errors.js';
 import type { OptionalStorageOperation, Storage } from '../../contract.js';
 import type { MasterKey } from '../../sql/key-sealing.js';
@@ -29,9 +30,11 @@ async function scoped<T>(what: string, body: () => Promise<T>): Promise<T | unde
   }
 }
 
-export function merchantWebhookEndpoints(db: Db, masterKey: MasterKey): Required<Pick<Storage, OptionalStorageOperation>> {
+/** `causal`: the listing waits for the cluster's latest commit on a Galera node (a merchant lists what it just added through another node). */
+export function merchantWebhookEndpoints(db: Db, masterKey: MasterKey, causal?: CausalReads): Required<Pick<Storage, OptionalStorageOperation>> {
+  const read = causal && (<R>(query: RawBuilder<R>) => causal.executeRaw(query));
   return {
-    listWebhookEndpoints: async (merchantId: string): Promise<WebhookEndpointSummary[]> => (await scoped('webhook endpoint list', () => listWebhookEndpoints(db, merchantId))) ?? [],
+    listWebhookEndpoints: async (merchantId: string): Promise<WebhookEndpointSummary[]> => (await scoped('webhook endpoint list', () => listWebhookEndpoints(db, merchantId, read))) ?? [],
     addWebhookEndpoint: async (endpoint: NewWebhookEndpoint) => {
       const added = await scoped('webhook endpoint add', () => addWebhookEndpoint(db, masterKey, endpoint.merchantId, endpoint.url, endpoint.events, endpoint.maxPerMerchant, endpoint.actor, endpoint.keyId));
       // The merchant was deleted while it asked: as any request of a merchant that is gone.
