@@ -36,7 +36,7 @@ const HELP = `npm run bench [-- options]
   --warmup=S            seconds of warm-up before each measurement (BENCH_WARMUP, default 2)
   --rounds=N            alternating rounds, medians reported (BENCH_ROUNDS, default 3)
   --connections=N       concurrent connections (BENCH_CONNECTIONS, default 50)
-  --servers=a,b         only these servers: ${'node-constant,fetch-constant,node-plain,node-plain-stream,merchant-api-node,merchant-api-node-fetch,merchant-api-node-nolog,merchant-api-node-quiet,hono-node,merchant-api-bun,merchant-api-deno'}
+  --servers=a,b         only these servers: ${'node-constant,fetch-constant,node-plain,node-plain-stream,merchant-api-node,merchant-api-node-fetch,merchant-api-node-nolog,merchant-api-node-quiet,merchant-api-cli,merchant-api-cli-nolog,hono-node,merchant-api-bun,merchant-api-deno'}
   --cases=a,b           only these cases: ${CASES.join(',')}
   --loader=wrk|autocannon   default: wrk when installed, else autocannon (BENCH_LOADER)
   --no-stream           skip the 100,000-user streaming measurement
