@@ -45,7 +45,8 @@ export function cliServer(id: string, label: string, dist: string, env: Record<s
     label,
     command: ['node', `${dist}/cli.js`, 'serve'],
     cases: 'all',
-    env: { SEED_FILE: CLI_SEED, PUBLIC_URL, TIMESTAMP_TOLERANCE: String(TIMESTAMP_TOLERANCE), CURSOR_SECRET, HOST: '127.0.0.1', MERCHANT_CONCURRENCY: '10000', ...env },
+    // Settings of the caller's environment that would make it another server (MySQL, Redis, workers, metrics) are emptied, which the CLI reads as unset.
+    env: { DATABASE_URL: '', REDIS_URL: '', WORKERS: '', METRICS_PORT: '', SEED_FILE: CLI_SEED, PUBLIC_URL, TIMESTAMP_TOLERANCE: String(TIMESTAMP_TOLERANCE), CURSOR_SECRET, HOST: '127.0.0.1', MERCHANT_CONCURRENCY: '10000', ...env },
     // The banner on standard error (stdout is a file): `merchant-api listening on http://127.0.0.1:<port> (...)`.
     ready: /listening on https?:\/\/[^\s]*:(\d+) /,
     prepare: writeCliSeed,
