@@ -1,8 +1,10 @@
 /**
  * Bench settings: flags override environment variables override defaults.
- * The defaults keep a full run (3 rounds, 11 servers, 3 cases) at about
- * 11-14 minutes on two cores (estimated from the 8-10 of the 8 servers before
- * 28 November 2026); `--quick` is a one-round smoke run of a minute or two.
+ * The defaults keep a full run (3 rounds, 13 servers, 3 cases) at about
+ * 13-17 minutes on two cores (estimated from the 8-10 of the 8 servers before
+ * 28 November 2026; the two `merchant-api serve` rows of 6 December 2026
+ * each load their seed file first); `--quick` is a one-round smoke run of a
+ * minute or two.
  */
 
 export type CaseId = 'validatesignature' | 'user' | 'page';
@@ -36,11 +38,12 @@ const HELP = `npm run bench [-- options]
   --warmup=S            seconds of warm-up before each measurement (BENCH_WARMUP, default 2)
   --rounds=N            alternating rounds, medians reported (BENCH_ROUNDS, default 3)
   --connections=N       concurrent connections (BENCH_CONNECTIONS, default 50)
-  --servers=a,b         only these servers: ${'node-constant,fetch-constant,node-plain,node-plain-stream,merchant-api-node,merchant-api-node-fetch,merchant-api-node-nolog,merchant-api-node-quiet,hono-node,merchant-api-bun,merchant-api-deno'}
+  --servers=a,b         only these servers: ${'node-constant,fetch-constant,node-plain,node-plain-stream,merchant-api-node,merchant-api-node-fetch,merchant-api-node-nolog,merchant-api-node-quiet,merchant-api-cli,merchant-api-cli-nolog,hono-node,merchant-api-bun,merchant-api-deno'}
   --cases=a,b           only these cases: ${CASES.join(',')}
   --loader=wrk|autocannon   default: wrk when installed, else autocannon (BENCH_LOADER)
   --no-stream           skip the 100,000-user streaming measurement
   --profile             run merchant-api on Node under --cpu-prof per case and print the hottest functions
+                        (--servers=merchant-api-cli: the standalone server, node dist/cli.js serve)
   --baseline-dist=DIR   also run merchant-api on Node from another build's dist/ (before/after)
   --max-rate=N          req/s the pre-signed paths must cover (BENCH_MAX_RATE, default 120000)`;
 

@@ -130,6 +130,15 @@ export function plainPeerTable(ms: Measurement[], servers: { id: string; label: 
   return lines.length > 2 ? lines.join('\n') : undefined;
 }
 
+/** A paired ratio as `median (lowest-highest)`. */
+const spread = (r: ReturnType<typeof pairedSpread>, unit: string) => (r === undefined ? 'not run' : `${fmt(r.median, 2)}${unit} (${fmt(r.min, 2)}-${fmt(r.max, 2)}, ${r.rounds} rounds)`);
+
+/** Per-round ratios to the constant-JSON server (measured on its own case, `constant`): median and spread. */
+function limitSpread(ms: Measurement[], caseId: string, server: string): ReturnType<typeof pairedSpread> {
+  const ratios = ms.filter((m) => m.server === server && m.case === caseId && m.ratio !== undefined).map((m) => m.ratio!);
+  return ratios.length ? { median: median(ratios), min: Math.min(...ratios), max: Math.max(...ratios), rounds: ratios.length } : undefined;
+}
+
 /** Per-round ratio of two servers on one case, median over rounds. */
 const pairedRatio = (ms: Measurement[], caseId: string, a: string, b: string) => pairedSpread(ms, caseId, a, b)?.median;
 
@@ -155,6 +164,15 @@ export function targets(rows: Row[], ms: Measurement[], streams: StreamResult[])
       measured: onOff === undefined ? 'not run' : `${fmt(onOff.median, 2)} (${fmt(onOff.min, 2)}-${fmt(onOff.max, 2)})`,
       met: onOff === undefined ? undefined : onOff.median >= 0.95,
     });
+  }
+  // The standalone server as deployed (`merchant-api serve`, bench/servers.ts), issue 43.
+  for (const c of ['validatesignature', 'user']) {
+    const vsPlain = pairedSpread(ms, c, 'merchant-api-cli', 'node-plain');
+    out.push({ name: `${c} on merchant-api serve, every default on, vs the plain peer`, goal: '>= 1.0x', measured: spread(vsPlain, 'x'), met: vsPlain === undefined ? undefined : vsPlain.median >= 1 });
+    const onOff = pairedSpread(ms, c, 'merchant-api-cli', 'merchant-api-cli-nolog');
+    out.push({ name: `${c} on merchant-api serve: access log on vs off (ACCESS_LOG=false), same round`, goal: '>= 0.95', measured: spread(onOff, ''), met: onOff === undefined ? undefined : onOff.median >= 0.95 });
+    const vsLimit = limitSpread(ms, c, 'merchant-api-cli');
+    out.push({ name: `${c} on merchant-api serve vs the constant-JSON limit`, goal: '>= 0.35x', measured: spread(vsLimit, 'x'), met: vsLimit === undefined ? undefined : vsLimit.median >= 0.35 });
   }
   const vsHono = pairedRatio(ms, 'validatesignature', 'merchant-api-node', 'hono-node');
   out.push({ name: 'validatesignature on the Node adapter vs the Hono app', goal: '>= 1.5x', measured: vsHono === undefined ? 'not run' : `${fmt(vsHono, 2)}x`, met: vsHono === undefined ? undefined : vsHono >= 1.5 });

@@ -13,7 +13,7 @@ import { hasWrk, runAutocannon, runWrk, type LoadSpec } from './load.js';
 import { CASES, parseOptions, type BenchOptions, type CaseId } from './options.js';
 import { summarizeProfile } from './profile.js';
 import { aggregate, plainPeerTable, streamTable, table, targets, targetTable, type Measurement } from './report.js';
-import { baselineServer, caseRequest, cpuSeconds, SERVERS, startServer, type Running, type ServerDef } from './servers.js';
+import { baselineCliServer, baselineServer, caseRequest, cpuSeconds, SERVERS, startServer, type Running, type ServerDef } from './servers.js';
 import { MERCHANT_ID, MERCHANT_KEY, SINGLE_USER_ID, userCount } from './servers/data.mjs';
 import { waitForQuietCore } from './quiet.js';
 import { writeSignedPaths } from './signed-paths.js';
@@ -111,7 +111,9 @@ async function measureCase(server: Running, caseId: CaseId | 'constant', regions
 
 function selectedServers(): ServerDef[] {
   const chosen = SERVERS.filter((s) => !options.servers || options.servers.includes(s.id));
-  if (options.baselineDist) chosen.splice(chosen.findIndex((s) => s.id === 'merchant-api-node') + 1, 0, baselineServer(options.baselineDist));
+  const cli = chosen.some((s) => s.id === 'merchant-api-cli');
+  if (options.baselineDist && (!cli || chosen.some((s) => s.id === 'merchant-api-node'))) chosen.splice(chosen.findIndex((s) => s.id === 'merchant-api-node') + 1, 0, baselineServer(options.baselineDist));
+  if (options.baselineDist && cli) chosen.splice(chosen.findIndex((s) => s.id === 'merchant-api-cli') + 1, 0, baselineCliServer(options.baselineDist));
   for (const id of options.servers ?? []) if (!SERVERS.some((s) => s.id === id)) throw new Error(`Unknown server ${id}`);
   return chosen.filter((s) => {
     const why = s.unavailable?.();
@@ -122,6 +124,7 @@ function selectedServers(): ServerDef[] {
 
 async function comparison(servers: ServerDef[], regions: Regions, pin: boolean, loader: 'wrk' | 'autocannon'): Promise<Measurement[]> {
   const measurements: Measurement[] = [];
+  for (const prepare of new Set(servers.map((s) => s.prepare))) prepare?.();
   for (let round = 1; round <= options.rounds; round++) {
     // Alternate the order so drift (thermal, noisy neighbours) does not always favour the same server.
     const order = round % 2 ? servers : [...servers].reverse();
@@ -169,6 +172,7 @@ async function profile(regions: Regions, pin: boolean, loader: 'wrk' | 'autocann
   const id = options.servers?.[0] ?? 'merchant-api-node';
   const def = SERVERS.find((s) => s.id === id);
   if (!def || def.id.endsWith('-deno')) throw new Error(`--profile runs Node and Bun servers (--cpu-prof), not ${id}`);
+  def.prepare?.();
   const out: Record<string, unknown> = {};
   for (const caseId of def.cases === 'constant' ? (['constant'] as const) : options.cases) {
     const name = `profile-${def.id}-${caseId}.cpuprofile`;

@@ -3,10 +3,10 @@
  * `taskset`, on a free loopback port, ready once it prints `READY <port>`.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { CaseId } from './options.js';
-import { SINGLE_USER_ID } from './servers/data.mjs';
+import { CURSOR_SECRET, makeUsers, MERCHANT_ID, MERCHANT_KEY, PUBLIC_URL, SINGLE_USER_ID, TIMESTAMP_TOLERANCE } from './servers/data.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const BIN = `${ROOT}node_modules/.bin/`;
@@ -21,10 +21,46 @@ export interface ServerDef {
   /** Why it cannot run here, if it cannot. */
   unavailable?: () => string | undefined;
   env?: Record<string, string>;
+  /** The line that says it listens, its port in the first group; default `READY <port>` (bench/servers/data.mjs). */
+  ready?: RegExp;
+  /** Done once before the server is first started (the CLI's seed file). */
+  prepare?: () => void;
 }
 
 const runtimeMissing = (bin: string, dist: string) => () =>
   !existsSync(`${BIN}${bin}`) ? `${bin} is not installed (npm install)` : !existsSync(`${ROOT}bench/.dist/${dist}`) ? `dist/${dist} was not built (adapters/${bin}.ts missing?)` : undefined;
+
+/**
+ * The standalone server as a user deploys it (`npm start`: `node dist/cli.js
+ * serve`), every default on, the bench's merchant and users in a seed file,
+ * standard output (its access log) sent to a file like every server's here.
+ * Only what the bench needs is set: the public URL the paths are signed for,
+ * the wide `ts` window, the cursor secret, the address, and the merchant's
+ * listings uncapped as on (2) (MERCHANT_CONCURRENCY caps only listings, the
+ * page case: one merchant is the whole load here).
+ */
+export function cliServer(id: string, label: string, dist: string, env: Record<string, string> = {}): ServerDef {
+  return {
+    id,
+    label,
+    command: ['node', `${dist}/cli.js`, 'serve'],
+    cases: 'all',
+    // Settings of the caller's environment that would make it another server (MySQL, Redis, workers, metrics) are emptied, which the CLI reads as unset.
+    env: { DATABASE_URL: '', REDIS_URL: '', WORKERS: '', METRICS_PORT: '', SEED_FILE: CLI_SEED, PUBLIC_URL, TIMESTAMP_TOLERANCE: String(TIMESTAMP_TOLERANCE), CURSOR_SECRET, HOST: '127.0.0.1', MERCHANT_CONCURRENCY: '10000', ...env },
+    // The banner on standard error (stdout is a file): `merchant-api listening on http://127.0.0.1:<port> (...)`.
+    ready: /listening on https?:\/\/[^\s]*:(\d+) /,
+    prepare: writeCliSeed,
+  };
+}
+
+/** The seed the CLI servers load: the merchant and the users every other server holds (bench/servers/data.mjs). */
+const CLI_SEED = `${ROOT}bench/results/cli-seed.json`;
+
+function writeCliSeed(): void {
+  mkdirSync(`${ROOT}bench/results`, { recursive: true });
+  const users = makeUsers().map((user) => ({ merchant_id: MERCHANT_ID, ...user }));
+  writeFileSync(CLI_SEED, JSON.stringify({ merchants: [{ id: MERCHANT_ID, status: 'active', keys: [MERCHANT_KEY] }], users }));
+}
 
 export const SERVERS: ServerDef[] = [
   { id: 'node-constant', label: '(0) node:http, constant JSON', command: ['node', 'bench/servers/constant-node.mjs'], cases: 'constant' },
@@ -54,6 +90,8 @@ export const SERVERS: ServerDef[] = [
     cases: 'all',
     env: { BENCH_OBSERVABILITY: 'off' },
   },
+  cliServer('merchant-api-cli', '(6) merchant-api serve (the CLI, every default on)', 'bench/.dist'),
+  cliServer('merchant-api-cli-nolog', '(6n) merchant-api serve, ACCESS_LOG=false', 'bench/.dist', { ACCESS_LOG: 'false' }),
   { id: 'hono-node', label: '(3) Hono app, Node', command: ['node', 'bench/servers/hono-node.mjs'], cases: 'all' },
   {
     id: 'merchant-api-bun',
@@ -75,6 +113,11 @@ export const SERVERS: ServerDef[] = [
 /** merchant-api on Node from another build, for before/after comparisons. */
 export function baselineServer(dist: string): ServerDef {
   return { id: 'merchant-api-node-baseline', label: "(2') merchant-api, Node, baseline build", command: ['node', 'bench/servers/merchant-api.mjs'], cases: 'all', env: { BENCH_DIST: dist } };
+}
+
+/** The CLI server (6) from another build, for before/after comparisons. */
+export function baselineCliServer(dist: string): ServerDef {
+  return cliServer('merchant-api-cli-baseline', "(6') merchant-api serve, baseline build", dist.replace(/\/$/, ''));
 }
 
 export interface Running {
@@ -109,7 +152,7 @@ export async function startServer(def: ServerDef, options: { pin: boolean; runti
     child.stderr!.on('data', (d: Buffer) => {
       stderr = (stderr + d.toString()).slice(-4000);
       if (ready) return;
-      const match = /READY (\d+)/.exec(stderr);
+      const match = (def.ready ?? /READY (\d+)/).exec(stderr);
       if (match) {
         ready = true;
         clearTimeout(timer);

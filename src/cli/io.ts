@@ -9,6 +9,12 @@ export interface CliIo {
   env: Record<string, string | undefined>;
   /** A line for the user (results, the URL, a summary). */
   out(line: string): void;
+  /**
+   * Text as it is, where `out` writes (it ends with its own newline): the
+   * JSON log's gathered lines, written without the copy a line for `out`
+   * would take. Undefined: `out`, a line at a time.
+   */
+  write?: (text: string) => void;
   /** A line about a problem. Never a key or a user field. */
   err(line: string): void;
   /**

@@ -20,6 +20,7 @@ export function processIo(): CliIo {
   return {
     env: process.env,
     out: (line) => process.stdout.write(`${line}\n`),
+    write: (text) => process.stdout.write(text),
     err: (line) => process.stderr.write(`${line}\n`),
     // A terminal is read by a person; a pipe or file on stdout is the JSON log's.
     banner: (text) => (process.stdout.isTTY ? process.stdout : process.stderr).write(`${text}\n`),

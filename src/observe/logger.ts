@@ -87,7 +87,7 @@ export interface InfoLineWriter {
   push(line: string): void;
 }
 
-let headMs = -1;
+let headMs = Number.NaN;
 let head = '';
 
 /** The start of an info line, made once per millisecond. */
@@ -95,20 +95,39 @@ function infoHead(): string {
   const now = Date.now();
   if (now !== headMs) {
     headMs = now;
-    head = `{"time":"${isoNow()}","level":"info",`;
+    head = `{"time":"${isoAt(now)}","level":"info",`;
   }
   return head;
 }
 
-let lastMs = 0;
+let lastMs = Number.NaN;
 let lastIso = '';
+/** The second `secondIso` is of, in ms, and its `toISOString()` up to the milliseconds (`2026-11-23T06:27:00.`). */
+let secondMs = Number.NaN;
+let secondIso = '';
 
 /** `new Date().toISOString()`, made once per millisecond however many lines share it. */
 function isoNow(): string {
-  const now = Date.now();
-  if (now !== lastMs) {
-    lastMs = now;
+  return isoAt(Date.now());
+}
+
+/**
+ * `new Date(now).toISOString()`, made once per millisecond, and within a
+ * second from the second's own text and the milliseconds' three digits: a
+ * `Date` and its formatting once a second rather than on nearly every line
+ * of a server that answers a few requests per millisecond.
+ */
+export function isoAt(now: number): string {
+  if (now === lastMs) return lastIso;
+  lastMs = now;
+  const ms = now - secondMs;
+  if (ms >= 0 && ms < 1000) {
+    lastIso = `${secondIso}${ms < 10 ? '00' : ms < 100 ? '0' : ''}${ms}Z`;
+  } else {
     lastIso = new Date(now).toISOString();
+    // Whole milliseconds: the second starts `now % 1000` ms earlier (the text before the dot stays the same within it).
+    secondMs = now - (((now % 1000) + 1000) % 1000);
+    secondIso = lastIso.slice(0, -4);
   }
   return lastIso;
 }

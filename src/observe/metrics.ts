@@ -147,6 +147,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
   // Label children cached by key: prom-client hashes the label object on every call otherwise.
   const requestChildren = new Map<string, Counter.Internal>();
   const durationChildren = new Map<string, Histogram.Internal<string>>();
+  const storageChildren = new Map<string, Histogram.Internal<string>>();
 
   const hooks: MerchantApiHooks = {
     onFinish(ctx, summary) {
@@ -175,8 +176,11 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     },
     onStorageCall(_ctx, operation) {
       const started = performance.now();
+      let timer = storageChildren.get(operation);
+      if (!timer) storageChildren.set(operation, (timer = storageDuration.labels({ operation })));
+      const child = timer;
       return (error) => {
-        storageDuration.observe({ operation }, (performance.now() - started) / 1000);
+        child.observe((performance.now() - started) / 1000);
         if (error !== undefined) storageErrors.inc({ operation });
       };
     },

@@ -1,10 +1,11 @@
 /** `merchant-api serve` on the memory storage: what it loads, says and refuses. */
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { closeSync, mkdtempSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { basic } from '../support/basic-auth.js';
-import { runProcess, startProcess } from '../support/processes.js';
+import { CLEAN_ENV, runProcess, startProcess } from '../support/processes.js';
 
 function seedFile(document: unknown): string {
   const file = join(mkdtempSync(join(tmpdir(), 'merchant-api-seed-')), 'seed.json');
@@ -42,5 +43,46 @@ describe('merchant-api serve with SEED_FILE', () => {
     expect(output).toContain('users[0].shared_user_id: `.` and `..` cannot be used');
     expect(output).not.toContain('a@example.com');
     expect(code).toBe(2);
+  });
+});
+
+describe('merchant-api serve, its log on standard output sent to a file', () => {
+  it('writes whole JSON lines, one per request and event, the access lines as the library writes them', async () => {
+    const SEED_FILE = seedFile({ merchants: [{ id: 'm', keys: ['k'] }], users: [] });
+    const dir = mkdtempSync(join(tmpdir(), 'merchant-api-stdout-'));
+    const log = join(dir, 'stdout.log');
+    // As deployed: standard output a file (written synchronously by Node), the banner on standard error.
+    const stdout = openSync(log, 'w');
+    const child = spawn(process.execPath, ['dist/cli.js', 'serve'], { env: { ...process.env, ...CLEAN_ENV, SEED_FILE }, stdio: ['ignore', stdout, 'pipe'] });
+    closeSync(stdout);
+    try {
+      let stderr = '';
+      const url = await new Promise<string>((resolve, reject) => {
+        child.stderr!.on('data', (chunk: Buffer) => {
+          stderr += chunk.toString();
+          const found = /listening on (http:\/\/\S+)/.exec(stderr);
+          if (found) resolve(found[1]!);
+        });
+        child.once('exit', (code) => reject(new Error(`exited with ${code}: ${stderr}`)));
+      });
+      for (let i = 0; i < 20; i++) expect((await fetch(`${url}/merchant/users`, { headers: { ...basic('m', 'k'), 'x-request-id': `req-${i}` } })).status).toBe(200);
+      expect((await fetch(`${url}/nowhere`)).status).toBe(404);
+    } finally {
+      child.kill('SIGTERM');
+      await new Promise((resolve) => child.once('exit', resolve));
+    }
+    const text = readFileSync(log, 'utf8');
+    expect(text.endsWith('}\n')).toBe(true);
+    const lines = text.slice(0, -1).split('\n');
+    const parsed = lines.map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(parsed.map((line) => line.event)).toEqual(['listening', ...Array(21).fill('request'), 'shutdown', 'stopped']);
+    lines.forEach((line, i) => expect(JSON.stringify(parsed[i])).toBe(line));
+    // Each access line has the fields in the documented order, and the values of its request.
+    const requests = parsed.filter((line) => line.event === 'request');
+    requests.forEach((line, i) => {
+      expect(new Date(line.time as string).toISOString()).toBe(line.time);
+      expect(Object.keys(line)).toEqual(['time', 'level', 'event', 'request_id', 'method', 'route', 'status', 'duration_ms', 'bytes', ...(i < 20 ? ['merchant_id'] : []), 'client_address', ...(i < 20 ? [] : ['code'])]);
+      expect(line).toMatchObject(i < 20 ? { level: 'info', request_id: `req-${i}`, method: 'GET', route: '/merchant/users', status: 200, merchant_id: 'm', client_address: '127.0.0.1' } : { level: 'info', method: 'GET', route: null, status: 404, client_address: '127.0.0.1', code: 'not_found' });
+    });
   });
 });

@@ -8,7 +8,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { RequestContext } from '../../src/http/context.js';
 import { accessLogHooks } from '../../src/observe/access-log.js';
-import { createJsonLogger, type Logger } from '../../src/observe/logger.js';
+import { createJsonLogger, isoAt, type Logger } from '../../src/observe/logger.js';
 
 /** The lines of a built-in logger, and the same logger seen as a plain pino-shaped one (no fast path). */
 function loggers() {
@@ -54,6 +54,24 @@ describe('the access line of the built-in logger', () => {
         }
       }),
       { numRuns: 300 },
+    );
+  });
+});
+
+describe('the time of a log line', () => {
+  it('is new Date(now).toISOString() for any sequence of clock readings, within a second or across seconds, forwards or back', () => {
+    // Clock readings from 1900 to 2100 (negative ones too), and walks of a few ms to a few seconds from them, as a busy log reads the clock.
+    const start = fc.integer({ min: -2_208_988_800_000, max: 4_102_444_800_000 });
+    const step = fc.oneof(fc.constantFrom(0, 1, -1, 999, 1000, -1000), fc.integer({ min: -3000, max: 3000 }));
+    fc.assert(
+      fc.property(start, fc.array(step, { minLength: 1, maxLength: 40 }), (first, steps) => {
+        let now = first;
+        for (const delta of [0, ...steps]) {
+          now += delta;
+          expect(isoAt(now)).toBe(new Date(now).toISOString());
+        }
+      }),
+      { numRuns: 500 },
     );
   });
 });

@@ -63,7 +63,8 @@ export async function serveCommand(runtime: ServeRuntime, io: CliIo, args: strin
     return runWorkers(runtime.name, runtime.workers, io, config, (fetch) => runtime.serve({ fetch }, { port: config.metricsPort, hostname: config.metricsHost }));
   }
   // Log lines (JSON) go where the CLI writes, gathered per event-loop turn; a worker's in writes no other worker's can cut.
-  const logger = createJsonLogger({ level: config.logLevel, write: worker ? stampPid(process.pid, wholeLineWriter(io.out)) : (lines) => io.out(lines.slice(0, -1)) });
+  // The gathered lines go out as they are (io.write): as one line for io.out they were copied twice more, every write of a busy access log.
+  const logger = createJsonLogger({ level: config.logLevel, write: worker ? stampPid(process.pid, wholeLineWriter(io.out)) : (io.write ?? ((lines) => io.out(lines.slice(0, -1)))) });
   const opened = await openStorage(config, runtime, io, logger);
   const { storage, description, demo } = await withRedisConfig(opened, config.redis, config.storageTimeout, logger, config.timestampTolerance, config.timestampFutureTolerance);
   // The memory replay store, and Redis life markers first written now, refuse a ts of the second they
