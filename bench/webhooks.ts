@@ -25,6 +25,7 @@ import { addMerchant, addWebhookEndpoint, createMysqlKysely, generateMasterKey, 
 import { WebhookDispatcher } from '../src/webhooks/dispatcher.js';
 import type { WebhookOutbox } from '../src/storage/webhook-outbox.js';
 import { MERCHANT, writeUsersFile } from './fake-users.js';
+import { StatementTimes } from './statement-times.js';
 
 const arg = (name: string, fallback: number) => Number(process.argv.find((a) => a.startsWith(`--${name}=`))?.split('=')[1] ?? fallback);
 const USERS = arg('users', 100_000);
@@ -137,11 +138,15 @@ async function main() {
     for (const variant of round % 2 ? (['with', 'without'] as const) : (['without', 'with'] as const)) {
       const database = await freshDatabase();
       if (variant === 'with') await addWebhookEndpoint(database.db, masterKey, MERCHANT, `http://127.0.0.1:${port}/hook`, ['user.shared', 'user.updated', 'user.deactivated', 'user.unshared']);
+      const times = new StatementTimes();
+      times.start();
       const started = performance.now();
-      await importUserFile(database.db, file);
+      await importUserFile(database.db.withPlugin(times), file);
       const seconds = (performance.now() - started) / 1000;
       rates[variant].push(USERS / seconds);
       console.log(`round ${round + 1} ${variant.padEnd(7)} ${Math.round(USERS / seconds)} users/s (${seconds.toFixed(1)} s)`);
+      // Where the time of each variant went, once (the last round).
+      if (round === ROUNDS - 1) console.log(`\n${times.table(`import ${variant} an endpoint: where the time went`)}\n`);
       if (variant === 'with' && kept === undefined) kept = database;
       else await database.drop();
     }
