@@ -156,7 +156,10 @@ async function main() {
 
   // The dispatcher over the kept database's outbox: only DELIVERIES of them stay pending.
   const db = kept!.db;
-  await sql`UPDATE webhook_deliveries SET state = 'cancelled' WHERE id > (SELECT m FROM (SELECT MIN(id) + ${DELIVERIES - 1} AS m FROM webhook_deliveries) t)`.execute(db);
+  // By rank, not by MIN(id) + N: each batch's LOAD DATA may leave a gap in the ids (innodb_autoinc_lock_mode=1
+  // reserves them in growing blocks), and then fewer than DELIVERIES would stay pending and the bench would wait forever.
+  const { rows: [last] } = await sql<{ id: string | number }>`SELECT id FROM webhook_deliveries ORDER BY id LIMIT 1 OFFSET ${DELIVERIES - 1}`.execute(db);
+  await sql`UPDATE webhook_deliveries SET state = 'cancelled' WHERE id > ${last!.id}`.execute(db);
   await dispatch(db, 1);
   console.log(`load average at end: ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
   await kept!.drop();
