@@ -21,6 +21,7 @@ import { randomBytes } from 'node:crypto';
 import { addMerchant, addMerchantKey, createMysqlKysely, generateMasterKey, importUserFile, migrateToLatest, parseMasterKey } from '../src/storage/mysql/index.js';
 import { signUrl } from '../src/signing/index.js';
 import { MERCHANT, writeUsersFile } from './fake-users.js';
+import { StatementTimes } from './statement-times.js';
 import { startGaleraCluster, startPlainMariadb, type GaleraNode } from '../test/support/galera.js';
 
 const args = new Map(process.argv.slice(2).map((arg) => [arg.replace(/=.*$/, ''), arg.includes('=') ? arg.replace(/^[^=]*=/, '') : 'true']));
@@ -104,11 +105,16 @@ async function benchImport(): Promise<void> {
       const name = await freshDatabase(node);
       const db = createMysqlKysely(node.url(name), { queryTimeout: 0 });
       try {
+        const times = new StatementTimes();
+        times.start();
         const started = performance.now();
-        const summary = await importUserFile(db, file);
+        const summary = await importUserFile(db.withPlugin(times), file);
         const seconds = (performance.now() - started) / 1000;
         if (summary.usersInserted !== USERS) throw new Error(`${label}: ${summary.usersInserted} of ${USERS} users imported`);
         importRates.get(label)!.push(USERS / seconds);
+        console.log(`  round ${round + 1}: ${label} ${Math.round(USERS / seconds)} users/s (${seconds.toFixed(1)} s)`);
+        // Where the time went on each, once (the last round).
+        if (round === ROUNDS - 1) console.log(`\n${times.table(`import into ${label}: where the time went`)}\n`);
       } finally {
         await db.destroy();
       }

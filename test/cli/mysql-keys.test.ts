@@ -212,7 +212,7 @@ describe.skipIf(!available)('keys, merchants and throttle blocks through the CLI
     expect(bad.err).not.toMatch(/place it at the end/);
     expect(await cli(['merchant', 'rotate-key', 'shop', '--revoke-old', '--expire-old-in', '1d'])).toMatchObject({ code: 2, err: expect.stringMatching(/not both/) });
     expect(await cli(['merchant', 'rotate-key', 'shop', '--expire-old-in', '5y'])).toMatchObject({ code: 2, err: expect.stringMatching(/--expire-old-in must be a duration from 1s to 366d/) });
-    expect(await cli(['import', '--help'])).toMatchObject({ code: 0, out: expect.stringMatching(/--batch-size N +users per transaction, 10000 by default, 1 to 100000/) });
+    expect(await cli(['import', '--help'])).toMatchObject({ code: 0, out: expect.stringMatching(/--batch-size N +users per transaction, 25000 by default, 1 to 100000/) });
     expect(await cli(['import', join(dir, 'missing.json')])).toMatchObject({ code: 1, err: expect.stringMatching(/missing\.json failed: no such file; nothing was imported\.$/) });
   });
 

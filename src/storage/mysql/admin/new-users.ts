@@ -26,13 +26,29 @@ export interface IdAllocation {
    * then remembered for the rest of the import. Set false to use multi-row INSERTs only.
    */
   localInfile?: boolean;
+  /**
+   * Whether the shares' LOAD DATA may skip the foreign key checks (`SET STATEMENT
+   * foreign_key_checks=0 FOR`): on MariaDB outside a Galera cluster only. The batch has locked
+   * the rows of its merchants (`lockMerchants`, which fails the batch when one is gone) and
+   * inserted the users the shares name, in the same transaction, so each check would look up a
+   * row the batch holds. Galera keeps them: there the check is what certifies the merchant's row
+   * against a delete on another node (a `FOR UPDATE` lock is local to its node). MySQL has no
+   * per-statement form for LOAD DATA and keeps them too.
+   */
+  skipForeignKeyChecks?: boolean;
 }
 
 /** Reads the server's id allocation once per import. */
 export async function readIdAllocation(db: Trx | Kysely<MerchantApiDatabase>): Promise<IdAllocation> {
-  const { rows } = await sql<{ mode: string | number; step: string | number }>`SELECT @@innodb_autoinc_lock_mode AS mode, @@auto_increment_increment AS step`.execute(db);
+  const { rows } = await sql<{ mode: string | number; step: string | number; version: string }>`SELECT @@innodb_autoinc_lock_mode AS mode, @@auto_increment_increment AS step, VERSION() AS version`.execute(db);
   const row = rows[0];
-  return { consecutive: Number(row?.mode ?? 2) < 2, step: BigInt(row?.step ?? 1) };
+  const allocation: IdAllocation = { consecutive: Number(row?.mode ?? 2) < 2, step: BigInt(row?.step ?? 1) };
+  if (/mariadb/i.test(row?.version ?? '')) {
+    // @@wsrep_on exists on every MariaDB (OFF without a cluster), on MySQL it does not.
+    const { rows: [wsrep] } = await sql<{ on: string | number }>`SELECT @@wsrep_on AS ${sql.ref('on')}`.execute(db);
+    allocation.skipForeignKeyChecks = Number(wsrep?.on ?? 1) === 0;
+  }
+  return allocation;
 }
 
 /**
@@ -135,7 +151,7 @@ async function loadUsers(trx: Trx, text: Buffer[], rows: number, allocation: IdA
 async function loadShares(trx: Trx, text: Buffer[], rows: number, first: bigint, allocation: IdAllocation, stamp: string): Promise<void> {
   // The stamp is `DATETIME(6)` text the server wrote (digits, '-', ':', '.', ' '): safe to inline.
   const set = `user_id = ${first} + @row * ${allocation.step}, updated_at = '${stamp}'`;
-  await loadData(trx, text, 'user_shares', 'merchant_id, shared_user_id, @row, is_active, date_joined', rows, allocation, set);
+  await loadData(trx, text, 'user_shares', 'merchant_id, shared_user_id, @row, is_active, date_joined', rows, allocation, set, allocation.skipForeignKeyChecks === true);
 }
 
 /**
@@ -144,13 +160,14 @@ async function loadShares(trx: Trx, text: Buffer[], rows: number, first: bigint,
  * or the pool refuses LOCAL INFILE. Throws when fewer rows went in or anything was warned about:
  * LOCAL makes the server skip duplicates and cut values with a warning instead of failing.
  */
-export async function loadData(trx: Trx, chunks: Buffer[], table: string, columns: string, rows: number, allocation: IdAllocation, set?: string): Promise<string | undefined> {
+export async function loadData(trx: Trx, chunks: Buffer[], table: string, columns: string, rows: number, allocation: IdAllocation, set?: string, withoutForeignKeyChecks = false): Promise<string | undefined> {
   const name = registerInfile(chunks);
   let result;
   try {
     // The format InfileWriter writes: tab-separated, backslash escapes, \N for NULL, one row a line.
     const format = String.raw`FIELDS TERMINATED BY '\t' ESCAPED BY '\\' LINES TERMINATED BY '\n'`;
-    result = await sql.raw(`LOAD DATA LOCAL INFILE '${name}' INTO TABLE ${table} CHARACTER SET utf8mb4 ${format} (${columns})${set ? ` SET ${set}` : ''}`).execute(trx);
+    const prefix = withoutForeignKeyChecks ? 'SET STATEMENT foreign_key_checks = 0 FOR ' : '';
+    result = await sql.raw(`${prefix}LOAD DATA LOCAL INFILE '${name}' INTO TABLE ${table} CHARACTER SET utf8mb4 ${format} (${columns})${set ? ` SET ${set}` : ''}`).execute(trx);
   } catch (error) {
     if (allocation.localInfile !== true && localInfileRefused(error)) {
       allocation.localInfile = false;

@@ -57,7 +57,10 @@ export async function upsertUsers(trx: Trx, batch: SeedUser[] | UserBatch, alloc
     for (const user of batch as SeedUser[]) prepared.add(user);
   }
   const locked = new Set([...prepared.byMerchant.keys(), ...alsoLock]);
-  await lockMerchants(trx, locked);
+  const held = await lockMerchants(trx, locked);
+  // A merchant deleted since the import checked it: its users have nowhere to go (the shares' LOAD
+  // DATA may skip the foreign key checks, new-users.ts), so the batch stops here, having written nothing.
+  for (const merchantId of prepared.byMerchant.keys()) if (!held.has(merchantId)) throw new Error(`Merchant ${merchantId} no longer exists: the batch is rolled back.`);
   const updates: Array<{ id: string; user: SeedUser }> = [];
   const news: SeedUser[] = [];
   for (const [merchantId, users] of prepared.byMerchant) {
@@ -140,11 +143,12 @@ export async function withSharingMerchants<T>(alsoLock: Set<string>, transaction
   }
 }
 
-/** Locks the rows of `merchantIds`, in id order, so two writers never wait on each other crosswise. */
-async function lockMerchants(trx: Trx, merchantIds: ReadonlySet<string>): Promise<void> {
-  if (merchantIds.size === 0) return;
+/** Locks the rows of `merchantIds`, in id order, so two writers never wait on each other crosswise; the ids of those that exist. */
+async function lockMerchants(trx: Trx, merchantIds: ReadonlySet<string>): Promise<Set<string>> {
+  if (merchantIds.size === 0) return new Set();
   const ids = [...merchantIds].sort(compareCodePoints);
-  await sql`SELECT id FROM merchants WHERE id IN (${sql.join(ids)}) ORDER BY id FOR UPDATE`.execute(trx);
+  const { rows } = await sql<{ id: string }>`SELECT id FROM merchants WHERE id IN (${sql.join(ids)}) ORDER BY id FOR UPDATE`.execute(trx);
+  return new Set(rows.map((row) => row.id));
 }
 
 /**
