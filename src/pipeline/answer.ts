@@ -94,6 +94,13 @@ export function responder(logger: Logger, hooks: MerchantApiHooks, inFlight: Set
     }
   }
 
+  /** A 304 as the host writes it: the headers of toResponse without a type or a length, and no body (RFC 9110 §15.4.5). */
+  function notModified(ctx: RequestContext, answer: Answer, started: number, secure: boolean): DirectReply {
+    const headers: Record<string, string> = { 'cache-control': 'no-store', ...answer.headers, ...extraHeaders(ctx, secure) };
+    if (onFinish || answer.release) finish(ctx, 304, started, answer.release, false, 0, false);
+    return { status: 304, headers, body: undefined };
+  }
+
   return {
     respond(ctx, answer, head, started, unsent, secure) {
       noteAuthFailure(ctx);
@@ -102,6 +109,8 @@ export function responder(logger: Logger, hooks: MerchantApiHooks, inFlight: Set
     direct(ctx, answer, head, started, secure) {
       noteAuthFailure(ctx);
       if (onResponse || answer instanceof Response || typeof answer.body !== 'string' || answer.status === 204) return asResponse(ctx, answer, head, started, false, secure);
+      // A 304 here rather than as a Response: @hono/node-server gives a bodiless Response a text/plain type.
+      if (answer.status === 304) return notModified(ctx, answer, started, secure);
       // The headers of toResponse for a whole body, in the same order, built in one object: no
       // Response, no object of extra headers copied in, no finishing callback.
       const length = byteLength(answer.body);

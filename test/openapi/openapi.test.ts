@@ -101,9 +101,16 @@ describe('the OpenAPI document', () => {
       const security = route.auth === 'basic' ? [{ merchantBasic: [] }] : [];
       expect([get.security, head.security]).toEqual([security, security]);
       expect(Object.keys(head.responses)).toEqual(Object.keys(get.responses));
-      for (const response of Object.values(head.responses) as Json[]) {
+      for (const [status, response] of Object.entries(head.responses) as [string, Json][]) {
         expect(response.content).toBeUndefined();
-        expect(response.headers['Content-Length']).toBeDefined();
+        // A 304 has no body of its own, GET's or HEAD's, and so no length (RFC 9110 §15.4.5).
+        if (status !== '304') expect(response.headers['Content-Length']).toBeDefined();
+      }
+      // A route with ETags: the tag on its 200, If-None-Match read, and the 304 with the tag.
+      for (const operation of [get, head]) {
+        expect(operation.responses['304'] !== undefined, route.id).toBe(route.etag === true);
+        expect(operation.parameters.some((p: Json) => p.$ref === '#/components/parameters/If-None-Match'), route.id).toBe(route.etag === true);
+        if (route.etag) expect([operation.responses['200'].headers.ETag, operation.responses['304'].headers.ETag]).toEqual([{ $ref: '#/components/headers/ETag' }, { $ref: '#/components/headers/ETag' }]);
       }
     }
     expect((document.info as Json).license).toEqual({ name: 'MIT', identifier: 'MIT' });
