@@ -5,6 +5,9 @@
  * pages of 100 and 1000 users, the whole request (which now computes the
  * ETag), the tag alone (SHA-256 of the same body, as the pipeline does it),
  * and the same request answered 304. Interleaved round by round; medians.
+ * Then the RateLimit fields of the listing slots (docs/protocol.md#ratelimit-fields):
+ * a page of one user, whole, against the fields' own work (the state string
+ * and two more headers in the answer's object), timed alone.
  *
  *   npm run bench:etag [-- --rounds=N --requests=N]
  */
@@ -77,3 +80,27 @@ for (const [name, s] of results) {
   const tag = median(s.tag);
   console.log(`| ${name} | ${whole.toFixed(1)} | ${tag.toFixed(1)} | ${((100 * tag) / whole).toFixed(1)}% | ${median(s.notModified).toFixed(1)} |`);
 }
+
+// The RateLimit fields: the work they add, as the pipeline does it, against the request that carries them.
+const page = '/merchant/users?limit=1';
+const fieldSamples = { whole: [] as number[], fields: [] as number[] };
+let sink = 0;
+for (let round = 0; round < rounds + 1; round++) {
+  const whole = await cpu(requests, async () => (await fetchOnce(page)).arrayBuffer());
+  const fields = await cpu(requests * 10, () => {
+    const limit = { policy: '"listings";q=4;qu="concurrent-requests"', state: `"listings";r=${4 - ((sink & 3) + 1)}` };
+    const headers: Record<string, string> = { 'content-type': 'application/json', 'cache-control': 'no-store', link: '<x>; rel="next"', etag: 'W/"x"' };
+    headers['ratelimit-policy'] = limit.policy;
+    headers.ratelimit = limit.state;
+    sink += Object.keys(headers).length;
+  });
+  if (round === 0) continue;
+  fieldSamples.whole.push(whole);
+  fieldSamples.fields.push(fields);
+}
+console.log(`\nRateLimit fields of the listing slots, CPU µs per request (median)\n`);
+console.log('| answer | whole request | of which the fields | share |');
+console.log('|---|--:|--:|--:|');
+const whole = median(fieldSamples.whole);
+const fieldCost = median(fieldSamples.fields);
+console.log(`| page of 1 user | ${whole.toFixed(1)} | ${fieldCost.toFixed(2)} | ${((100 * fieldCost) / whole).toFixed(2)}% |`);

@@ -44,7 +44,7 @@ function operationOf(route: DocumentedRoute, allowed: string): Json {
 /** The GET operation of a route, and its HEAD twin. */
 function readOperations(route: DocumentedRoute, allowed: string): Json {
   const operation = route.openapi;
-  const responses = sortByStatus(conditionalResponses(route, { ...sharedErrors(route, operation, allowed), ...operation.responses }));
+  const responses = sortByStatus(limitedResponses(route, conditionalResponses(route, { ...sharedErrors(route, operation, allowed), ...operation.responses })));
   const get = {
     operationId: route.id,
     summary: route.summary,
@@ -84,6 +84,16 @@ function conditionalResponses(route: DocumentedRoute, responses: Record<string, 
       headers: { 'Cache-Control': ref('headers', 'Cache-Control'), 'X-Request-Id': ref('headers', 'X-Request-Id'), ETag: ref('headers', 'ETag') },
     },
   };
+}
+
+/**
+ * A route with a limit of its own (`listings`): its successes say what is left
+ * of it in the RateLimit fields (docs/protocol.md#ratelimit-fields).
+ */
+function limitedResponses(route: DocumentedRoute, responses: Record<string, Json>): Record<string, Json> {
+  if (route.limit === undefined) return responses;
+  const fields = { 'RateLimit-Policy': ref('headers', 'RateLimit-Policy'), RateLimit: ref('headers', 'RateLimit') };
+  return Object.fromEntries(Object.entries(responses).map(([status, r]) => [status, status === '200' || status === '304' ? { ...r, headers: { ...(r.headers as Json), ...fields } } : r]));
 }
 
 /** A response as HEAD gets it: the same headers and `Content-Length`, no body (a 304 has none to measure). */

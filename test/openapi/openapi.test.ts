@@ -235,6 +235,11 @@ for (const basePath of ['', '/mapi']) {
         ...everyPath.flatMap((path) => ['HEAD', 'POST', 'DELETE', 'OPTIONS'].map((method): [string, string, Record<string, string>] => [base + path, method, auth])),
       ];
       for (const [url, method, headers] of requests) await expectDocumented(handler, new Request(url, { method, headers }));
+      // Conditional reads: the 304 of a tag sent back, on GET and HEAD (docs/protocol.md#conditional-requests).
+      for (const url of [`${base}/merchant/users/a-001`, `${base}/merchant/users?limit=2`, `${base}/merchant/users?limit=100`]) {
+        const etag = (await handler.fetch(new Request(url, { headers: auth }))).headers.get('etag')!;
+        for (const method of ['GET', 'HEAD']) expect(await expectDocumented(handler, new Request(url, { method, headers: { ...auth, 'if-none-match': etag } }))).toBe(304);
+      }
     });
 
     it(`414 where the query is read, and a query over ${MAX_QUERY_LENGTH} characters is no matter elsewhere`, async () => {
