@@ -18,9 +18,10 @@ import { noneMatchHolds } from '../../src/pipeline/conditional.js';
 import { createMysqlKysely, importSeed, MysqlStorage } from '../../src/storage/mysql/index.js';
 import type { Storage } from '../../src/storage/contract.js';
 import { basic, call, NOW_MS, ORIGIN, testApi } from '../support/api.js';
-import { sendRaw } from '../support/http-client.js';
+import { send, sendRaw } from '../support/http-client.js';
+import { RUNTIMES, useCliServer } from '../support/processes.js';
 import { createTestDatabase, mysqlAvailable, type TestDatabase } from '../support/mysql.js';
-import { asRecord, contractSeed, user } from '../support/seeds.js';
+import { asRecord, conformanceSeed, contractSeed, MERCHANTS, user } from '../support/seeds.js';
 
 const M1 = basic('m1', 'key-one');
 const tagOf = (body: string) => `"${createHash('sha256').update(body, 'utf8').digest('base64url')}"`;
@@ -140,6 +141,26 @@ describe('on a real Node server', () => {
     }
   });
 });
+
+// The standalone server on each runtime (the built CLI): the 304 as Bun and Deno write it too.
+for (const runtime of RUNTIMES) {
+  describe(`a 304 from the standalone server on ${runtime}`, () => {
+    const server = useCliServer(runtime, conformanceSeed());
+
+    it('has the tag, no body, no type and no length; GET and HEAD', async () => {
+      const { main } = MERCHANTS;
+      const auth = basic(main.id, main.keys[0]);
+      const url = `${server.url}/merchant/users/u-00001`;
+      const whole = await send(url, { headers: auth });
+      const tag = whole.headers.etag as string;
+      expect([whole.status, tag]).toEqual([200, tagOf(whole.body)]);
+      for (const method of ['GET', 'HEAD']) {
+        const answer = await send(url, { method, headers: { ...auth, 'if-none-match': tag } });
+        expect([method, answer.status, answer.headers.etag, answer.headers['content-type'], answer.headers['content-length'], answer.body]).toEqual([method, 304, tag, undefined, undefined, '']);
+      }
+    });
+  });
+}
 
 describe('If-None-Match and the fair share', () => {
   it('a tag matches itself alone, among others, weak or not; no other tag matches it', () => {
