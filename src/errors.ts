@@ -71,6 +71,8 @@ export interface RateLimitPolicy {
   name: string;
   quota: number;
   window?: number;
+  /** The draft's quota unit (`qu`), when it is not requests per window: listing slots count requests at once. */
+  unit?: 'concurrent-requests';
 }
 
 /** What a `MerchantApiError` may carry besides its code and message. */

@@ -48,6 +48,12 @@ export interface RequestContext {
   keyIndex: number;
   /** How long a refusal was deliberately held back (late refusals, src/limits/tarpit.ts), ms: not latency. */
   heldMs?: number;
+  /**
+   * The IETF RateLimit fields of a limit this request holds a part of (a
+   * listing slot, src/limits/listing-slots.ts), for every answer it gets:
+   * `policy` for `RateLimit-Policy`, `state` for `RateLimit`.
+   */
+  rateLimit?: { policy: string; state: string };
 }
 
 /** What an adapter tells the handler about a request beyond the `Request` itself. */

@@ -93,8 +93,9 @@ export function errorHeaders(e: MerchantApiError): Record<string, string> {
  */
 function rateLimitFields(policy: RateLimitPolicy, retryAfter: number): Record<string, string> {
   const window = policy.window === undefined ? '' : `;w=${policy.window}`;
+  const unit = policy.unit === undefined ? '' : `;qu="${policy.unit}"`;
   return {
-    'ratelimit-policy': `"${policy.name}";q=${policy.quota}${window}`,
+    'ratelimit-policy': `"${policy.name}";q=${policy.quota}${window}${unit}`,
     ratelimit: `"${policy.name}";r=0;t=${retryAfter}`,
   };
 }

@@ -13,6 +13,12 @@ export interface Reply {
   /** JSON text, or JSON text in pieces for an answer streamed as it is read. */
   body: string | AsyncIterable<string>;
   headers?: Record<string, string>;
+  /**
+   * On a route with `etag`: what the tag is of, when the body changes on
+   * every answer though what it says does not (a page's freshly sealed
+   * cursor); the tag is then weak (docs/protocol.md#conditional-requests).
+   */
+  validator?: string;
 }
 
 export function reply(status: number, body: string | AsyncIterable<string>, headers?: Record<string, string>): Reply {
@@ -29,11 +35,11 @@ const utf8 = new TextEncoder();
 export function toResponse(reply: Reply, head: boolean, extra?: Record<string, string>, done?: (bytes: number, aborted: boolean) => void, inFlight?: Set<() => void>): Response {
   const headers = replyHeaders(reply, extra);
   const { body } = reply;
-  if (reply.status === 204) {
-    // No content: no body, and neither its type nor its length (RFC 9110 §8.6).
+  if (reply.status === 204 || reply.status === 304) {
+    // No content, or not modified: no body, and neither its type nor its length (RFC 9110 §8.6, §15.4.5).
     delete headers['content-type'];
     done?.(0, false);
-    return new Response(null, { status: 204, headers });
+    return new Response(null, { status: reply.status, headers });
   }
   if (typeof body === 'string') {
     fixLength(headers, body, head, done);

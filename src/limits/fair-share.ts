@@ -119,7 +119,7 @@ export class FairShare implements Limit {
   /** Charges each finished request to its merchant. */
   readonly hooks: MerchantApiHooks = {
     onFinish: (ctx, summary) => {
-      if (ctx.merchantId !== undefined) this.#charge(ctx.merchantId, summary.durationMs + REQUEST_OVERHEAD_MS);
+      if (ctx.merchantId !== undefined) this.#charge(ctx.merchantId, requestCost(summary.status, summary.durationMs));
     },
   };
 
@@ -247,6 +247,18 @@ export class FairShare implements Limit {
     this.#active = active;
     this.#ticks++;
   }
+}
+
+/**
+ * What a finished request is charged: the time it held the pipeline, plus
+ * the HTTP work around it, except for a 304 (docs/protocol.md#conditional-requests),
+ * whose answer is a header block with no body to write. A 304 is not free:
+ * it was authenticated, read the storage and hashed the body like a 200, and
+ * a free answer would let a merchant fill a busy instance with conditional
+ * requests that fair sharing could never refuse.
+ */
+export function requestCost(status: number, durationMs: number): number {
+  return status === 304 ? durationMs : durationMs + REQUEST_OVERHEAD_MS;
 }
 
 /** What a charge made `at` is worth `now`, decaying with DECAY_MS. */

@@ -10,17 +10,27 @@ import { Refusal } from './refusal.js';
 
 export class ListingSlots implements Limit {
   readonly #limit: number;
+  /** `RateLimit-Policy` of the slots: a number of requests at once, not per time window. */
+  readonly #policy: string;
   /** Listings running now, by merchant; entries leave at zero, so this stays small. */
   readonly #running = new Map<string, number>();
 
   constructor(limit: number) {
     if (!Number.isInteger(limit) || limit < 1) throw new TypeError('merchantConcurrency must be a whole number, at least 1.');
     this.#limit = limit;
+    this.#policy = `"listings";q=${limit};qu="concurrent-requests"`;
   }
 
-  /** On a route limited to `listings`: takes one of the merchant's slots, or throws the 429. */
-  aroundHandler(_ctx: RequestContext, merchantId: string, routeLimit: RouteLimit | undefined): (() => void) | undefined {
-    return routeLimit === 'listings' ? this.take(merchantId) : undefined;
+  /**
+   * On a route limited to `listings`: takes one of the merchant's slots, or
+   * throws the 429; the request's answer says how many are left
+   * (docs/protocol.md#ratelimit-fields).
+   */
+  aroundHandler(ctx: RequestContext, merchantId: string, routeLimit: RouteLimit | undefined): (() => void) | undefined {
+    if (routeLimit !== 'listings') return undefined;
+    const release = this.take(merchantId);
+    ctx.rateLimit = { policy: this.#policy, state: `"listings";r=${this.#limit - this.#running.get(merchantId)!}` };
+    return release;
   }
 
   /** Takes one of the merchant's slots, or throws the 429; call the function returned once the answer is finished (twice is harmless). */
@@ -29,7 +39,7 @@ export class ListingSlots implements Limit {
     if (running >= this.#limit) {
       throw new Refusal('merchant_concurrency', `At most ${this.#limit} listings of one merchant run at once; retry when one has finished.`, {
         retryAfter: 1,
-        policy: { name: 'listings', quota: this.#limit },
+        policy: { name: 'listings', quota: this.#limit, unit: 'concurrent-requests' },
       });
     }
     this.#running.set(merchantId, running + 1);

@@ -52,14 +52,14 @@ function operationOf(route: DocumentedRoute, allowed: string): Json {
 /** The GET operation of a route, and its HEAD twin. */
 function readOperations(route: DocumentedRoute, allowed: string): Json {
   const operation = route.openapi;
-  const responses = sortByStatus({ ...sharedErrors(route, operation, allowed), ...operation.responses });
+  const responses = sortByStatus(limitedResponses(route, conditionalResponses(route, { ...sharedErrors(route, operation, allowed), ...operation.responses })));
   const get = {
     operationId: route.id,
     summary: route.summary,
     description: operation.description,
     tags: [operation.tag],
     security: securityOf(route),
-    parameters: [...(operation.parameters ?? []), ref('parameters', 'X-Request-Id')],
+    parameters: [...(operation.parameters ?? []), ...(route.etag ? [ref('parameters', 'If-None-Match')] : []), ref('parameters', 'X-Request-Id')],
     responses,
   };
   const head = {
@@ -75,8 +75,38 @@ function readOperations(route: DocumentedRoute, allowed: string): Json {
   return { ...(route.trailingSlash ? { 'x-trailing-slash': true } : {}), get, head };
 }
 
-/** A response as HEAD gets it: the same headers and `Content-Length`, no body. */
+/**
+ * A route with `etag` (src/pipeline/conditional.ts): its 200 carries `ETag`
+ * (whole bodies; not the streamed list), and `If-None-Match` naming it is 304.
+ */
+function conditionalResponses(route: DocumentedRoute, responses: Record<string, Json>): Record<string, Json> {
+  if (!route.etag) return responses;
+  const ok = responses['200']!;
+  return {
+    ...responses,
+    '200': { ...ok, headers: { ...(ok.headers as Json), ETag: ref('headers', 'ETag') } },
+    '304': {
+      description:
+        "Not modified: `If-None-Match` names the `ETag` of the body this request would get now (or is `*`). No body; the 200's headers " +
+        'but its `Content-Type` and `Content-Length` (docs/protocol.md#conditional-requests).',
+      headers: { 'Cache-Control': ref('headers', 'Cache-Control'), 'X-Request-Id': ref('headers', 'X-Request-Id'), ETag: ref('headers', 'ETag') },
+    },
+  };
+}
+
+/**
+ * A route with a limit of its own (`listings`): its successes say what is left
+ * of it in the RateLimit fields (docs/protocol.md#ratelimit-fields).
+ */
+function limitedResponses(route: DocumentedRoute, responses: Record<string, Json>): Record<string, Json> {
+  if (route.limit === undefined) return responses;
+  const fields = { 'RateLimit-Policy': ref('headers', 'RateLimit-Policy'), RateLimit: ref('headers', 'RateLimit') };
+  return Object.fromEntries(Object.entries(responses).map(([status, r]) => [status, status === '200' || status === '304' ? { ...r, headers: { ...(r.headers as Json), ...fields } } : r]));
+}
+
+/** A response as HEAD gets it: the same headers and `Content-Length`, no body (a 304 has none to measure). */
 function withoutBody(answer: Json): Json {
+  if (answer.content === undefined && answer.$ref === undefined) return answer;
   const name = typeof answer.$ref === 'string' ? answer.$ref.replace('#/components/responses/', '') : undefined;
   const resolved = name === undefined ? answer : SHARED_RESPONSES[name]!;
   const { content: _content, headers, ...rest } = resolved as { content?: unknown; headers: Json };
@@ -123,6 +153,12 @@ export function openApiDocument(basePath: string, routes: readonly DocumentedRou
     components: {
       securitySchemes: { merchantBasic: { type: 'http', scheme: 'basic', description: 'User name: the merchant id; password: one of its active API keys. Each operation names the scope the key needs (`users:read`, `webhooks:manage`); a key without it is 403 `insufficient_scope`.' } },
       parameters: {
+        'If-None-Match': {
+          name: 'If-None-Match',
+          in: 'header',
+          description: 'One or more `ETag`s of bodies the client holds (or `*`): when one is what this request would get now, the answer is 304 with no body.',
+          schema: { type: 'string', minLength: 1, examples: ['"3q2-7wD2pQ4yk1Qf0ZlLq3mFJ4m3V6LtoHnW7yZt1Ws"'] },
+        },
         'X-Request-Id': {
           name: 'X-Request-Id',
           in: 'header',

@@ -33,6 +33,8 @@ export interface DocumentedRoute {
   limit?: RouteLimit;
   /** True when `pattern` + `/` is the same route. */
   trailingSlash?: boolean;
+  /** Whole 200 bodies carry a strong `ETag`, and `If-None-Match` naming it answers 304 (src/pipeline/conditional.ts). */
+  etag?: boolean;
   summary: string;
   /** The operation's own OpenAPI text, kept beside its handler; the rest of the document comes from the fields above. */
   openapi: OperationDoc;

@@ -67,11 +67,12 @@ export function responder(logger: Logger, hooks: MerchantApiHooks, inFlight: Set
     }
   }
 
-  /** The headers every answer of the pipeline carries. */
-  function extraHeaders(ctx: RequestContext, secure: boolean): Record<string, string> {
+  /** The headers every answer of the pipeline carries; `own`, the answer's, for the RateLimit fields of a limit the request holds. */
+  function extraHeaders(ctx: RequestContext, secure: boolean, own?: Record<string, string>): Record<string, string> {
     const extra: Record<string, string> = { 'x-request-id': ctx.requestId, 'x-content-type-options': 'nosniff' };
     // Served over TLS (here or at a proxy the URL reflects): browsers are told to keep to HTTPS.
     if (secure) extra['strict-transport-security'] = 'max-age=31536000';
+    if (ctx.rateLimit) addRateLimit(extra, ctx.rateLimit, own);
     return extra;
   }
 
@@ -83,7 +84,7 @@ export function responder(logger: Logger, hooks: MerchantApiHooks, inFlight: Set
     } else {
       const done = onFinish || answer.release ? finisher(ctx, answer.status, started, answer.release, unsent) : undefined;
       // An answer that will not be sent is made as for HEAD: no body is built, and none is counted.
-      response = toResponse(answer, head || unsent, extraHeaders(ctx, secure), done, inFlight);
+      response = toResponse(answer, head || unsent, extraHeaders(ctx, secure, answer.headers), done, inFlight);
     }
     if (!onResponse) return response;
     try {
@@ -94,6 +95,13 @@ export function responder(logger: Logger, hooks: MerchantApiHooks, inFlight: Set
     }
   }
 
+  /** A 304 as the host writes it: the headers of toResponse without a type or a length, and no body (RFC 9110 §15.4.5). */
+  function notModified(ctx: RequestContext, answer: Answer, started: number, secure: boolean): DirectReply {
+    const headers: Record<string, string> = { 'cache-control': 'no-store', ...answer.headers, ...extraHeaders(ctx, secure, answer.headers) };
+    if (onFinish || answer.release) finish(ctx, 304, started, answer.release, false, 0, false);
+    return { status: 304, headers, body: undefined };
+  }
+
   return {
     respond(ctx, answer, head, started, unsent, secure) {
       noteAuthFailure(ctx);
@@ -102,11 +110,13 @@ export function responder(logger: Logger, hooks: MerchantApiHooks, inFlight: Set
     direct(ctx, answer, head, started, secure) {
       noteAuthFailure(ctx);
       if (onResponse || answer instanceof Response || typeof answer.body !== 'string' || answer.status === 204) return asResponse(ctx, answer, head, started, false, secure);
+      // A 304 here rather than as a Response: @hono/node-server gives a bodiless Response a text/plain type.
+      if (answer.status === 304) return notModified(ctx, answer, started, secure);
       // The headers of toResponse for a whole body, in the same order, built in one object: no
       // Response, no object of extra headers copied in, no finishing callback.
       const length = byteLength(answer.body);
       let headers: Record<string, string>;
-      if (answer.headers === undefined && !secure) {
+      if (answer.headers === undefined && !secure && ctx.rateLimit === undefined) {
         // The common answer: one object of its final size, made at once.
         headers = { 'content-type': 'application/json', 'cache-control': 'no-store', 'x-request-id': ctx.requestId, 'x-content-type-options': 'nosniff', 'content-length': String(length) };
       } else {
@@ -115,10 +125,23 @@ export function responder(logger: Logger, hooks: MerchantApiHooks, inFlight: Set
         headers['x-request-id'] = ctx.requestId;
         headers['x-content-type-options'] = 'nosniff';
         if (secure) headers['strict-transport-security'] = 'max-age=31536000';
+        if (ctx.rateLimit) addRateLimit(headers, ctx.rateLimit, answer.headers);
         headers['content-length'] = String(length);
       }
       if (onFinish || answer.release) finish(ctx, answer.status, started, answer.release, false, head ? 0 : length, false);
       return { status: answer.status, headers, body: head ? undefined : answer.body };
     },
   };
+}
+
+/**
+ * Writes into `headers` the RateLimit fields of the limit the request holds,
+ * before those of a limit that refused it (`own`, a 429's): one list per
+ * field, as the draft allows, so both policies are named.
+ */
+function addRateLimit(headers: Record<string, string>, limit: { policy: string; state: string }, own: Record<string, string> | undefined): void {
+  const policy = own?.['ratelimit-policy'];
+  const state = own?.ratelimit;
+  headers['ratelimit-policy'] = policy === undefined ? limit.policy : `${limit.policy}, ${policy}`;
+  headers.ratelimit = state === undefined ? limit.state : `${limit.state}, ${state}`;
 }

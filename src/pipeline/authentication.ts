@@ -14,6 +14,7 @@ import type { LimitPoints } from '../limits/limit.js';
 import type { HandlerDeps, Route } from '../routes/route.js';
 import type { Merchant } from '../storage/contract.js';
 import type { Answer } from './answer.js';
+import { conditional } from './conditional.js';
 
 /** Runs a route's handler, authenticated first where the route says so. Throws for errors. */
 export type RunRoute = (ctx: RequestContext, route: Route, path: string, search: string, origin: string, params: Record<string, string>) => Answer | Promise<Answer>;
@@ -35,7 +36,8 @@ export function routeRunner(deps: HandlerDeps, aroundHandler: LimitPoints['aroun
     try {
       const hooked = deps.authenticated(ctx, merchant.id);
       if (hooked) await hooked;
-      const answer = await route.handle(ctx, { path, search, origin, params, merchant }, deps);
+      const handled = await route.handle(ctx, { path, search, origin, params, merchant }, deps);
+      const answer = route.etag ? conditional(ctx, handled) : handled;
       // A copy: handlers may answer with a shared constant reply.
       return release ? { ...answer, release } : answer;
     } catch (error) {

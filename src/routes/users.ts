@@ -10,6 +10,7 @@ import { reply, type Reply } from '../http/responses.js';
 import { pct } from '../signing/index.js';
 import type { ChangedUserRecord, Merchant, UserFilter, UserOrder, UserRecord, UserRecordPage } from '../storage/contract.js';
 import { usersJson } from '../listing/user-json.js';
+import type { CursorPosition } from '../listing/cursor.js';
 import { MALFORMED_QUERY, queryParameter, ref, response, schemaRef } from '../openapi/fragments.js';
 import type { Json, OperationDoc } from '../openapi/operation.js';
 import type { HandlerDeps, RouteInput } from './route.js';
@@ -33,14 +34,20 @@ async function page(ctx: RequestContext, input: RouteInput, merchant: Merchant, 
   if (users.length > limit) users.length = limit;
   let nextCursor = 'null';
   let headers: Record<string, string> | undefined;
+  let nextPosition: CursorPosition | undefined;
   if (more) {
-    const cursor = await deps.cursors.seal(merchant.id, params.filter, { ...(resume !== undefined ? resumePosition(users) : positionOf(users.at(-1)!)), limit }, params.order);
+    nextPosition = { ...(resume !== undefined ? resumePosition(users) : positionOf(users.at(-1)!)), limit };
+    const cursor = await deps.cursors.seal(merchant.id, params.filter, nextPosition, params.order);
     nextCursor = JSON.stringify(cursor);
     const listUrl = `${deps.resolveBases(ctx, input.origin)[0]}${deps.basePath}/merchant/users`;
     const next = [['limit', String(limit)], ...params.filterParams, ['cursor', cursor]].map(([k, v]) => `${k}=${pct(v!)}`).join('&');
     headers = { link: `<${listUrl}?${next}>; rel="next"` };
   }
-  return reply(200, `{"status":"ok","data":[${usersJson(users, params.order === 'updated_at')}],"next_cursor":${nextCursor},"errors":[]}`, headers);
+  const data = usersJson(users, params.order === 'updated_at');
+  const answer = reply(200, `{"status":"ok","data":[${data}],"next_cursor":${nextCursor},"errors":[]}`, headers);
+  // A sealed cursor differs on every answer (a fresh nonce): the page's ETag is of the position it names instead (weak).
+  if (nextPosition !== undefined) answer.validator = `{"data":[${data}],"next":${JSON.stringify(nextPosition)}}`;
+  return answer;
 }
 
 /**

@@ -101,9 +101,10 @@ describe('fair sharing through api.fetch', () => {
     const retryAfter = Number(page.response.headers.get('retry-after'));
     expect(retryAfter).toBeGreaterThanOrEqual(1);
     expect(retryAfter).toBeLessThanOrEqual(3);
-    expect(page.response.headers.get('ratelimit-policy')).toBe('"fair-share";q=50;w=1');
+    // A listing names the slot it held first (docs/protocol.md#ratelimit-fields), then the limit that refused it.
+    expect(page.response.headers.get('ratelimit-policy')).toBe('"listings";q=4;qu="concurrent-requests", "fair-share";q=50;w=1');
     expect(page.response.headers.get('content-type')).toMatch(/^application\/json/);
-    expect(page.response.headers.get('ratelimit')).toBe(`"fair-share";r=0;t=${retryAfter}`);
+    expect(page.response.headers.get('ratelimit')).toMatch(new RegExp(`^"listings";r=[0-3], "fair-share";r=0;t=${retryAfter}$`));
 
     // The streamed whole list and the single-user read are refused alike.
     await flooding();
@@ -205,7 +206,7 @@ for (const runtime of RUNTIMES) {
       const { refused, light } = await contend(server.url, true, true);
       expect(refused, 'the heavy merchant was never refused').toBeDefined();
       expect(Number(refused!.headers['retry-after'])).toBeGreaterThanOrEqual(1);
-      expect(refused!.headers['ratelimit-policy']).toBe('"fair-share";q=50;w=1');
+      expect(refused!.headers['ratelimit-policy']).toBe('"listings";q=4;qu="concurrent-requests", "fair-share";q=50;w=1');
       expect(JSON.parse(refused!.body).errors[0].code).toBe('too_many_requests');
       expect(light.length).toBeGreaterThan(0);
       expect(light.every((status) => status === 200)).toBe(true);

@@ -101,9 +101,16 @@ describe('the OpenAPI document', () => {
       const security = route.auth === 'basic' ? [{ merchantBasic: [route.scope ?? 'users:read'] }] : [];
       expect([get.security, head.security]).toEqual([security, security]);
       expect(Object.keys(head.responses)).toEqual(Object.keys(get.responses));
-      for (const response of Object.values(head.responses) as Json[]) {
+      for (const [status, response] of Object.entries(head.responses) as [string, Json][]) {
         expect(response.content).toBeUndefined();
-        expect(response.headers['Content-Length']).toBeDefined();
+        // A 304 has no body of its own, GET's or HEAD's, and so no length (RFC 9110 §15.4.5).
+        if (status !== '304') expect(response.headers['Content-Length']).toBeDefined();
+      }
+      // A route with ETags: the tag on its 200, If-None-Match read, and the 304 with the tag.
+      for (const operation of [get, head]) {
+        expect(operation.responses['304'] !== undefined, route.id).toBe(route.etag === true);
+        expect(operation.parameters.some((p: Json) => p.$ref === '#/components/parameters/If-None-Match'), route.id).toBe(route.etag === true);
+        if (route.etag) expect([operation.responses['200'].headers.ETag, operation.responses['304'].headers.ETag]).toEqual([{ $ref: '#/components/headers/ETag' }, { $ref: '#/components/headers/ETag' }]);
       }
     }
     expect((document.info as Json).license).toEqual({ name: 'MIT', identifier: 'MIT' });
@@ -228,6 +235,11 @@ for (const basePath of ['', '/mapi']) {
         ...everyPath.flatMap((path) => ['HEAD', 'POST', 'DELETE', 'OPTIONS'].map((method): [string, string, Record<string, string>] => [base + path, method, auth])),
       ];
       for (const [url, method, headers] of requests) await expectDocumented(handler, new Request(url, { method, headers }));
+      // Conditional reads: the 304 of a tag sent back, on GET and HEAD (docs/protocol.md#conditional-requests).
+      for (const url of [`${base}/merchant/users/a-001`, `${base}/merchant/users?limit=2`, `${base}/merchant/users?limit=100`]) {
+        const etag = (await handler.fetch(new Request(url, { headers: auth }))).headers.get('etag')!;
+        for (const method of ['GET', 'HEAD']) expect(await expectDocumented(handler, new Request(url, { method, headers: { ...auth, 'if-none-match': etag } }))).toBe(304);
+      }
     });
 
     it(`414 where the query is read, and a query over ${MAX_QUERY_LENGTH} characters is no matter elsewhere`, async () => {

@@ -71,6 +71,7 @@ describe('links', () => {
       'Pagination and cursors',
       'Changed since',
       'Filters',
+      'Conditional requests',
       'Errors',
       'Limits',
       'Failures',
