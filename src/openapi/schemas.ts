@@ -81,10 +81,23 @@ function okEnvelope(description: string, data: Json, extra: Json = {}): Json {
 export function schemas(): Json {
   const users = { type: 'array', items: schemaRef('User') };
   // A listing in order=updated_at carries `updated_at`; every other answer the 14 keys.
-  const listed = { type: 'array', items: { oneOf: [schemaRef('User'), schemaRef('ChangedUser')] } };
+  // The change feed (include_removed=true) adds tombstones, `Removal`, among its `ChangedUser` records.
+  const listed = { type: 'array', items: { oneOf: [schemaRef('User'), schemaRef('ChangedUser'), schemaRef('Removal')] } };
   return {
     User: userSchema(),
     ChangedUser: changedUserSchema(),
+    Removal: {
+      type: 'object',
+      description:
+        'A share removed from this merchant (unshared or erased), in the change feed (`include_removed=true`) only: drop the record you hold under ' +
+        'this `shared_user_id`. Listed by `removed_at` among the records by `updated_at`; a user shared again is listed as its record instead.',
+      required: ['shared_user_id', 'removed_at'],
+      additionalProperties: false,
+      properties: {
+        shared_user_id: { type: 'string', minLength: 1, maxLength: 128 },
+        removed_at: { type: 'string', format: 'date-time', description: 'when the share was removed, UTC with microseconds', examples: ['2026-12-06T08:30:00.123456+00:00'] },
+      },
+    },
     UserList: okEnvelope('The whole list (neither `limit` nor `cursor`): no `next_cursor`. Records are `ChangedUser` in `order=updated_at`.', listed),
     UserPage: okEnvelope('One page (`limit` or `cursor`). Records are `ChangedUser` in `order=updated_at`.', listed, {
       next_cursor: { type: ['string', 'null'], minLength: 1, description: 'the cursor of the next page; null on the last page' },

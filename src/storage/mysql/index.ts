@@ -26,6 +26,7 @@ export { addMerchant, addMerchantKey, addRandomMerchantKey, deleteMerchant, list
 export type { DeletedMerchant, KeySettings, KeyUpdate, MerchantKeySummary, MerchantSummary, NewKey, RotateOptions, RotateResult, SeedMerchantResult } from './admin/merchant-admin.js';
 export { listAuditEvents, pruneAuditEvents, writeAuditEvent } from './admin/audit.js';
 export { eraseShares, eraseUser } from './admin/erase.js';
+export { pruneShareRemovals } from './statements/share-removals.js';
 export type { ErasedShare, ErasureResult } from './admin/erase.js';
 export type { AuditEvent, AuditQuery, AuditRecord, AuditValue } from './admin/audit.js';
 export { keyFingerprint } from '../sql/key-ids.js';
