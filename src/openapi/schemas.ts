@@ -81,8 +81,10 @@ function okEnvelope(description: string, data: Json, extra: Json = {}): Json {
 export function schemas(): Json {
   const users = { type: 'array', items: schemaRef('User') };
   // A listing in order=updated_at carries `updated_at`; every other answer the 14 keys.
-  // The change feed (include_removed=true) adds tombstones, `Removal`, among its `ChangedUser` records.
-  const listed = { type: 'array', items: { oneOf: [schemaRef('User'), schemaRef('ChangedUser'), schemaRef('Removal')] } };
+  const listed = { type: 'array', items: { oneOf: [schemaRef('User'), schemaRef('ChangedUser')] } };
+  // The change feed (include_removed=true): its records and tombstones. A feed answer without a tombstone
+  // is a `UserPage`/`UserList` of `ChangedUser` records; one with a tombstone (`contains`) is a `Change…`, never both.
+  const changes = { type: 'array', items: { oneOf: [schemaRef('ChangedUser'), schemaRef('Removal')] }, contains: schemaRef('Removal') };
   return {
     User: userSchema(),
     ChangedUser: changedUserSchema(),
@@ -100,6 +102,10 @@ export function schemas(): Json {
     },
     UserList: okEnvelope('The whole list (neither `limit` nor `cursor`): no `next_cursor`. Records are `ChangedUser` in `order=updated_at`.', listed),
     UserPage: okEnvelope('One page (`limit` or `cursor`). Records are `ChangedUser` in `order=updated_at`.', listed, {
+      next_cursor: { type: ['string', 'null'], minLength: 1, description: 'the cursor of the next page; null on the last page' },
+    }),
+    ChangeList: okEnvelope('The whole change feed (`include_removed=true`, neither `limit` nor `cursor`) when it holds a tombstone.', changes),
+    ChangePage: okEnvelope('One page of the change feed (`include_removed=true`, `limit` or `cursor`) when it holds a tombstone.', changes, {
       next_cursor: { type: ['string', 'null'], minLength: 1, description: 'the cursor of the next page; null on the last page' },
     }),
     UserOne: okEnvelope('One user.', { ...users, minItems: 1, maxItems: 1 }),

@@ -155,8 +155,9 @@ export const listUsersDoc: OperationDoc = {
   tooManyRequests: 'Also: the merchant already has as many listings running on this instance as `merchantConcurrency` allows (default 4).',
   responses: {
     '200': response(
-      'The users: a page (`limit` or `cursor` given) or the whole list (streamed).',
-      { oneOf: [schemaRef('UserPage'), schemaRef('UserList')] },
+      'The users: a page (`limit` or `cursor` given) or the whole list (streamed); with `include_removed=true` and a tombstone among them, a `ChangePage` or `ChangeList`.',
+      // anyOf: a feed answer without a tombstone is a UserPage/UserList; `contains` keeps the Change… schemas to those with one.
+      { anyOf: [schemaRef('UserPage'), schemaRef('UserList'), schemaRef('ChangePage'), schemaRef('ChangeList')] },
       ['Link'],
     ),
     '404': ref('responses', 'NotFound'),

@@ -12,6 +12,7 @@ import { createMerchantApi } from '../../../src/api.js';
 import { silentLogger } from '../../../src/observe/logger.js';
 import { eraseShares, eraseUser, importSeed, MysqlStorage, pruneShareRemovals } from '../../../src/storage/mysql/index.js';
 import { compareCodePoints } from '../../../src/storage/order.js';
+import { createMerchantClient, MerchantResponseError, type ChangeEntry } from '../../../src/client/index.js';
 import { basic, call, ORIGIN } from '../../support/api.js';
 import { FeedClient } from '../../support/change-feed.js';
 import { createTestDatabase, mysqlAvailable, type TestDatabase } from '../../support/mysql.js';
@@ -157,5 +158,37 @@ describe.skipIf(!available && process.env.CI !== 'true')('the change feed on MyS
     // Pruning again finds nothing more, and keeps the horizon.
     expect(await pruneShareRemovals(database.db, 30 * 86_400)).toBe(0);
     expect((await feed(longAgo)).status).toBe(410);
+  });
+
+  it('the client SDK pages the change feed with its tombstones, and tells a 410', async () => {
+    const { shop } = await newMerchants();
+    const client = createMerchantClient({ baseUrl: ORIGIN, merchantId: shop, apiKey: `${shop}-key`, fetch: (input, init) => api.fetch(new Request(input, init)) });
+    for (const id of ['k1', 'k2', 'k3']) await put(shop, id);
+    const copy = new Map<string, ChangeEntry>();
+    let last: string | undefined;
+    const sync = async () => {
+      for await (const entry of client.changes({ updatedSince: last, pageSize: 1 })) {
+        if ('removed_at' in entry) {
+          copy.delete(entry.shared_user_id);
+          last = entry.removed_at;
+        } else {
+          copy.set(entry.shared_user_id, entry);
+          last = entry.updated_at;
+        }
+      }
+    };
+    await sync();
+    expect([...copy.keys()].sort()).toEqual(['k1', 'k2', 'k3']);
+    await eraseShares(database.db, [{ merchantId: shop, sharedUserId: 'k2' }]);
+    await put(shop, 'k4');
+    await sync();
+    expect([...copy.keys()].sort()).toEqual(['k1', 'k3', 'k4']);
+    await sql`UPDATE share_removals SET removed_at = UTC_TIMESTAMP(6) - INTERVAL 40 DAY WHERE merchant_id = ${shop}`.execute(database.db);
+    await pruneShareRemovals(database.db, 30 * 86_400);
+    const error = await (async () => {
+      for await (const _ of client.changes({ updatedSince: '2000-01-01T00:00:00Z' })) void _;
+    })().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(MerchantResponseError);
+    expect(error).toMatchObject({ status: 410, code: 'gone' });
   });
 });
