@@ -12,6 +12,9 @@ import { createMerchantApi } from '../../../src/api.js';
 import { silentLogger } from '../../../src/observe/logger.js';
 import { eraseShares, eraseUser, importSeed, MysqlStorage, pruneShareRemovals } from '../../../src/storage/mysql/index.js';
 import { compareCodePoints } from '../../../src/storage/order.js';
+import { mysqlCommands, openMysqlStorage } from '../../../src/cli/commands/mysql.js';
+import { runCli } from '../../../src/cli/run.js';
+import { captureIo } from '../../support/recording.js';
 import { createMerchantClient, MerchantResponseError, type ChangeEntry } from '../../../src/client/index.js';
 import { basic, call, ORIGIN } from '../../support/api.js';
 import { FeedClient } from '../../support/change-feed.js';
@@ -190,5 +193,31 @@ describe.skipIf(!available && process.env.CI !== 'true')('the change feed on MyS
     })().catch((e: unknown) => e);
     expect(error).toBeInstanceOf(MerchantResponseError);
     expect(error).toMatchObject({ status: 410, code: 'gone' });
+  });
+
+  it('the CLI: user erase leaves a tombstone; migrate prunes by REMOVAL_RETENTION and refuses a bad one', async () => {
+    const env = { DATABASE_URL: database.url, MASTER_KEY: database.masterKeyText, MERCHANT_API_ACTOR: 'test' };
+    const run = async (args: string[], extra: Record<string, string> = {}) => {
+      const io = captureIo({ ...env, ...extra }, { progress: () => {} });
+      const code = await runCli(args, io, { name: 'test', serve: () => Promise.reject(new Error('not in this test')), commands: mysqlCommands, openMysqlStorage });
+      return { code, out: io.lines.join('\n'), err: io.errors.join('\n') };
+    };
+    const { shop, auth } = await newMerchants();
+    await put(shop, 'cli-1');
+    const erased = await run(['user', 'erase', 'cli-1', '--merchant', shop]);
+    expect(erased.code, erased.err).toBe(0);
+    const feed = await call(api, `${ORIGIN}/merchant/users?include_removed=true`, { headers: auth });
+    expect(feed.body.data).toEqual([{ shared_user_id: 'cli-1', removed_at: expect.any(String) }]);
+    await sql`UPDATE share_removals SET removed_at = UTC_TIMESTAMP(6) - INTERVAL 3 DAY WHERE merchant_id = ${shop}`.execute(database.db);
+    const kept = await run(['migrate'], { REMOVAL_RETENTION: '4d' });
+    expect(kept.code, kept.err).toBe(0);
+    expect(kept.out).not.toMatch(/share removal/);
+    const pruned = await run(['migrate'], { REMOVAL_RETENTION: '2' });
+    expect(pruned.code, pruned.err).toBe(0);
+    expect(pruned.out).toMatch(/Pruned \d+ share removal\(s\) older than REMOVAL_RETENTION\./);
+    expect((await call(api, `${ORIGIN}/merchant/users?include_removed=true&updated_since=2020-01-01`, { headers: auth })).status).toBe(410);
+    const bad = await run(['migrate'], { REMOVAL_RETENTION: '12h' });
+    expect(bad.code).toBe(2);
+    expect(bad.err).toMatch(/REMOVAL_RETENTION must be at least one day/);
   });
 });
