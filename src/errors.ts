@@ -18,6 +18,7 @@ export type MerchantApiErrorCode =
   | 'unknown_parameter'
   | 'invalid_parameter'
   | 'invalid_cursor'
+  | 'gone'
   | 'malformed_request'
   | 'uri_too_long'
   | 'request_timeout'
@@ -41,6 +42,7 @@ const statusByCode: Record<MerchantApiErrorCode, number> = {
   unknown_parameter: 400,
   invalid_parameter: 400,
   invalid_cursor: 400,
+  gone: 410,
   malformed_request: 400,
   uri_too_long: 414,
   request_timeout: 408,

@@ -21,6 +21,8 @@ import { Transport } from './transport.js';
 import { webhooksClient, type WebhooksClient } from './webhooks.js';
 import type {
   ChangedUserRecord,
+  ChangeEntry,
+  ChangesOptions,
   ExportOptions,
   KeyInfo,
   MerchantClientOptions,
@@ -58,6 +60,14 @@ export interface MerchantClient {
   users(options?: UsersOptions): AsyncIterableIterator<UserRecord>;
   /** The pages themselves, each with its `nextCursor`, to resume later with `userPages({ cursor })`. */
   userPages(options?: UserPagesOptions): AsyncIterableIterator<UserPage>;
+  /**
+   * The change feed (`include_removed=true`, docs/protocol.md#removals): every record changed and
+   * every share removed at or after `updatedSince`, in one order, page after page. Store a record,
+   * delete what a tombstone (`removed_at`) names, remember the last `updated_at`/`removed_at`
+   * and ask again from it (docs/client.md#syncing-changes). A `MerchantResponseError` with status
+   * 410 (`gone`): removals from then are no longer kept; start again without `updatedSince`.
+   */
+  changes(options?: ChangesOptions): AsyncIterableIterator<ChangeEntry>;
   /** Every user in one streamed request, parsed as it arrives: memory stays flat however many there are. */
   exportUsers(options?: ExportOptions): AsyncIterableIterator<UserRecord>;
   /**
@@ -158,8 +168,17 @@ class Client implements MerchantClient {
     for await (const page of this.userPages(options)) yield* page.users;
   }
 
-  async *userPages(options: UserPagesOptions = {}): AsyncIterableIterator<UserPage> {
-    const filters = filterQuery(options);
+  async *changes(options: ChangesOptions = {}): AsyncIterableIterator<ChangeEntry> {
+    const extra: UsersQuery = { include_removed: 'true' };
+    for await (const page of this.pages({ updatedSince: options.updatedSince, pageSize: options.pageSize, signal: options.signal }, extra)) yield* page.users as ChangeEntry[];
+  }
+
+  userPages(options: UserPagesOptions = {}): AsyncIterableIterator<UserPage> {
+    return this.pages(options, {});
+  }
+
+  private async *pages(options: UserPagesOptions, extra: UsersQuery): AsyncIterableIterator<UserPage> {
+    const filters = { ...filterQuery(options), ...extra };
     const pageSize = options.pageSize;
     if (pageSize !== undefined && (!Number.isInteger(pageSize) || pageSize < 1 || pageSize > MAX_PAGE_SIZE)) {
       throw new RangeError(`pageSize must be a whole number from 1 to ${MAX_PAGE_SIZE} (got ${String(pageSize)}).`);

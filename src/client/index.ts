@@ -10,6 +10,9 @@ export type { CreatedWebhookEndpoint, CreateWebhookOptions, QueuedWebhookTest, R
 export type { TestWebhookEvent, UnsharedWebhookEvent, UserWebhookEvent, VerifyWebhookOptions, WebhookEvent } from './verify-webhook.js';
 export type {
   ChangedUserRecord,
+  ChangeEntry,
+  ChangesOptions,
+  RemovedUser,
   ClientErrorCode,
   ErrorCode,
   ErrorDetail,

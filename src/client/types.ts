@@ -98,6 +98,27 @@ export interface UsersQuery {
   joined_before?: string;
   updated_since?: string;
   order?: UserOrder;
+  include_removed?: 'true' | 'false';
+}
+
+/** A share removed from the merchant, in the change feed (docs/protocol.md#removals): drop the record held under its id. */
+export interface RemovedUser {
+  shared_user_id: string;
+  /** When the share was removed: canonical, like `updated_at`. */
+  removed_at: string;
+}
+
+/** One entry of the change feed: a record (with `updated_at`) or a tombstone (with `removed_at`). */
+export type ChangeEntry = ChangedUserRecord | RemovedUser;
+
+/** Options of `changes()`. */
+export interface ChangesOptions {
+  /** Changes and removals at or after this time (inclusive); absent, every user (a fresh copy). */
+  updatedSince?: Timestamp;
+  /** Entries per request, 1 to 1000 (default 1000). */
+  pageSize?: number;
+  /** Stops the iteration: the request in flight is aborted. */
+  signal?: AbortSignal;
 }
 
 /** The orders of the user list (docs/protocol.md#pagination-and-cursors). */

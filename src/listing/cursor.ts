@@ -22,8 +22,11 @@ export interface CursorPosition {
 interface CursorPayload {
   v: 1;
   m: string;
-  /** active, joined_after, joined_before, and updated_since when given (cursors without it stay as they were). */
-  f: [boolean | null, string | null, string | null] | [boolean | null, string | null, string | null, string];
+  /**
+   * active, joined_after, joined_before, and updated_since when given (cursors without it stay as
+   * they were); a change feed's (`include_removed=true`) adds a fifth, `1`, after updated_since or null.
+   */
+  f: [boolean | null, string | null, string | null] | [boolean | null, string | null, string | null, string] | [boolean | null, string | null, string | null, string | null, 1];
   a: string;
   l: number;
   /** 1 in `order=date_joined`, 2 in `order=updated_at`; absent in the default order, so its cursors stay as they were. */
@@ -62,8 +65,9 @@ export class CursorCodec {
     this.#key = raw.then((key) => crypto.subtle.importKey('raw', key as BufferSource, 'AES-GCM', false, ['encrypt', 'decrypt']));
   }
 
-  async seal(merchantId: string, filter: UserFilter, position: CursorPosition, order: UserOrder = 'shared_user_id'): Promise<string> {
-    const payload: CursorPayload = { v: 1, m: merchantId, f: fingerprint(filter), a: position.after, l: position.limit };
+  /** `feed`: a change feed's cursor (`include_removed=true`), which only a change feed accepts. */
+  async seal(merchantId: string, filter: UserFilter, position: CursorPosition, order: UserOrder = 'shared_user_id', feed = false): Promise<string> {
+    const payload: CursorPayload = { v: 1, m: merchantId, f: fingerprint(filter, feed), a: position.after, l: position.limit };
     if (order === 'date_joined') Object.assign(payload, { o: 1, j: position.afterJoined });
     if (order === 'updated_at') Object.assign(payload, { o: 2, u: position.afterUpdated });
     return new CompactEncrypt(encoder.encode(JSON.stringify(payload)))
@@ -72,7 +76,7 @@ export class CursorCodec {
   }
 
   /** Opens a cursor for this merchant, filter and order, or throws 400 `invalid_cursor`. */
-  async open(token: string, merchantId: string, filter: UserFilter, order: UserOrder = 'shared_user_id'): Promise<CursorPosition> {
+  async open(token: string, merchantId: string, filter: UserFilter, order: UserOrder = 'shared_user_id', feed = false): Promise<CursorPosition> {
     let payload: CursorPayload;
     try {
       const { plaintext } = await compactDecrypt(token, await this.#key, {
@@ -84,8 +88,10 @@ export class CursorCodec {
       throw invalid(INVALID);
     }
     if (payload.v !== 1 || payload.m !== merchantId) throw invalid(INVALID);
-    const expected = fingerprint(filter);
+    const expected = fingerprint(filter, feed);
     if (!Array.isArray(payload.f) || payload.f.length !== expected.length || expected.some((value, i) => value !== payload.f[i])) {
+      // The old message, unchanged, unless include_removed is what differs.
+      if (feed || payload.f.length === 5) throw invalid('cursor was issued for other filters (active, joined_after, joined_before, updated_since, include_removed); send the same filters as the first page.');
       throw invalid('cursor was issued for other filters (active, joined_after, joined_before, updated_since); send the same filters as the first page.');
     }
     if (payload.o !== ORDER_CODES[order] || (payload.o === 1 && typeof payload.j !== 'string') || (payload.o === 2 && typeof payload.u !== 'string')) {
@@ -97,8 +103,9 @@ export class CursorCodec {
   }
 }
 
-function fingerprint(filter: UserFilter): CursorPayload['f'] {
+function fingerprint(filter: UserFilter, feed = false): CursorPayload['f'] {
   const base: [boolean | null, string | null, string | null] = [filter.active ?? null, filter.joinedAfter ?? null, filter.joinedBefore ?? null];
+  if (feed) return [...base, filter.updatedSince ?? null, 1];
   return filter.updatedSince === undefined ? base : [...base, filter.updatedSince];
 }
 

@@ -19,11 +19,16 @@ export interface ListParams {
    * (docs/protocol.md#pagination-and-cursors); `updated_since` alone means `updated_at`.
    */
   order: UserOrder;
+  /**
+   * `include_removed=true`: the change feed, tombstones of removed shares merged in
+   * (docs/protocol.md#removals); lists in `order=updated_at`. Absent otherwise (`false` too).
+   */
+  includeRemoved?: true;
   /** The filter and order parameters exactly as sent, for the next page's link. */
   filterParams: [string, string][];
 }
 
-const ALLOWED = new Set(['limit', 'cursor', 'active', 'joined_after', 'joined_before', 'updated_since', 'order']);
+const ALLOWED = new Set(['limit', 'cursor', 'active', 'joined_after', 'joined_before', 'updated_since', 'order', 'include_removed']);
 const ORDERS: readonly UserOrder[] = ['shared_user_id', 'date_joined', 'updated_at'];
 
 /** Validates the decoded query pairs of `GET /merchant/users`. */
@@ -88,6 +93,34 @@ export function parseListParams(pairs: readonly [string, string][]): ListParams 
     else if (order !== 'updated_at') problems.push({ code: 'invalid_parameter', message: 'updated_since lists in updated_at order: send order=updated_at or no order.', param: 'order' });
   }
 
+  const removed = values.get('include_removed');
+  if (removed !== undefined && !problems.some((p) => p.param === 'include_removed')) {
+    if (removed !== 'true' && removed !== 'false') problems.push({ code: 'invalid_parameter', message: 'include_removed must be true or false.', param: 'include_removed' });
+    else {
+      params.filterParams.push(['include_removed', removed]);
+      if (removed === 'true') includeRemoved(params, values, problems);
+    }
+  }
+
   if (problems.length) throw new MerchantApiError(problems[0]!.code, problems[0]!.message, { details: problems, status: 400 });
   return params;
+}
+
+/**
+ * The change feed lists every share's changes and removals in `updated_at` order: `order` may be
+ * left out; another order, or a filter a tombstone cannot be checked against, is refused.
+ */
+function includeRemoved(params: ListParams, values: Map<string, string>, problems: ErrorDetail[]): void {
+  const order = values.get('order');
+  if (order !== undefined && order !== 'updated_at') {
+    if (!problems.some((p) => p.param === 'order')) problems.push({ code: 'invalid_parameter', message: 'include_removed lists in updated_at order: send order=updated_at or no order.', param: 'order' });
+    return;
+  }
+  for (const name of ['active', 'joined_after', 'joined_before']) {
+    if (values.has(name) && !problems.some((p) => p.param === name)) {
+      problems.push({ code: 'invalid_parameter', message: `include_removed lists every share and its removal: it does not combine with ${name}.`, param: name });
+    }
+  }
+  params.order = 'updated_at';
+  params.includeRemoved = true;
 }

@@ -22,6 +22,7 @@ export const ERROR_CODES: Record<MerchantApiErrorCode, string> = {
   unknown_parameter: 'a parameter the endpoint does not take, one error per name',
   invalid_parameter: 'a bad or repeated value',
   invalid_cursor: 'a cursor this server did not issue for this merchant and these filters',
+  gone: 'a change feed (`include_removed=true`) asked from before removals this server no longer keeps (`REMOVAL_RETENTION`): list everything again',
   malformed_request: 'a request that cannot be read honestly: bad percent-encoding, invalid UTF-8, a NUL, too many parameters, a bad or repeated Host',
   uri_too_long: `a query string longer than ${MAX_QUERY_LENGTH} characters`,
   request_timeout: 'the request did not arrive within the server\'s header or request timeout (the Node adapter)',

@@ -82,11 +82,30 @@ export function schemas(): Json {
   const users = { type: 'array', items: schemaRef('User') };
   // A listing in order=updated_at carries `updated_at`; every other answer the 14 keys.
   const listed = { type: 'array', items: { oneOf: [schemaRef('User'), schemaRef('ChangedUser')] } };
+  // The change feed (include_removed=true): its records and tombstones. A feed answer without a tombstone
+  // is a `UserPage`/`UserList` of `ChangedUser` records; one with a tombstone (`contains`) is a `Change…`, never both.
+  const changes = { type: 'array', items: { oneOf: [schemaRef('ChangedUser'), schemaRef('Removal')] }, contains: schemaRef('Removal') };
   return {
     User: userSchema(),
     ChangedUser: changedUserSchema(),
+    Removal: {
+      type: 'object',
+      description:
+        'A share removed from this merchant (unshared or erased), in the change feed (`include_removed=true`) only: drop the record you hold under ' +
+        'this `shared_user_id`. Listed by `removed_at` among the records by `updated_at`; a user shared again is listed as its record instead.',
+      required: ['shared_user_id', 'removed_at'],
+      additionalProperties: false,
+      properties: {
+        shared_user_id: { type: 'string', minLength: 1, maxLength: 128 },
+        removed_at: { type: 'string', format: 'date-time', description: 'when the share was removed, UTC with microseconds', examples: ['2026-12-06T08:30:00.123456+00:00'] },
+      },
+    },
     UserList: okEnvelope('The whole list (neither `limit` nor `cursor`): no `next_cursor`. Records are `ChangedUser` in `order=updated_at`.', listed),
     UserPage: okEnvelope('One page (`limit` or `cursor`). Records are `ChangedUser` in `order=updated_at`.', listed, {
+      next_cursor: { type: ['string', 'null'], minLength: 1, description: 'the cursor of the next page; null on the last page' },
+    }),
+    ChangeList: okEnvelope('The whole change feed (`include_removed=true`, neither `limit` nor `cursor`) when it holds a tombstone.', changes),
+    ChangePage: okEnvelope('One page of the change feed (`include_removed=true`, `limit` or `cursor`) when it holds a tombstone.', changes, {
       next_cursor: { type: ['string', 'null'], minLength: 1, description: 'the cursor of the next page; null on the last page' },
     }),
     UserOne: okEnvelope('One user.', { ...users, minItems: 1, maxItems: 1 }),

@@ -13,11 +13,14 @@ import { usersJson } from '../listing/user-json.js';
 import type { CursorPosition } from '../listing/cursor.js';
 import { MALFORMED_QUERY, queryParameter, ref, response, schemaRef } from '../openapi/fragments.js';
 import type { Json, OperationDoc } from '../openapi/operation.js';
+import { envelopeError } from '../openapi/error-codes.js';
 import type { HandlerDeps, RouteInput } from './route.js';
+import { changeFeed } from './change-feed.js';
 
 export async function listUsers(ctx: RequestContext, input: RouteInput, deps: HandlerDeps): Promise<Reply> {
   const merchant = input.merchant!;
   const params = parseListParams(parseQuery(input.search));
+  if (params.includeRemoved) return changeFeed(ctx, input, merchant, params, deps);
   if (params.limit === undefined && params.cursor === undefined) return streamAll(ctx, merchant, params.filter, params.order, deps);
   return page(ctx, input, merchant, params, deps);
 }
@@ -138,6 +141,15 @@ export const listUsersDoc: OperationDoc = {
       { type: 'string', format: 'date-time', examples: ['2020-01-31T10:00:00.123456Z'] },
     ),
     queryParameter(
+      'include_removed',
+      '`true`: the change feed. Lists in `order=updated_at` (which may be left out) and adds, among the records, a tombstone ' +
+        '`{"shared_user_id","removed_at"}` for each share removed (unshared or erased) at or after `updated_since`, by `removed_at`, under the ' +
+        'same cursors; a user shared again is listed as its record instead. Does not combine with `active`, `joined_after` or `joined_before`. ' +
+        'Removals are kept for `REMOVAL_RETENTION` (30 days by default): a feed asked from before one that is no longer kept is 410 `gone`. ' +
+        '`false`, or absent: the listing without tombstones.',
+      { type: 'string', enum: ['true', 'false'] },
+    ),
+    queryParameter(
       'order',
       '`shared_user_id` (the default): by id in code-point order. `date_joined`: oldest first, ties by `shared_user_id`. ' +
         '`updated_at`: least recently changed first, ties by `shared_user_id`; its records carry a 15th key, `updated_at`. ' +
@@ -150,11 +162,16 @@ export const listUsersDoc: OperationDoc = {
   tooManyRequests: 'Also: the merchant already has as many listings running on this instance as `merchantConcurrency` allows (default 4).',
   responses: {
     '200': response(
-      'The users: a page (`limit` or `cursor` given) or the whole list (streamed).',
-      { oneOf: [schemaRef('UserPage'), schemaRef('UserList')] },
+      'The users: a page (`limit` or `cursor` given) or the whole list (streamed); with `include_removed=true` and a tombstone among them, a `ChangePage` or `ChangeList`.',
+      // anyOf: a feed answer without a tombstone is a UserPage/UserList; `contains` keeps the Change… schemas to those with one.
+      { anyOf: [schemaRef('UserPage'), schemaRef('UserList'), schemaRef('ChangePage'), schemaRef('ChangeList')] },
       ['Link'],
     ),
     '404': ref('responses', 'NotFound'),
+    '410': response(
+      'With `include_removed=true` and `updated_since`: removals from after `updated_since` are no longer kept (`REMOVAL_RETENTION`). List every user again, then sync from there.',
+      envelopeError(['gone']),
+    ),
   },
 };
 

@@ -142,6 +142,13 @@ export interface UserPageQuery {
   afterUpdated?: string;
   limit: number;
   /**
+   * Optional, only with `order: 'updated_at'` and no filter but `updatedSince`: also answer the
+   * shares removed from this merchant in the same range (`UserRecordPage.removals`), for the change
+   * feed (`include_removed=true`, docs/protocol.md#removals). A storage that removes no share (the
+   * memory storage) may ignore it: it then has no removal to tell.
+   */
+  includeRemoved?: boolean;
+  /**
    * Set by a streamed listing (every user in batches): the same object on every batch of one
    * listing. A storage that reads from several sources (a replica and its primary) answers every
    * batch of it from the source of the first, so the document is one source's view; others ignore it.
@@ -160,6 +167,23 @@ export interface UserPageQuery {
 export interface UserRecordPage extends Array<UserRecord> {
   resumeAfter?: string;
   resumeAfterUpdated?: string;
+  /**
+   * With `includeRemoved`: the next `limit` removals of shares still removed (not shared again)
+   * from the same start (`updatedSince`, inclusive, and after the position, by
+   * `(removed_at, shared_user_id)`), in that order. The handler merges them with the users.
+   */
+  removals?: ShareRemoval[];
+  /**
+   * With `includeRemoved`: the newest `removed_at` among this merchant's removals the storage no
+   * longer keeps (pruned by its retention), if any: a feed asked from before it answers 410 `gone`.
+   */
+  removalsPrunedThrough?: string;
+}
+
+/** A share removed from a merchant (erased, unshared): its tombstone in the change feed. `removed_at` is canonical. */
+export interface ShareRemoval {
+  shared_user_id: string;
+  removed_at: string;
 }
 
 /** A salt to record for replay protection (docs/protocol.md#signing). */

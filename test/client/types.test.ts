@@ -40,8 +40,9 @@ assert<Same<UserListBody, Schemas['UserList']>>();
 assert<Same<UserListBody, Schemas['UserOne']>>();
 assert<Same<UsersQuery, NonNullable<operations['listUsers']['parameters']['query']>>>();
 // The filters of the client are the list's filter parameters, camelCased: a new filter on the server fails here.
+// include_removed is not a filter: changes() sends it (the change feed, docs/protocol.md#removals).
 type Snake<S extends string> = S extends \`\${infer H}\${infer T}\` ? \`\${H extends Lowercase<H> ? H : \`_\${Lowercase<H>}\`}\${Snake<T>}\` : S;
-assert<Mutual<Snake<keyof UserFilters & string>, Exclude<keyof NonNullable<operations['listUsers']['parameters']['query']>, 'limit' | 'cursor'>>>();
+assert<Mutual<Snake<keyof UserFilters & string>, Exclude<keyof NonNullable<operations['listUsers']['parameters']['query']>, 'limit' | 'cursor' | 'include_removed'>>>();
 // The one path parameter of GET /merchant/users/{shared_user_id} is what user() takes.
 assert<Same<operations['getUser']['parameters']['path'], { shared_user_id: UserRecord['shared_user_id'] }>>();
 `;

@@ -42,6 +42,14 @@ function plainStorage(answer: (call: () => Promise<unknown>) => Promise<unknown>
 }
 const failing = (error: unknown) => plainStorage(() => Promise.reject(error));
 
+/** A storage that has pruned removals, so a change feed from before them is 410 `gone`. */
+function prunedRemovals(): Storage {
+  const storage = plainStorage();
+  const listUsers = storage.listUsers.bind(storage);
+  storage.listUsers = async (query) => Object.assign(await listUsers(query), { removals: [], removalsPrunedThrough: '2024-01-01T00:00:00.000000+00:00' });
+  return storage;
+}
+
 interface Case {
   status: number;
   what: string;
@@ -75,6 +83,7 @@ const CASES: Case[] = [
     before: () => [`${ORIGIN}/merchant/webhooks`, json({ url: 'http://127.0.0.1:9/first' })],
     request: () => [`${ORIGIN}/merchant/webhooks`, json({ url: 'http://127.0.0.1:9/second' })],
   },
+  { status: 410, what: 'a change feed from before removals no longer kept', options: { storage: prunedRemovals() }, request: () => [`${ORIGIN}/merchant/users?include_removed=true&updated_since=2020-01-01`, { headers: M1 }] },
   { status: 413, what: 'a JSON body too large', options: { webhooks }, request: () => [`${ORIGIN}/merchant/webhooks`, json({ url: `http://127.0.0.1:9/${'x'.repeat(MAX_JSON_BODY_BYTES)}` })] },
   { status: 414, what: 'a query string too long', request: () => [`${ORIGIN}/merchant/users?limit=1&x=${'y'.repeat(MAX_QUERY_LENGTH)}`, { headers: M1 }] },
   { status: 415, what: 'a body that is not JSON', options: { webhooks }, request: () => [`${ORIGIN}/merchant/webhooks`, { ...json({ url: 'http://127.0.0.1:9/x' }), headers: { ...M1, 'content-type': 'text/plain' } }] },

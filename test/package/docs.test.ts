@@ -70,6 +70,7 @@ describe('links', () => {
       'Keys',
       'Pagination and cursors',
       'Changed since',
+      'Removals',
       'Filters',
       'Conditional requests',
       'Errors',

@@ -14,6 +14,7 @@ import { importCommand } from './mysql-import.js';
 import { merchantCommand } from './mysql-merchant.js';
 import { throttleCommand } from './mysql-throttle.js';
 import { auditCommand, auditRetentionSeconds, pruneAuditTrail } from './mysql-audit.js';
+import { pruneRemovals, removalRetentionSeconds } from './mysql-removals.js';
 import { userCommand } from './mysql-user.js';
 import { webhookCommand } from './mysql-webhook.js';
 
@@ -74,6 +75,9 @@ const migrateCommand: CliCommand = async (args, io, config) => {
       // The audit trail keeps AUDIT_RETENTION (default 400 days); every deploy's migrate prunes it.
       const pruned = await pruneAuditTrail(db, io.env);
       if (pruned > 0) io.out(`Pruned ${pruned} audit event(s) older than AUDIT_RETENTION.`);
+      // The change feed's tombstones keep REMOVAL_RETENTION (default 30 days), pruned the same way.
+      const removals = await pruneRemovals(db, io.env);
+      if (removals > 0) io.out(`Pruned ${removals} share removal(s) older than REMOVAL_RETENTION.`);
       return 0;
     }),
   );
@@ -157,11 +161,16 @@ export async function openMysqlStorage(config: MysqlConfig, io: CliIo, logger?: 
 /** How often a serving instance prunes the audit trail (as `migrate` does on every deploy). */
 const AUDIT_PRUNE_INTERVAL_MS = 86_400_000;
 
-/** Once a day, the events older than AUDIT_RETENTION go; the timer never keeps the process alive. */
+/**
+ * Once a day, the events older than AUDIT_RETENTION go, and the share removals older than
+ * REMOVAL_RETENTION; the timer never keeps the process alive.
+ */
 function scheduleAuditPrune(db: Parameters<typeof pruneAuditTrail>[0], io: CliIo): void {
   auditRetentionCheck(io);
+  removalRetentionSeconds(io.env);
   const timer = setInterval(() => {
     pruneAuditTrail(db, io.env).catch((error: unknown) => io.err(`Warning: ${storageError(error, 'audit pruning').message}`));
+    pruneRemovals(db, io.env).catch((error: unknown) => io.err(`Warning: ${storageError(error, 'removal pruning').message}`));
   }, AUDIT_PRUNE_INTERVAL_MS);
   (timer as { unref?: () => void }).unref?.();
 }

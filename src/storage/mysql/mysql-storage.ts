@@ -10,6 +10,7 @@ import { keyInfoOf, keyLimitsOf, recordKeyUses } from './statements/key-rows.js'
 import { MasterKeyError, openApiKey, parseMasterKey, type MasterKey } from '../sql/key-sealing.js';
 import { MerchantCache } from '../sql/merchant-cache.js';
 import { MerchantDirectory } from '../sql/merchant-directory.js';
+import { selectRemovalHorizon, selectShareRemovals } from './statements/share-removals.js';
 import { pruneExpiredSalts, SaltWriter, type PruneOptions } from './statements/salts.js';
 import type { MerchantApiDatabase } from './schema.js';
 import { canonicalColumn, isStorableId, storageError } from './sql-values.js';
@@ -146,7 +147,13 @@ export class MysqlStorage implements Storage {
     this.#assertOpen();
     if (!isStorableId(query.merchantId) || !(query.limit >= 1)) return [];
     try {
-      return await selectUserPage(this.#db, query, undefined, this.#options.pagePlan);
+      const page = await selectUserPage(this.#db, query, undefined, this.#options.pagePlan);
+      if (query.includeRemoved && query.order === 'updated_at') {
+        page.removals = await selectShareRemovals(this.#db, query, query.limit);
+        const horizon = await selectRemovalHorizon(this.#db, query.merchantId);
+        if (horizon !== undefined) page.removalsPrunedThrough = horizon;
+      }
+      return page;
     } catch (error) {
       throw storageError(error, 'user page');
     }

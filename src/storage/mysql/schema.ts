@@ -96,6 +96,14 @@ export interface MerchantApiDatabase {
   webhook_endpoints: WebhookEndpointsTable;
   webhook_events: WebhookEventsTable;
   webhook_deliveries: WebhookDeliveriesTable;
+  share_removals: ShareRemovalsTable;
+}
+
+/** The latest removal of each share (migration 0013); `shared_user_id = ''` is the merchant's prune horizon. */
+export interface ShareRemovalsTable {
+  merchant_id: string;
+  shared_user_id: string;
+  removed_at: string;
 }
 
 /** A merchant's webhook receiver (migration 0008); the secret sealed as `key-sealing.ts` seals API keys. */

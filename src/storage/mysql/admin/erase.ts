@@ -13,6 +13,8 @@ import type { MasterKey } from '../../sql/key-sealing.js';
 import { LIBRARY_ACTOR } from './merchant-admin.js';
 import { retryOnConflict } from '../write-conflicts.js';
 import { eraseWebhookEvents, writeUnsharedEvent } from '../webhooks/outbox-writes.js';
+import { writeShareRemovals } from '../statements/share-removals.js';
+import { compareCodePoints } from '../../order.js';
 
 /** One share: which merchant saw the person under which id. */
 export interface ErasedShare {
@@ -59,7 +61,8 @@ function share(row: { merchant_id: string; shared_user_id: string; user_id: stri
  * resolves to how many records went. The one place every erasure removes shares (`user erase`,
  * `import --erase`): what must happen with each removed (merchant_id, shared_user_id) pair
  * inside the erasure's transaction happens here: its events leave the webhook outbox and a
- * `user.unshared` event is written for the merchant's endpoints that receive it.
+ * `user.unshared` event is written for the merchant's endpoints that receive it, and the removal's
+ * tombstone for the change feed (`include_removed=true`, docs/protocol.md#removals).
  */
 export async function removeShares(trx: Transaction<MerchantApiDatabase>, shares: readonly (ErasedShare & { userId: string })[]): Promise<number> {
   if (shares.length === 0) return 0;
@@ -70,6 +73,11 @@ export async function removeShares(trx: Transaction<MerchantApiDatabase>, shares
     await eraseWebhookEvents(trx, merchantId, sharedUserId);
     await writeUnsharedEvent(trx, merchantId, sharedUserId);
   }
+  // Tombstones for poll-only merchants, one stamp per merchant, after its shares are gone.
+  const byMerchant = new Map<string, string[]>();
+  for (const { merchantId, sharedUserId } of shares) byMerchant.set(merchantId, [...(byMerchant.get(merchantId) ?? []), sharedUserId]);
+  // In merchant id order, as an import locks them.
+  for (const [merchantId, ids] of [...byMerchant].sort(([a], [b]) => compareCodePoints(a, b))) await writeShareRemovals(trx, merchantId, ids);
   const userIds = [...new Set(shares.map((s) => s.userId))];
   const gone = await trx
     .deleteFrom('users')

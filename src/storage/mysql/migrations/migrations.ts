@@ -26,6 +26,7 @@ import { authCheckReservations } from './migration-0009.js';
 import { webhookEventRefs } from './migration-0010.js';
 import { authFailuresCensus } from './migration-0011.js';
 import { webhookTestBudget } from './migration-0012.js';
+import { shareRemovals } from './migration-0013.js';
 import { defineMigration, schemaStep, type MigrationHooks, type MigrationStep, type ResumableMigration } from './resumable.js';
 import { tableExists } from './schema-facts.js';
 
@@ -142,6 +143,7 @@ export const migrations: Readonly<Record<string, ResumableMigration>> = Object.f
   '0010_webhook_event_refs': webhookEventRefs,
   '0011_auth_failures_census': authFailuresCensus,
   '0012_webhook_test_budget': webhookTestBudget,
+  '0013_share_removals': shareRemovals,
 });
 
 /** A `MigrationProvider` serving `migrations` from code (no files to ship), each reporting its steps to `hooks`. */
