@@ -161,7 +161,7 @@ describe('the validator of answers', () => {
     expect(validator.check(health)).toEqual([]);
     // The change feed's answers: a tombstone among the records, paged and whole.
     const tombstone = '{"shared_user_id":"gone","removed_at":"2026-12-06T08:30:00.123456+00:00"}';
-    const feed = { ...health, target: '/merchant/users?include_removed=true&limit=2' };
+    const feed = { ...health, target: '/merchant/users?include_removed=true&limit=2', headers: { ...health.headers, 'ratelimit-policy': '"listings";q=4;qu="concurrent-requests"', ratelimit: '"listings";r=3' } };
     expect(validator.check({ ...feed, body: `{"status":"ok","data":[${tombstone}],"next_cursor":null,"errors":[]}` })).toEqual([]);
     expect(validator.check({ ...feed, target: '/merchant/users?include_removed=true', body: `{"status":"ok","data":[${tombstone}],"errors":[]}` })).toEqual([]);
     expect(validator.check({ ...feed, body: `{"status":"ok","data":[{"shared_user_id":"gone","removed_at":"x","extra":1}],"next_cursor":null,"errors":[]}` })).not.toEqual([]);

@@ -26,6 +26,7 @@ const EXPECTED: Record<string, string[]> = {
     'MysqlWebhookOutbox', 'WebhookAdminError', 'addWebhookEndpoint', 'enableWebhookEndpoint', 'listWebhookDeliveries', 'listWebhookEndpoints', 'redeliverWebhooks',
     'eraseWebhookEvents', 'removeWebhookEndpoint', 'rotateWebhookSecret', 'sendWebhookTest', 'writeUnsharedEvent',
     'pruneShareRemovals',
+    'durabilityFindings', 'durabilityReport', 'erasureReasonProblem', 'erasureSubject',
   ],
   './storage/redis': ['RedisSetupError', 'ScriptNotLoadedError', 'createRedisConnection', 'parseRedisUrl', 'redisConnectionFromClient', 'throttleFullCount', 'withRedisState'],
   './client': ['MerchantClientError', 'MerchantNetworkError', 'MerchantResponseError', 'MerchantTimeoutError', 'WebhookVerificationError', 'createMerchantClient', 'verifyWebhook'],
