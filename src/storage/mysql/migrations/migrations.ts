@@ -24,6 +24,7 @@ import { authCheckReservations } from './migration-0009.js';
 import { webhookEventRefs } from './migration-0010.js';
 import { authFailuresCensus } from './migration-0011.js';
 import { webhookTestBudget } from './migration-0012.js';
+import { webhookDeliveriesByEndpoint } from './migration-0013.js';
 
 const TEXT = 'VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci';
 const TABLE_OPTIONS = 'ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci';
@@ -112,6 +113,7 @@ export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '0010_webhook_event_refs': webhookEventRefs,
   '0011_auth_failures_census': authFailuresCensus,
   '0012_webhook_test_budget': webhookTestBudget,
+  '0013_webhook_deliveries_by_endpoint': webhookDeliveriesByEndpoint,
 });
 
 /** A `MigrationProvider` serving `migrations` from code (no files to ship). */
