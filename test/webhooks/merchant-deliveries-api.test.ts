@@ -7,6 +7,7 @@
  * (MySQL) audited with the merchant and its key as the actor; the MySQL reads walk the endpoint
  * index without a sort.
  */
+import { execFile } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'kysely';
 import { serve } from '../../adapters/node.js';
@@ -18,6 +19,7 @@ import { importSeed, listAuditEvents, listMerchantKeys, MysqlStorage, MysqlWebho
 import type { Storage } from '../../src/storage/contract.js';
 import type { WebhookOutbox } from '../../src/storage/webhook-outbox.js';
 import { basic, call, testApi } from '../support/api.js';
+import { CLEAN_ENV, CLI, ROOT } from '../support/processes.js';
 import { createTestDatabase, mysqlAvailable, type TestDatabase } from '../support/mysql.js';
 
 const available = await mysqlAvailable();
@@ -298,6 +300,32 @@ describe.skipIf(!available)('on MySQL', () => {
   afterAll(async () => {
     await mysqlStorage?.close();
     await database?.drop();
+  });
+
+  it('the CLI answers the same items, a page at a time with --limit and --cursor, and redelivers through the same function', async () => {
+    const cli = (args: string[]): Promise<{ code: number; out: string; err: string }> =>
+      new Promise((resolve) => {
+        execFile(process.execPath, [CLI.node, ...args], { cwd: ROOT, env: { ...process.env, ...CLEAN_ENV, DATABASE_URL: database!.url, MASTER_KEY: database!.masterKeyText } }, (error, stdout, stderr) => {
+          resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, out: stdout.trim(), err: stderr.trim() });
+        });
+      });
+    const api = createMerchantApi({ storage: mysqlStorage!, logger: silentLogger, accessLog: false, tracing: false, webhooks: { allowPrivate: true, allowHttp: true, maxEndpointsPerMerchant: 10 } });
+    const env = { api } as Env;
+    const id = await addEndpoint(env, A);
+    await testEvents(env, A, id, 3);
+    const fromApi = (await list(env, A, id, '?limit=2')).body;
+    const first = await cli(['webhook', 'deliveries', '--endpoint', id, '--limit', '2', '--json']);
+    expect(first.code, first.err).toBe(0);
+    expect(JSON.parse(first.out)).toEqual(fromApi.data);
+    const cursor = /--cursor (\S+)$/.exec(first.err)?.[1];
+    expect(cursor).toBe(fromApi.next_cursor);
+    const second = await cli(['webhook', 'deliveries', '--endpoint', id, '--limit', '2', '--cursor', cursor!, '--json']);
+    expect(JSON.parse(second.out)).toEqual((await list(env, A, id, `?limit=2&cursor=${cursor}`)).body.data);
+    expect(second.err).not.toMatch(/--cursor/);
+    const redo = await cli(['webhook', 'redeliver', '--endpoint', id, '--since', '2000-01-01T00:00:00Z', '--actor', 'ops']);
+    expect(redo).toMatchObject({ code: 0, out: '3 deliveries queued again.' });
+    const { events } = await listAuditEvents(database!.db, { merchantId: 'wa', limit: 1 });
+    expect(events[0]).toMatchObject({ actor: 'ops', action: 'webhook_redelivered', summary: { endpoint_id: id, since: '2000-01-01T00:00:00.000000+00:00', deliveries: 3 } });
   });
 
   it('reads a page and a redelivery from the index (endpoint_id, created_at), in its order: no sort, no scan of the table', async () => {
