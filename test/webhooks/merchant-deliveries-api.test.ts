@@ -219,6 +219,18 @@ function deliveriesSuite(name: string, make: () => Promise<Env>, done: () => Pro
       expect((await list(env, A, ofA)).body.data).toMatchObject([{ event_id: eventOfA, state: 'failed' }]);
     });
 
+    it('leaves a delivery being sent right now to its attempt: matched, not queued', async () => {
+      const id = await addEndpoint(env, A);
+      const [event] = await testEvents(env, A, id, 1);
+      const claimed = (await env.outbox.claimDue({ limit: 100, leaseMs: 60_000, maxInFlightPerEndpoint: 100 })).filter((d) => d.endpointId === id);
+      expect(claimed.map((d) => d.eventId)).toEqual([event]);
+      const answer = await call(env.api, `${ORIGIN}/merchant/webhooks/${id}/redeliver`, json(A, { event_id: event }));
+      expect(answer.body.data[0]).toMatchObject({ matched: 1, queued: 0 });
+      // Its attempt is still the one recorded.
+      await env.outbox.recordAttempt({ delivery: claimed[0]!, outcome: 'delivered', status: 204, durationMs: 1 });
+      expect((await list(env, A, id)).body.data).toMatchObject([{ event_id: event, state: 'delivered', last_status: 204 }]);
+    });
+
     it('a disabled endpoint is 409: nothing is sent to it', async () => {
       const id = await addEndpoint(env, A);
       const [event] = await testEvents(env, A, id, 1);
