@@ -373,3 +373,21 @@ describe('on a storage without webhooks (an embedder\'s own)', () => {
     expect((await call(api, `${ORIGIN}/merchant/webhooks/we_1/redeliver`, json(auth, { event_id: 'evt_1' }))).status).toBe(501);
   });
 });
+
+describe("a redelivery on the memory storage's bounded queue", () => {
+  it('takes only the room the merchant has: none left is 429 naming the queue, nothing changed', async () => {
+    const storage = new MemoryStorage(SEED, { webhooks: { maxPendingDeliveries: 4 } });
+    const api = createMerchantApi({ storage, logger: silentLogger, accessLog: false, tracing: false, webhooks: { allowPrivate: true, allowHttp: true } });
+    const env: Env = { api, storage, outbox: storage.webhookOutbox, logged: [] };
+    const id = await addEndpoint(env, A);
+    const sent = await testEvents(env, A, id, 2);
+    await settle(env, id, sent, 'delivered');
+    // The merchant's half of the queue (2) taken again by two new tests.
+    await testEvents(env, A, id, 2);
+    const answer = await call(api, `${ORIGIN}/merchant/webhooks/${id}/redeliver`, json(A, { event_id: sent[0] }));
+    expect(answer.status).toBe(429);
+    expect(answer.body.errors[0]).toMatchObject({ code: 'too_many_requests', message: expect.stringContaining('webhook deliveries waiting') });
+    expect(answer.response.headers.get('retry-after')).toBe('60');
+    expect((await list(env, A, id, '?state=delivered')).body.data).toHaveLength(2);
+  });
+});
