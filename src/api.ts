@@ -115,6 +115,7 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
       allowPrivate: options.webhooks?.allowPrivate === true,
       allowHttp: options.webhooks?.allowHttp === true,
       maxEndpointsPerMerchant: options.webhooks?.maxEndpointsPerMerchant ?? DEFAULTS.webhooks.maxEndpointsPerMerchant,
+      retentionMs: options.webhooks?.retentionMs ?? DEFAULTS.webhooks.retentionMs,
       // A storage without them (memory) answers 501 before a body is read or a name resolved.
       supported: storage.addWebhookEndpoint !== undefined,
     },

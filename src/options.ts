@@ -124,6 +124,8 @@ export interface WebhookEndpointOptions {
   allowHttp?: boolean;
   /** Endpoints per merchant (`WEBHOOK_MAX_ENDPOINTS`, default 10). */
   maxEndpointsPerMerchant?: number;
+  /** How long deliveries are kept (`WEBHOOK_RETENTION`, default 7 days): how far back `POST /merchant/webhooks/{id}/redeliver` may reach with `since`. */
+  retentionMs?: number;
 }
 
 /** The options with every default applied and every value checked. */

@@ -48,6 +48,55 @@ export interface QueuedWebhookTest {
   endpoint_id: string;
 }
 
+/** A delivery of an event to an endpoint, as `deliveries()` answers it: never the body or the receiver's answer. */
+export interface WebhookDelivery {
+  id: string;
+  /** The `webhook-id` the receiver got: the same on every attempt and redelivery. */
+  event_id: string;
+  endpoint_id: string;
+  merchant_id: string;
+  type: WebhookEventType | 'webhook.test';
+  state: 'pending' | 'delivered' | 'failed' | 'cancelled';
+  attempts: number;
+  /** While pending: when it is tried next. */
+  next_attempt_at: string | null;
+  last_attempt_at: string | null;
+  /** The HTTP status the receiver answered the last attempt with. */
+  last_status: number | null;
+  /** Why the last attempt got no answer (`timeout`, `connection`, ...). */
+  last_error: string | null;
+  created_at: string;
+}
+
+export interface WebhookDeliveriesOptions extends RequestOptions {
+  /** Page size, 1 to 100 (default 20). */
+  limit?: number;
+  /** The `next_cursor` of the previous page. */
+  cursor?: string;
+  state?: WebhookDelivery['state'];
+}
+
+/** One page of deliveries, newest first; `next_cursor` null on the last. */
+export interface WebhookDeliveryPage {
+  data: WebhookDelivery[];
+  next_cursor: string | null;
+}
+
+/** What to send again: one event's delivery, or every delivery created since a time (RFC 3339, within the retention). */
+export type RedeliverTarget = { eventId: string; since?: never; cursor?: never } | { since: string | Date; eventId?: never; /** The `next_cursor` of the previous answer with this `since`. */ cursor?: string };
+
+export interface Redelivered {
+  endpoint_id: string;
+  event_id?: string;
+  since?: string;
+  matched: number;
+  queued: number;
+  /** The most one call requeues (1000). */
+  max: number;
+  /** When more matched than `max`: pass it as `cursor`, with the same `since`, for the rest. */
+  next_cursor: string | null;
+}
+
 /** `client.webhooks`. */
 export interface WebhooksClient {
   /** The merchant's endpoints, oldest first. */
@@ -60,6 +109,10 @@ export interface WebhooksClient {
   rotateSecret(id: string, options?: RotateWebhookSecretOptions): Promise<RotatedWebhookSecret>;
   /** Queues a `webhook.test` event for the endpoint. */
   test(id: string, options?: RequestOptions): Promise<QueuedWebhookTest>;
+  /** One page of the endpoint's deliveries, newest first; pass `next_cursor` back as `cursor` for the next. */
+  deliveries(id: string, options?: WebhookDeliveriesOptions): Promise<WebhookDeliveryPage>;
+  /** Sends deliveries again (same event id): one event's, or those since a time, at most 1000 per call. */
+  redeliver(id: string, target: RedeliverTarget, options?: RequestOptions): Promise<Redelivered>;
 }
 
 /** The first record of `data` in the success envelope. */
@@ -101,5 +154,26 @@ export function webhooksClient(baseUrl: string, transport: Transport, auth: () =
     },
     rotateSecret: (id, options = {}) => change<RotatedWebhookSecret>('POST', `${endpointPath(baseUrl, id)}/rotate-secret`, options.expireOldIn === undefined ? {} : { expire_old_in: options.expireOldIn }, options),
     test: (id, options = {}) => change<QueuedWebhookTest>('POST', `${endpointPath(baseUrl, id)}/test`, undefined, options),
+    deliveries: (id, options = {}) => {
+      const query = new URLSearchParams();
+      if (options.limit !== undefined) query.set('limit', String(options.limit));
+      if (options.state !== undefined) query.set('state', options.state);
+      if (options.cursor !== undefined) query.set('cursor', options.cursor);
+      const search = query.toString();
+      const url = `${endpointPath(baseUrl, id)}/deliveries${search === '' ? '' : `?${search}`}`;
+      return transport.call({ method: 'GET', url }, () => url, auth(), options.signal, (body) => {
+        const answer = body as { status?: unknown; data?: unknown; next_cursor?: unknown };
+        if (typeof answer !== 'object' || answer === null || answer.status !== 'ok' || !Array.isArray(answer.data)) throw new Error('not {"status":"ok","data":[…]}');
+        if (answer.next_cursor !== null && typeof answer.next_cursor !== 'string') throw new Error('no "next_cursor"');
+        return { data: answer.data as WebhookDelivery[], next_cursor: answer.next_cursor };
+      });
+    },
+    redeliver: (id, target, options = {}) => {
+      const given = (target ?? {}) as { eventId?: unknown; since?: unknown; cursor?: unknown };
+      if ((given.eventId === undefined) === (given.since === undefined)) throw new TypeError('webhooks.redeliver(): give exactly one of eventId and since.');
+      const since = given.since instanceof Date ? given.since.toISOString() : given.since;
+      const body = given.eventId !== undefined ? { event_id: given.eventId } : given.cursor === undefined ? { since } : { since, cursor: given.cursor };
+      return change<Redelivered>('POST', `${endpointPath(baseUrl, id)}/redeliver`, body, options);
+    },
   };
 }

@@ -49,7 +49,7 @@ export interface HandlerDeps {
   /** The server's logger: the webhook endpoints log each change as the CLI does (`webhook_endpoint_added`, ...). */
   logger: Logger;
   /** What `/merchant/webhooks` checks: the address rules and the most endpoints per merchant. */
-  webhooks: AddressPolicy & { maxEndpointsPerMerchant: number; supported: boolean };
+  webhooks: AddressPolicy & { maxEndpointsPerMerchant: number; supported: boolean; retentionMs: number };
   /** Marks the merchant authenticated, runs the limits after authentication and the `onAuthenticated` hooks (src/pipeline/authentication.ts). */
   authenticated(ctx: RequestContext, merchantId: string): void | Promise<void>;
 }

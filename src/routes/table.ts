@@ -11,6 +11,8 @@ import { getUser, getUserDoc } from './user.js';
 import { listUsers, listUsersDoc } from './users.js';
 import { validateSignature, validateSignatureDoc } from './validate-signature.js';
 import { createWebhook, listWebhooks, removeWebhook, rotateWebhookSecret, testWebhook } from './webhooks.js';
+import { listWebhookDeliveries, redeliverWebhook } from './webhook-deliveries.js';
+import { listWebhookDeliveriesDoc, redeliverWebhookDoc } from './webhook-deliveries-docs.js';
 import { createWebhookDoc, listWebhooksDoc, removeWebhookDoc, rotateWebhookSecretDoc, testWebhookDoc } from './webhooks-docs.js';
 
 export const ROUTES: readonly Route[] = [
@@ -67,6 +69,9 @@ export const ROUTES: readonly Route[] = [
   { id: 'removeWebhook', method: 'DELETE', pattern: '/merchant/webhooks/{id}', auth: 'basic', scope: 'webhooks:manage', errorShape: 'envelope', summary: 'Remove a webhook endpoint', handle: removeWebhook, openapi: removeWebhookDoc },
   { id: 'rotateWebhookSecret', method: 'POST', pattern: '/merchant/webhooks/{id}/rotate-secret', auth: 'basic', scope: 'webhooks:manage', errorShape: 'envelope', summary: "Rotate a webhook endpoint's secret", handle: rotateWebhookSecret, openapi: rotateWebhookSecretDoc },
   { id: 'testWebhook', method: 'POST', pattern: '/merchant/webhooks/{id}/test', auth: 'basic', scope: 'webhooks:manage', errorShape: 'envelope', summary: 'Send a test event', handle: testWebhook, openapi: testWebhookDoc },
+  // An endpoint's deliveries (docs/webhooks.md#deliveries): managing webhooks, scoped as the routes above.
+  { id: 'listWebhookDeliveries', method: 'GET', pattern: '/merchant/webhooks/{id}/deliveries', auth: 'basic', scope: 'webhooks:manage', errorShape: 'envelope', summary: "List an endpoint's deliveries", handle: listWebhookDeliveries, openapi: listWebhookDeliveriesDoc },
+  { id: 'redeliverWebhook', method: 'POST', pattern: '/merchant/webhooks/{id}/redeliver', auth: 'basic', scope: 'webhooks:manage', errorShape: 'envelope', summary: 'Send deliveries again', handle: redeliverWebhook, openapi: redeliverWebhookDoc },
   { id: 'health', method: 'GET', pattern: '/healthz', auth: 'none', errorShape: 'envelope', summary: 'Liveness: the process answers', handle: healthz, openapi: healthzDoc },
   { id: 'ready', method: 'GET', pattern: '/readyz', auth: 'none', errorShape: 'envelope', summary: 'Readiness: the storage answers', handle: readyz, openapi: readyzDoc },
   { id: 'openApi', method: 'GET', pattern: '/openapi.json', auth: 'none', errorShape: 'envelope', summary: 'This OpenAPI document', handle: openApiDocumentRoute, openapi: openApiDocumentDoc },

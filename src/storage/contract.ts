@@ -6,6 +6,7 @@
  */
 import type { KeyLimits, KeyScope } from './key-limits.js';
 import type { ThrottleStore } from './throttle-store.js';
+import type { RedeliveryResult, WebhookDeliveryPage, WebhookDeliveryQuery, WebhookRedelivery } from './webhook-deliveries.js';
 import type { NewWebhookEndpoint, RotatedWebhookSecret, WebhookChangeOptions, WebhookEndpointSummary } from './webhook-endpoints.js';
 
 export type { KeyLimits, KeyScope } from './key-limits.js';
@@ -293,6 +294,10 @@ export interface Storage {
   rotateWebhookSecret?(merchantId: string, endpointId: string, expireOldInMs: number, options?: WebhookChangeOptions): Promise<RotatedWebhookSecret | undefined>;
   /** Queues a `webhook.test` event for the endpoint; its event id, or undefined when not found. A disabled endpoint: 409 `conflict`. */
   sendWebhookTest?(merchantId: string, endpointId: string): Promise<string | undefined>;
+  /** One page of an endpoint's deliveries, newest first, bounded (`src/storage/webhook-deliveries.ts`); undefined when the merchant has no endpoint with this id. */
+  listEndpointDeliveries?(query: WebhookDeliveryQuery): Promise<WebhookDeliveryPage | undefined>;
+  /** Sends an endpoint's deliveries again (of one event, or the oldest `max` since a time), audited; undefined when not found. A disabled endpoint: 409 `conflict`. */
+  redeliverEndpointDeliveries?(request: WebhookRedelivery): Promise<RedeliveryResult | undefined>;
 }
 
 /** How one part of a storage did at its last use. */
@@ -309,7 +314,7 @@ export interface PartHealth {
  * operation is written here, in `Storage`, and in each storage.
  */
 /** The optional operations of a merchant's webhook endpoints: a storage may lack them (the guard then answers 501). */
-export const WEBHOOK_OPERATIONS = ['listWebhookEndpoints', 'addWebhookEndpoint', 'removeWebhookEndpoint', 'rotateWebhookSecret', 'sendWebhookTest'] as const;
+export const WEBHOOK_OPERATIONS = ['listWebhookEndpoints', 'addWebhookEndpoint', 'removeWebhookEndpoint', 'rotateWebhookSecret', 'sendWebhookTest', 'listEndpointDeliveries', 'redeliverEndpointDeliveries'] as const;
 
 export const STORAGE_OPERATIONS = ['getMerchant', 'recordSalt', 'listUsers', 'getUser', 'ping', 'listKeys', ...WEBHOOK_OPERATIONS] as const;
 

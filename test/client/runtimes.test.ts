@@ -34,6 +34,11 @@ out.exportedSameAsPaged = JSON.stringify(exported) === JSON.stringify(paged);
 out.firstExported = exported.slice(0, 3);
 const fail = async (promise) => { try { await promise; return 'no error'; } catch (e) { return { class: e.constructor.name, api: e instanceof MerchantResponseError, network: e instanceof MerchantNetworkError, timeout: e instanceof MerchantTimeoutError, status: e.status, code: e.code, kind: e.kind, hasRequestId: typeof e.requestId === 'string' && e.requestId.length > 0 }; } };
 out.notFound = await fail(client.user('nobody'));
+// client.webhooks.deliveries and redeliver: a query and a JSON body sent, the merchant's 404 read back.
+out.deliveries = await fail(client.webhooks.deliveries('we_none', { limit: 5, state: 'failed' }));
+out.redeliver = await fail(client.webhooks.redeliver('we_none', { since: new Date(Date.now() - 60000) }));
+out.badState = await client.webhooks.deliveries('we_none', { state: 'lost' }).catch((e) => e.code);
+out.deliveriesMessage = await client.webhooks.deliveries('we_none').catch((e) => e.message);
 out.wrongKey = await fail(createMerchantClient({ ...options, apiKey: 'wrong' }).validateSignature());
 out.refused = await fail(createMerchantClient({ ...options, baseUrl: env.CLOSED_URL, retries: { maxRetries: 1, baseDelayMs: 1 } }).validateSignature());
 out.silent = await fail(createMerchantClient({ ...options, baseUrl: env.SILENT_URL, timeoutMs: 300 }).user('x'));
@@ -90,6 +95,11 @@ describe('dist/client.js under every runtime, against a running server', () => {
         exportedSameAsPaged: true,
         firstExported: active.slice(0, 3).map((u) => u.shared_user_id),
         notFound: { ...apiError, status: 404, code: 'not_found' },
+        deliveries: { ...apiError, status: 404, code: 'not_found' },
+        redeliver: { ...apiError, status: 404, code: 'not_found' },
+        // The route's own answers, not the router's 404: the query reached it.
+        badState: 'invalid_parameter',
+        deliveriesMessage: expect.stringContaining('This merchant has no webhook endpoint with this id.'),
         wrongKey: { ...apiError, status: 400, code: 'signature_mismatch' },
         refused: { class: 'MerchantNetworkError', api: false, network: true, timeout: false, kind: 'refused', hasRequestId: false },
         silent: { class: 'MerchantTimeoutError', api: false, network: false, timeout: true, kind: 'request', hasRequestId: false },

@@ -39,8 +39,9 @@ describe('the route table', () => {
       const url = route.auth === 'signature' ? signedUrl() : `${ORIGIN}${path}`;
       const response = await get(api, url, M1, route.method);
       // The webhook endpoints (docs/webhooks.md#endpoints) answer in their handler's own way: a POST
-      // without a body is 415; an id no endpoint has, 404 with the handler's message, not the router's.
-      const expected = route.pattern === '/merchant/webhooks' ? (route.method === 'POST' ? 415 : 200) : route.pattern.startsWith('/merchant/webhooks/') ? 404 : 200;
+      // that needs a body, without one, is 415; an id no endpoint has, 404 with the handler's message, not the router's.
+      const needsBody = route.method === 'POST' && (route.pattern === '/merchant/webhooks' || route.pattern.endsWith('/redeliver'));
+      const expected = needsBody ? 415 : route.pattern === '/merchant/webhooks' ? 200 : route.pattern.startsWith('/merchant/webhooks/') ? 404 : 200;
       expect([route.method, route.pattern, response.status]).toEqual([route.method, route.pattern, expected]);
       if (expected === 404) expect(JSON.parse(await response.text()).errors[0].message).toBe('This merchant has no webhook endpoint with this id.');
     }

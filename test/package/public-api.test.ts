@@ -23,7 +23,7 @@ const EXPECTED: Record<string, string[]> = {
     'MERCHANT_ID_RULE', 'addMerchantKey', 'deleteMerchant', 'keyFingerprint', 'liftThrottleBlocks', 'listMerchantKeys', 'listThrottleBlocks',
     'revokeMerchantKey', 'galeraProblems', 'writeConflictCounts',
     'addRandomMerchantKey', 'eraseShares', 'eraseUser', 'listAuditEvents', 'pruneAuditEvents', 'updateMerchantKey', 'writeAuditEvent',
-    'MysqlWebhookOutbox', 'WebhookAdminError', 'addWebhookEndpoint', 'enableWebhookEndpoint', 'listWebhookDeliveries', 'listWebhookEndpoints', 'redeliverWebhooks',
+    'MysqlWebhookOutbox', 'WebhookAdminError', 'addWebhookEndpoint', 'enableWebhookEndpoint', 'listWebhookDeliveries', 'listWebhookEndpoints', 'redeliverWebhooks', 'listEndpointDeliveryPage', 'redeliverEndpointDeliveries',
     'eraseWebhookEvents', 'removeWebhookEndpoint', 'rotateWebhookSecret', 'sendWebhookTest', 'writeUnsharedEvent',
     'pruneShareRemovals',
     'durabilityFindings', 'durabilityReport', 'erasureReasonProblem', 'erasureSubject',

@@ -77,6 +77,8 @@ describe('health and the OpenAPI document', () => {
       '/merchant/users/{shared_user_id}',
       '/merchant/webhooks',
       '/merchant/webhooks/{id}',
+      '/merchant/webhooks/{id}/deliveries',
+      '/merchant/webhooks/{id}/redeliver',
       '/merchant/webhooks/{id}/rotate-secret',
       '/merchant/webhooks/{id}/test',
       '/openapi.json',

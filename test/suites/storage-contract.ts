@@ -133,6 +133,29 @@ export function storageContract(name: string, create: (seed: Seed, plan?: PagePl
         for (const [merchantId, endpoint] of [['M1', ofM1], ['m2', ofM2]] as const) await storage.removeWebhookEndpoint!(merchantId, endpoint.id);
       });
 
+      it("pages an endpoint's deliveries newest first and redelivers them, the merchant's own only: another merchant's (ids by case) is not found", async (ctx) => {
+        if (!has()) return ctx.skip();
+        const own = await add('M1', 'https://hooks.example.com/pages');
+        const events: string[] = [];
+        for (let i = 0; i < 3; i++) events.push((await storage.sendWebhookTest!('M1', own.id))!);
+        const first = await storage.listEndpointDeliveries!({ merchantId: 'M1', endpointId: own.id, limit: 2 });
+        expect(first!.items.map((d) => d.eventId)).toEqual([events[2], events[1]]);
+        expect(first!.next).toEqual({ createdAt: first!.items[1]!.createdAt, id: first!.items[1]!.id });
+        const second = await storage.listEndpointDeliveries!({ merchantId: 'M1', endpointId: own.id, limit: 2, after: first!.next! });
+        expect(second).toEqual({
+          items: [{ id: expect.stringMatching(/^\d+$/), eventId: events[0], endpointId: own.id, merchantId: 'M1', type: 'webhook.test', state: 'pending', attempts: 0, nextAttemptAt: expect.stringMatching(/\+00:00$/), lastAttemptAt: null, lastStatus: null, lastError: null, createdAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00$/) }],
+          next: null,
+        });
+        expect(await storage.listEndpointDeliveries!({ merchantId: 'M1', endpointId: own.id, limit: 10, state: 'delivered' })).toEqual({ items: [], next: null });
+        for (const [merchantId, endpointId] of [['m1', own.id], ['M1', 'we_AAAAAAAAAAAAAAAAAAAAAA']]) {
+          expect(await storage.listEndpointDeliveries!({ merchantId: merchantId!, endpointId: endpointId!, limit: 10 })).toBeUndefined();
+          expect(await storage.redeliverEndpointDeliveries!({ merchantId: merchantId!, endpointId: endpointId!, target: { eventId: events[0]! }, max: 10 })).toBeUndefined();
+        }
+        expect(await storage.redeliverEndpointDeliveries!({ merchantId: 'M1', endpointId: own.id, target: { eventId: events[0]! }, max: 10 })).toEqual({ matched: 1, queued: 1, next: null });
+        expect(await storage.redeliverEndpointDeliveries!({ merchantId: 'M1', endpointId: own.id, target: { eventId: 'evt_none' }, max: 10 })).toEqual({ matched: 0, queued: 0, next: null });
+        expect(await storage.removeWebhookEndpoint!('M1', own.id)).toBe(true);
+      });
+
       it('bounds test events per endpoint: a burst of 10, then 429 too_many_requests with retryAfter; another endpoint has its own', async (ctx) => {
         if (!has()) return ctx.skip();
         const busy = await add('m2', 'https://hooks.example.com/busy');

@@ -11,14 +11,17 @@ import {
   addWebhookEndpoint,
   createMysqlKysely,
   enableWebhookEndpoint,
+  listEndpointDeliveryPage,
   listWebhookDeliveries,
   listWebhookEndpoints,
   MysqlWebhookOutbox,
+  redeliverEndpointDeliveries,
   redeliverWebhooks,
   removeWebhookEndpoint,
   rotateWebhookSecret,
   WebhookAdminError,
 } from '../../storage/mysql/index.js';
+import { decodeDeliveryCursor, DELIVERY_STATES, deliveryJson, encodeDeliveryCursor, MAX_DELIVERY_PAGE, MAX_REDELIVERIES, type DeliveryCursor, type DeliveryState } from '../../cli-internal.js';
 import { canonicalTimestamp, checkWebhookUrl, DEFAULT_SUBSCRIBED_EVENTS, isWebhookEventType, resolveWebhookAddress, WebhookAddressError } from '../../cli-internal.js';
 import { runWebhookDispatcher, type RunningDispatcher } from '../webhook-dispatch.js';
 import type { CliIo } from '../io.js';
@@ -38,8 +41,9 @@ const USAGE = `Usage: merchant-api webhook <subcommand>
   rotate-secret ID [--expire-old-in DURATION] [--json]
                                    a new secret (printed once); the old one keeps signing until then (default: stops now)
   enable ID                        enable an endpoint disabled by a 410 or by failing for days
-  deliveries [--endpoint ID] [--state S] [--json]
-                                   the newest deliveries: state, attempts, last status
+  deliveries [--endpoint ID [--limit N] [--cursor C]] [--state S] [--json]
+                                   the newest deliveries: state, attempts, last status (as the API's
+                                   GET /merchant/webhooks/{id}/deliveries answers them)
   redeliver EVENT_ID | --endpoint ID --since TIME
                                    send deliveries again, due now, with the same event id
 Every change takes --actor NAME (else MERCHANT_API_ACTOR, else the OS user) for the audit trail.`;
@@ -169,18 +173,35 @@ async function enable(args: string[], io: CliIo, config: MysqlConfig): Promise<n
   });
 }
 
-const STATES = ['pending', 'delivered', 'failed', 'cancelled'];
+const STATES: readonly string[] = DELIVERY_STATES;
 
+/**
+ * With `--endpoint`, one page of its deliveries, newest first, read as the API reads it
+ * (`listEndpointDeliveryPage`; `--limit`, default and most 100; `--cursor` goes on, the next one
+ * printed on stderr); without, the newest 100 of every endpoint. `--json`: an array of the API's items.
+ */
 async function deliveries(args: string[], io: CliIo, config: MysqlConfig): Promise<number> {
-  const parsed = parse(args, { endpoint: { type: 'string' }, state: { type: 'string' }, json: { type: 'boolean' } }, 0, 'no positional argument');
+  const parsed = parse(args, { endpoint: { type: 'string' }, state: { type: 'string' }, limit: { type: 'string' }, cursor: { type: 'string' }, json: { type: 'boolean' } }, 0, 'no positional argument');
   if (parsed === 'help') return help(io);
   const state = parsed.values.state as string | undefined;
   if (state !== undefined && !STATES.includes(state)) throw new CliUsageError(`--state is one of ${STATES.join(', ')} (got "${state}").`);
+  const endpointId = parsed.values.endpoint as string | undefined;
+  const limitText = parsed.values.limit as string | undefined;
+  const cursorText = parsed.values.cursor as string | undefined;
+  if (endpointId === undefined && (limitText !== undefined || cursorText !== undefined)) throw new CliUsageError('--limit and --cursor go with --endpoint ID.');
+  const limit = limitText === undefined ? MAX_DELIVERY_PAGE : Number(limitText);
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_DELIVERY_PAGE) throw new CliUsageError(`--limit is a whole number from 1 to ${MAX_DELIVERY_PAGE} (got "${limitText}").`);
+  let after: DeliveryCursor | undefined;
+  if (cursorText !== undefined && (after = decodeDeliveryCursor(cursorText)) === undefined) throw new CliUsageError('--cursor takes the next cursor a previous page printed.');
   return run(io, 'webhook deliveries', config, async (db) => {
-    const found = await listWebhookDeliveries(db, { endpointId: parsed.values.endpoint as string | undefined, state });
+    let next: DeliveryCursor | null = null;
+    let found;
+    if (endpointId === undefined) found = await listWebhookDeliveries(db, { state });
+    else ({ items: found, next } = await listEndpointDeliveryPage(db, { endpointId, state: state as DeliveryState | undefined, limit, after }));
     if (parsed.values.json) io.out(JSON.stringify(found.map(deliveryJson)));
     else if (found.length === 0) io.out('No deliveries.');
     else table(io, ['EVENT', 'ENDPOINT', 'TYPE', 'STATE', 'ATTEMPTS', 'LAST', 'CREATED (UTC)'], found.map((d) => [d.eventId, d.endpointId, d.type, d.state, String(d.attempts), d.lastStatus !== null ? String(d.lastStatus) : (d.lastError ?? '-'), d.createdAt]));
+    if (next !== null) io.err(`More: webhook deliveries --endpoint ${endpointId}${state === undefined ? '' : ` --state ${state}`} --limit ${limit} --cursor ${encodeDeliveryCursor(next)}`);
     return 0;
   });
 }
@@ -200,7 +221,19 @@ async function redeliver(args: string[], io: CliIo, config: MysqlConfig): Promis
     target = { endpointId, since: `${since.slice(0, 10)} ${since.slice(11, 26)}` };
   } else throw new CliUsageError(`Give an EVENT_ID, or --endpoint ID with --since TIME.\n${USAGE}`);
   return run(io, 'webhook redeliver', config, async (db) => {
-    const queued = await redeliverWebhooks(db, target, actorOf(parsed.values, io));
+    const actor = actorOf(parsed.values, io);
+    let queued: number;
+    if ('eventId' in target) queued = await redeliverWebhooks(db, target, actor);
+    else {
+      // As the API does, at most MAX_REDELIVERIES per transaction (each audited), the oldest first, until none is left.
+      const first = await redeliverEndpointDeliveries(db, { endpointId: target.endpointId, target: { since: since! }, max: MAX_REDELIVERIES }, actor);
+      queued = first.queued;
+      for (let next = first.next; next !== null; ) {
+        const more = await redeliverEndpointDeliveries(db, { endpointId: target.endpointId, target: { since: since!, after: next }, max: MAX_REDELIVERIES }, actor);
+        queued += more.queued;
+        next = more.next;
+      }
+    }
     if (queued === 0) {
       io.out('No delivery to send again (none found, or its endpoint is disabled); nothing changed.');
       return 0;
@@ -214,11 +247,6 @@ async function redeliver(args: string[], io: CliIo, config: MysqlConfig): Promis
 /** An endpoint as `webhook list --json` prints it: snake_case as every command's JSON; never a secret. */
 function endpointJson(e: Awaited<ReturnType<typeof listWebhookEndpoints>>[number]): Record<string, unknown> {
   return { id: e.id, merchant_id: e.merchantId, url: e.url, events: e.events, status: e.status, disabled_reason: e.disabledReason, created_at: e.createdAt };
-}
-
-/** A delivery as `webhook deliveries --json` prints it; times canonical UTC, as stored. */
-function deliveryJson(d: Awaited<ReturnType<typeof listWebhookDeliveries>>[number]): Record<string, unknown> {
-  return { id: d.id, event_id: d.eventId, endpoint_id: d.endpointId, merchant_id: d.merchantId, type: d.type, state: d.state, attempts: d.attempts, next_attempt_at: d.nextAttemptAt, last_status: d.lastStatus, last_error: d.lastError, created_at: d.createdAt };
 }
 
 /** Columns padded to their widest cell. */

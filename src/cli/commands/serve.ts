@@ -157,7 +157,7 @@ async function listen(runtime: ServeRuntime, config: ServerConfig, storage: Stor
       fairShare: config.fairShare,
       // `/merchant/webhooks` checks a URL with the rules `webhook add` and the dispatcher apply.
       healthParts,
-      webhooks: { allowPrivate: config.mysql.webhooks.allowPrivate, allowHttp: config.mysql.webhooks.allowHttp, maxEndpointsPerMerchant: config.mysql.webhooks.maxEndpointsPerMerchant },
+      webhooks: { allowPrivate: config.mysql.webhooks.allowPrivate, allowHttp: config.mysql.webhooks.allowHttp, maxEndpointsPerMerchant: config.mysql.webhooks.maxEndpointsPerMerchant, retentionMs: config.mysql.webhooks.retentionMs },
     });
     const tls = config.tls && (await readTlsFiles(config.tls));
     served = await runtime.serve(api, {

@@ -6,6 +6,7 @@ import { createHash } from 'node:crypto';
 import type { KeyInfo, KeyLimits, KeyUse, Merchant, SaltRecord, Storage, UserPageQuery, UserRecord, UserRecordPage } from '../contract.js';
 import type { NewWebhookEndpoint, RotatedWebhookSecret, WebhookEndpointSummary } from '../webhook-endpoints.js';
 import type { WebhookOutbox } from '../webhook-outbox.js';
+import type { RedeliveryResult, WebhookDeliveryPage, WebhookDeliveryQuery, WebhookRedelivery } from '../webhook-deliveries.js';
 import { merchantIdProblem, USER_RECORD_KEYS } from '../contract.js';
 import { KEY_SCOPES } from '../key-limits.js';
 import { MerchantApiError, StorageUnavailableError } from '../../errors.js';
@@ -195,6 +196,17 @@ export class MemoryStorage implements Storage {
   async sendWebhookTest(merchantId: string, endpointId: string): Promise<string | undefined> {
     this.#assertOpen();
     return this.#webhooks.test(merchantId, endpointId);
+  }
+
+  async listEndpointDeliveries(query: WebhookDeliveryQuery): Promise<WebhookDeliveryPage | undefined> {
+    this.#assertOpen();
+    return this.#webhooks.deliveryPage(query);
+  }
+
+  /** Sends deliveries again; no audit trail here (nothing of the memory storage is kept): the API logs it. */
+  async redeliverEndpointDeliveries(request: WebhookRedelivery): Promise<RedeliveryResult | undefined> {
+    this.#assertOpen();
+    return this.#webhooks.redeliver(request);
   }
 
   /** Enables an endpoint again after it was disabled (a 410, or failing too long); false when the merchant has none with this id. */

@@ -23,6 +23,7 @@ import { randomBytes } from 'node:crypto';
 import { MerchantApiError, StorageUnavailableError } from '../../errors.js';
 import type { ChangedUserRecord, UserRecord } from '../contract.js';
 import { newWebhookEndpointId, newWebhookSecret, rotationOverlapMessage, takeWebhookTest, webhookTestRefused, type NewWebhookEndpoint, type RotatedWebhookSecret, type WebhookEndpointSummary } from '../webhook-endpoints.js';
+import { newerFirst, REDELIVER_DISABLED, type RedeliveryResult, type WebhookDelivery, type WebhookDeliveryPage, type WebhookDeliveryQuery, type WebhookRedelivery, DELIVERY_SCAN } from '../webhook-deliveries.js';
 import { newEventId, userEventData, type AttemptRecord, type ClaimOptions, type DueDelivery, type OutboxStats, type WebhookOutbox } from '../webhook-outbox.js';
 
 export interface MemoryWebhookOptions {
@@ -83,6 +84,7 @@ interface Delivery {
   lastStatus: number | null;
   lastError: string | null;
   lastResponse: string | null;
+  lastAttemptAt: number | null;
   createdAt: number;
 }
 
@@ -272,6 +274,74 @@ export class MemoryWebhooks implements WebhookOutbox {
       .map((d) => ({ id: d.id, eventId: d.event.id, endpointId: d.endpoint.id, merchantId: d.event.merchantId, type: d.event.type, state: d.state, attempts: d.attempts, lastStatus: d.lastStatus, lastError: d.lastError, createdAt: canonical(d.createdAt) }));
   }
 
+  /**
+   * One page of an endpoint's deliveries, newest first (`Storage.listEndpointDeliveries`): at most
+   * `limit`, looking at most `DELIVERY_SCAN` of them; undefined when the merchant has no such endpoint.
+   */
+  deliveryPage(query: WebhookDeliveryQuery): WebhookDeliveryPage | undefined {
+    const endpoint = this.#own(query.merchantId, query.endpointId);
+    if (endpoint === undefined) return undefined;
+    const after = query.after;
+    const scanned = this.#deliveriesOf(endpoint)
+      .map((d) => ({ d, key: { createdAt: canonical(d.createdAt), id: d.id } }))
+      .filter(({ key }) => after === undefined || newerFirst(after, key) < 0)
+      .sort((a, b) => newerFirst(a.key, b.key))
+      .slice(0, query.state === undefined ? query.limit + 1 : DELIVERY_SCAN);
+    const matching = scanned.filter(({ d }) => query.state === undefined || d.state === query.state);
+    const items = matching.slice(0, query.limit);
+    const next = matching.length > query.limit ? items[items.length - 1]!.key : scanned.length === DELIVERY_SCAN && query.state !== undefined ? scanned[scanned.length - 1]!.key : null;
+    return { items: items.map(({ d }) => deliverySummary(d)), next };
+  }
+
+  /**
+   * Sends an endpoint's deliveries again, due now, with the same event id (`Storage.redeliverEndpointDeliveries`):
+   * those of one event, or the oldest `max` created since a time. One being sent right now is left
+   * to its attempt. A disabled endpoint is 409; the queue's bounds hold (a merchant at its half: 429).
+   */
+  redeliver(request: WebhookRedelivery): RedeliveryResult | undefined {
+    const endpoint = this.#own(request.merchantId, request.endpointId);
+    if (endpoint === undefined) return undefined;
+    if (endpoint.status !== 'enabled') throw REDELIVER_DISABLED;
+    const { target } = request;
+    const keyOf = (d: Delivery) => ({ createdAt: canonical(d.createdAt), id: d.id });
+    // Oldest first; with `after`, those past it only.
+    const found = this.#deliveriesOf(endpoint)
+      .filter((d) => ('eventId' in target ? d.event.id === target.eventId : canonical(d.createdAt) >= target.since && (target.after === undefined || newerFirst(keyOf(d), target.after) < 0)))
+      .sort((a, b) => newerFirst(keyOf(b), keyOf(a)));
+    const taken = found.slice(0, request.max);
+    const now = Date.now();
+    let queued = 0;
+    for (const delivery of taken) {
+      if (delivery.state === 'pending') {
+        if (delivery.claimToken !== null) continue;
+        delivery.nextAttemptAt = now;
+        queued++;
+        continue;
+      }
+      if (!this.#hasRoom(request.merchantId)) {
+        if (queued === 0) this.#refuseWithoutRoom(request.merchantId);
+        break;
+      }
+      this.#finished.delete(delivery.id);
+      delivery.state = 'pending';
+      delivery.nextAttemptAt = now;
+      delivery.claimToken = null;
+      endpoint.pending.add(delivery);
+      this.#pendingById.set(delivery.id, delivery);
+      this.#pending++;
+      this.#pendingOf.set(request.merchantId, (this.#pendingOf.get(request.merchantId) ?? 0) + 1);
+      queued++;
+    }
+    return { matched: taken.length, queued, next: found.length > request.max ? keyOf(taken[taken.length - 1]!) : null };
+  }
+
+  /** Every delivery of one endpoint kept: pending, and finished within the retention. */
+  #deliveriesOf(endpoint: Endpoint): Delivery[] {
+    const all = [...endpoint.pending];
+    for (const delivery of this.#finished.values()) if (delivery.endpoint === endpoint) all.push(delivery);
+    return all;
+  }
+
   // The outbox the dispatcher runs on (`WebhookOutbox`).
 
   async claimDue(options: ClaimOptions): Promise<DueDelivery[]> {
@@ -329,6 +399,7 @@ export class MemoryWebhooks implements WebhookOutbox {
     delivery.claimToken = null;
     endpoint.leased--;
     delivery.attempts++;
+    delivery.lastAttemptAt = now;
     delivery.lastStatus = record.status ?? null;
     delivery.lastError = record.error ?? null;
     delivery.lastResponse = record.responseBody === undefined ? null : Buffer.from(record.responseBody, 'utf8').subarray(0, 256).toString('utf8');
@@ -358,8 +429,8 @@ export class MemoryWebhooks implements WebhookOutbox {
       }
     }
     for (const [id, delivery] of this.#finished) {
-      // Oldest first: the first one young enough ends it.
-      if (delivery.createdAt >= cutoff) break;
+      // Not in creation order (a redelivered one is finished again later): every one is looked at, at most `maxFinishedDeliveries`.
+      if (delivery.createdAt >= cutoff) continue;
       this.#finished.delete(id);
       deleted++;
     }
@@ -416,7 +487,7 @@ export class MemoryWebhooks implements WebhookOutbox {
   }
 
   #queue(event: WebhookEvent, endpoint: Endpoint, now: number): void {
-    const delivery: Delivery = { id: String(++this.#nextDelivery), event, endpoint, state: 'pending', attempts: 0, nextAttemptAt: now, claimToken: null, leasedUntil: 0, lastStatus: null, lastError: null, lastResponse: null, createdAt: now };
+    const delivery: Delivery = { id: String(++this.#nextDelivery), event, endpoint, state: 'pending', attempts: 0, nextAttemptAt: now, claimToken: null, leasedUntil: 0, lastStatus: null, lastError: null, lastResponse: null, lastAttemptAt: null, createdAt: now };
     endpoint.pending.add(delivery);
     this.#pendingById.set(delivery.id, delivery);
     this.#pending++;
@@ -458,6 +529,23 @@ export class MemoryWebhooks implements WebhookOutbox {
       }
     }
   }
+}
+
+function deliverySummary(d: Delivery): WebhookDelivery {
+  return {
+    id: d.id,
+    eventId: d.event.id,
+    endpointId: d.endpoint.id,
+    merchantId: d.event.merchantId,
+    type: d.event.type,
+    state: d.state,
+    attempts: d.attempts,
+    nextAttemptAt: d.state === 'pending' ? canonical(d.nextAttemptAt) : null,
+    lastAttemptAt: d.lastAttemptAt === null ? null : canonical(d.lastAttemptAt),
+    lastStatus: d.lastStatus,
+    lastError: d.lastError,
+    createdAt: canonical(d.createdAt),
+  };
 }
 
 function summary(endpoint: Endpoint): WebhookEndpointSummary {

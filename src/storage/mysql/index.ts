@@ -43,6 +43,7 @@ export { durabilityFindings, durabilityReport } from './durability-check.js';
 export type { DurabilityFinding, DurabilityReport, DurabilitySettings } from './durability-check.js';
 export type { WriteConflictCounts } from './write-conflicts.js';
 export { MysqlWebhookOutbox } from './webhooks/mysql-outbox.js';
+export { listEndpointDeliveryPage, redeliverEndpointDeliveries } from './webhooks/deliveries.js';
 export { addWebhookEndpoint, enableWebhookEndpoint, listWebhookDeliveries, listWebhookEndpoints, redeliverWebhooks, removeWebhookEndpoint, rotateWebhookSecret, sendWebhookTest, WebhookAdminError } from './webhooks/endpoints.js';
 export type { WebhookDeliverySummary } from './webhooks/endpoints.js';
 export { eraseWebhookEvents, writeUnsharedEvent } from './webhooks/outbox-writes.js';

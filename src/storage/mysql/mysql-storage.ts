@@ -207,6 +207,8 @@ export class MysqlStorage implements Storage {
   readonly removeWebhookEndpoint: NonNullable<Storage['removeWebhookEndpoint']> = (merchantId, id, options) => this.#webhooks().removeWebhookEndpoint(merchantId, id, options);
   readonly rotateWebhookSecret: NonNullable<Storage['rotateWebhookSecret']> = (merchantId, id, ms, options) => this.#webhooks().rotateWebhookSecret(merchantId, id, ms, options);
   readonly sendWebhookTest: NonNullable<Storage['sendWebhookTest']> = (merchantId, id) => this.#webhooks().sendWebhookTest(merchantId, id);
+  readonly listEndpointDeliveries: NonNullable<Storage['listEndpointDeliveries']> = (query) => this.#webhooks().listEndpointDeliveries(query);
+  readonly redeliverEndpointDeliveries: NonNullable<Storage['redeliverEndpointDeliveries']> = (request) => this.#webhooks().redeliverEndpointDeliveries(request);
   #webhookEndpoints: ReturnType<typeof merchantWebhookEndpoints> | undefined;
   #webhooks(): ReturnType<typeof merchantWebhookEndpoints> {
     this.#assertOpen();

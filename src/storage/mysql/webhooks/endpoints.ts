@@ -21,6 +21,8 @@ import { writeAuditEvent } from '../admin/audit.js';
 import { fromSqlDatetime } from '../sql-values.js';
 import { LIBRARY_ACTOR } from '../admin/merchant-admin.js';
 import { retryOnConflict } from '../write-conflicts.js';
+import type { WebhookDelivery } from '../../webhook-deliveries.js';
+import { deliveryColumns, deliveryOf, type DeliveryRow } from './delivery-rows.js';
 
 type Db = Kysely<MerchantApiDatabase>;
 
@@ -176,20 +178,8 @@ export async function sendWebhookTest(db: Db, id: string, merchantId?: string): 
   }));
 }
 
-/** A delivery as `webhook deliveries` lists it: ids, state and the last attempt; never the body. */
-export interface WebhookDeliverySummary {
-  id: string;
-  eventId: string;
-  endpointId: string;
-  merchantId: string;
-  type: string;
-  state: string;
-  attempts: number;
-  nextAttemptAt: string | null;
-  lastStatus: number | null;
-  lastError: string | null;
-  createdAt: string;
-}
+/** A delivery as `webhook deliveries` lists it: ids, state and the last attempt; never the body (as the API's `deliveryJson`). */
+export type WebhookDeliverySummary = WebhookDelivery;
 
 /** The newest deliveries first, of one endpoint and/or in one state; at most `limit`. */
 export async function listWebhookDeliveries(db: Db, options: { endpointId?: string; merchantId?: string; state?: string; limit?: number } = {}): Promise<WebhookDeliverySummary[]> {
@@ -197,12 +187,10 @@ export async function listWebhookDeliveries(db: Db, options: { endpointId?: stri
   if (options.endpointId !== undefined) conditions.push(sql`d.endpoint_id = ${options.endpointId}`);
   if (options.merchantId !== undefined) conditions.push(sql`d.merchant_id = ${options.merchantId}`);
   if (options.state !== undefined) conditions.push(sql`d.state = ${options.state}`);
-  const { rows } = await sql<{ id: string | number; event_id: string; endpoint_id: string; merchant_id: string; type: string; state: string; attempts: number; next_at: string | null; last_status: number | null; last_error: string | null; created: string }>`SELECT d.id, d.event_id, d.endpoint_id, d.merchant_id, e.type, d.state, d.attempts,
-      CASE WHEN d.state = 'pending' THEN DATE_FORMAT(d.next_attempt_at, '%Y-%m-%dT%H:%i:%s.%f+00:00') END AS next_at, d.last_status, d.last_error,
-      DATE_FORMAT(d.created_at, '%Y-%m-%dT%H:%i:%s.%f+00:00') AS created
+  const { rows } = await sql<DeliveryRow>`SELECT ${deliveryColumns}
     FROM webhook_deliveries d INNER JOIN webhook_events e ON e.id = d.event_id
     WHERE ${sql.join(conditions, sql` AND `)} ORDER BY d.id DESC LIMIT ${options.limit ?? 100}`.execute(db);
-  return rows.map((row) => ({ id: String(row.id), eventId: row.event_id, endpointId: row.endpoint_id, merchantId: row.merchant_id, type: row.type, state: row.state, attempts: Number(row.attempts), nextAttemptAt: row.next_at, lastStatus: row.last_status === null ? null : Number(row.last_status), lastError: row.last_error, createdAt: row.created }));
+  return rows.map(deliveryOf);
 }
 
 /**

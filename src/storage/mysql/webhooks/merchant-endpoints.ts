@@ -12,6 +12,9 @@ import type { MasterKey } from '../../sql/key-sealing.js';
 import { webhookTestRefused, type NewWebhookEndpoint, type RotatedWebhookSecret, type WebhookChangeOptions, type WebhookEndpointSummary } from '../../webhook-endpoints.js';
 import type { MerchantApiDatabase } from '../schema.js';
 import { storageError } from '../sql-values.js';
+import { listEndpointDeliveryPage, redeliverEndpointDeliveries } from './deliveries.js';
+import type { RedeliveryResult, WebhookDeliveryPage, WebhookDeliveryQuery, WebhookRedelivery } from '../../webhook-deliveries.js';
+import { REDELIVER_DISABLED } from '../../webhook-deliveries.js';
 import { addWebhookEndpoint, listWebhookEndpoints, removeWebhookEndpoint, rotateWebhookSecret, sendWebhookTest, WebhookAdminError } from './endpoints.js';
 
 type Db = Kysely<MerchantApiDatabase>;
@@ -24,6 +27,7 @@ async function scoped<T>(what: string, body: () => Promise<T>): Promise<T | unde
     if (error instanceof WebhookAdminError) {
       if (error.code === 'endpoint_not_found' || error.code === 'merchant_not_found') return undefined;
       if (error.code === 'too_many_tests') throw webhookTestRefused(error.retryAfter ?? 1);
+      if (error.code === 'endpoint_disabled' && what === 'webhook redelivery') throw REDELIVER_DISABLED;
       throw new MerchantApiError('conflict', error.message);
     }
     throw storageError(error, what);
@@ -46,5 +50,8 @@ export function merchantWebhookEndpoints(db: Db, masterKey: MasterKey, causal?: 
     rotateWebhookSecret: (merchantId: string, endpointId: string, expireOldInMs: number, options?: WebhookChangeOptions): Promise<RotatedWebhookSecret | undefined> =>
       scoped('webhook secret rotation', () => rotateWebhookSecret(db, masterKey, endpointId, expireOldInMs, merchantId, options?.actor, options?.keyId)),
     sendWebhookTest: (merchantId: string, endpointId: string): Promise<string | undefined> => scoped('webhook test', () => sendWebhookTest(db, endpointId, merchantId)),
+    listEndpointDeliveries: (query: WebhookDeliveryQuery): Promise<WebhookDeliveryPage | undefined> => scoped('webhook delivery list', () => listEndpointDeliveryPage(db, query)),
+    redeliverEndpointDeliveries: (request: WebhookRedelivery): Promise<RedeliveryResult | undefined> =>
+      scoped('webhook redelivery', () => redeliverEndpointDeliveries(db, request, request.actor)),
   };
 }
