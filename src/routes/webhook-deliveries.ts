@@ -7,7 +7,7 @@
  * that does not exist. Bounded: a page holds at most `MAX_DELIVERY_PAGE` and looks at most
  * `DELIVERY_SCAN` deliveries; a redelivery reaches back at most the retention and requeues at most
  * `MAX_REDELIVERIES`, the oldest first, answering where to go on from. A redelivery is logged as
- * the CLI logs it and audited (MySQL) as done by the merchant and its key (`merchantActor`).
+ * the CLI logs it and audited (MySQL) as done by the merchant and its key (`merchantChange`).
  */
 import { MerchantApiError } from '../errors.js';
 import type { RequestContext } from '../http/context.js';
@@ -30,7 +30,7 @@ import {
 } from '../storage/webhook-deliveries.js';
 import { WEBHOOKS_NOT_KEPT } from '../storage/webhook-endpoints.js';
 import type { HandlerDeps, RouteInput } from './route.js';
-import { merchantActor } from './webhooks.js';
+import { merchantChange } from './webhooks.js';
 
 const ENDPOINT_NOT_FOUND = new MerchantApiError('not_found', 'This merchant has no webhook endpoint with this id.');
 const EVENT_NOT_FOUND = new MerchantApiError('not_found', 'This endpoint has no delivery of this event.');
@@ -138,7 +138,7 @@ export async function redeliverWebhook(ctx: RequestContext, input: RouteInput, d
   const target = redeliveryTarget(await readJsonBody(ctx.request), deps.webhooks.retentionMs, deps.now());
   const merchantId = input.merchant!.id;
   const endpointId = input.params.id!;
-  const result = await deps.storage(ctx).redeliverEndpointDeliveries({ merchantId, endpointId, target, max: MAX_REDELIVERIES, actor: merchantActor(ctx, input) });
+  const result = await deps.storage(ctx).redeliverEndpointDeliveries({ merchantId, endpointId, target, max: MAX_REDELIVERIES, actor: merchantChange(ctx, input).actor });
   if (result === undefined) throw ENDPOINT_NOT_FOUND;
   if ('eventId' in target && result.matched === 0) throw EVENT_NOT_FOUND;
   const what = 'eventId' in target ? { event_id: target.eventId } : { since: target.since };
