@@ -201,10 +201,12 @@ for (const [name, make, skip] of [
         'DELETE /merchant/webhooks/{id}',
         'POST /merchant/webhooks/{id}/rotate-secret',
         'POST /merchant/webhooks/{id}/test',
+        'GET /merchant/webhooks/{id}/deliveries',
+        'POST /merchant/webhooks/{id}/redeliver',
       ]);
       for (const key of [KEYS.read, KEYS.old]) {
         for (const route of MANAGEMENT) {
-          const body = route.id === 'createWebhook' ? { url: r.url } : route.id === 'rotateWebhookSecret' ? { expire_old_in: '1h' } : undefined;
+          const body = route.id === 'createWebhook' ? { url: r.url } : route.id === 'rotateWebhookSecret' ? { expire_old_in: '1h' } : route.id === 'redeliverWebhook' ? { since: new Date(Date.now() - 60_000).toISOString() } : undefined;
           const answer = await send(key, route.method, pathOf(route.pattern, id), body);
           expect([route.id, key, answer.status]).toEqual([route.id, key, 403]);
           expect(await answer.json()).toEqual(refused);
