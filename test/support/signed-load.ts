@@ -73,10 +73,12 @@ export async function replayAll(targets: readonly string[], server: (i: number) 
   let next = 0;
   const worker = async () => {
     for (let i = next++; i < targets.length; i = next++) {
-      for (let attempt = 0; ; attempt++) {
+      // A 503 (a node still recovering) is asked again until it answers otherwise, for 60 s at most:
+      // a deadline, not a count of tries, so a busy machine gets the same time as a quiet one.
+      for (const deadline = Date.now() + 60_000; ; ) {
         const { status } = await send(`${server(i)}${targets[i]}`);
         statuses[i] = status;
-        if (status !== 503 || attempt === 20) break;
+        if (status !== 503 || Date.now() > deadline) break;
         await sleep(250);
       }
     }

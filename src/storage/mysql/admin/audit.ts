@@ -66,17 +66,7 @@ function storedActor(actor: string): string {
 export async function writeAuditEvent(trx: Db, actor: string, event: AuditEvent): Promise<void> {
   const problem = auditEventProblem(event);
   if (problem !== undefined) throw new TypeError(`writeAuditEvent: ${problem}.`);
-  await trx
-    .insertInto('audit_events')
-    .values({
-      at: sql<string>`UTC_TIMESTAMP(6)`,
-      actor: storedActor(actor),
-      action: event.action,
-      merchant_id: event.merchantId ?? null,
-      key_id: event.keyId ?? null,
-      summary: JSON.stringify(event.summary ?? {}),
-    })
-    .execute();
+  await insertAuditRows(trx, actor, [event]);
 }
 
 /** Rows of one multi-row insert in `writeAuditEvents`. */
@@ -88,22 +78,25 @@ export async function writeAuditEvents(trx: Db, actor: string, events: readonly 
     const problem = auditEventProblem(event);
     if (problem !== undefined) throw new TypeError(`writeAuditEvents: ${problem}.`);
   }
+  for (let start = 0; start < events.length; start += INSERT_CHUNK) await insertAuditRows(trx, actor, events.slice(start, start + INSERT_CHUNK));
+}
+
+/** One multi-row insert of checked events, at the server's clock. */
+async function insertAuditRows(trx: Db, actor: string, events: readonly AuditEvent[]): Promise<void> {
   const stored = storedActor(actor);
-  for (let start = 0; start < events.length; start += INSERT_CHUNK) {
-    await trx
-      .insertInto('audit_events')
-      .values(
-        events.slice(start, start + INSERT_CHUNK).map((event) => ({
-          at: sql<string>`UTC_TIMESTAMP(6)`,
-          actor: stored,
-          action: event.action,
-          merchant_id: event.merchantId ?? null,
-          key_id: event.keyId ?? null,
-          summary: JSON.stringify(event.summary ?? {}),
-        })),
-      )
-      .execute();
-  }
+  await trx
+    .insertInto('audit_events')
+    .values(
+      events.map((event) => ({
+        at: sql<string>`UTC_TIMESTAMP(6)`,
+        actor: stored,
+        action: event.action,
+        merchant_id: event.merchantId ?? null,
+        key_id: event.keyId ?? null,
+        summary: JSON.stringify(event.summary ?? {}),
+      })),
+    )
+    .execute();
 }
 
 /** Filters and the page of `audit list`. */
