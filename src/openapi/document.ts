@@ -14,7 +14,7 @@
 import { allowedMethods } from '../http/methods.js';
 import { ref } from './fragments.js';
 import { headers } from './headers.js';
-import type { DocumentedRoute, Json } from './operation.js';
+import type { DocumentedRoute, Json, OperationDoc } from './operation.js';
 import { schemas } from './schemas.js';
 import { SHARED_RESPONSES, sharedErrors } from './shared-errors.js';
 import { webhookEvents } from './webhook-events.js';
@@ -33,10 +33,21 @@ function securityOf(route: DocumentedRoute): Json[] {
   return route.auth === 'basic' ? [{ merchantBasic: [route.scope ?? 'users:read'] }] : [];
 }
 
+/**
+ * A route's own answers come from its handler, through the pipeline, which puts `Cache-Control` and
+ * `X-Request-Id` on every one, a body-less 204 too: said here once, so a route's text cannot leave them out.
+ */
+function ownResponses(operation: OperationDoc): Record<string, Json> {
+  const every = { 'Cache-Control': ref('headers', 'Cache-Control'), 'X-Request-Id': ref('headers', 'X-Request-Id') };
+  return Object.fromEntries(
+    Object.entries(operation.responses).map(([status, answer]) => [status, answer.$ref !== undefined ? answer : { ...answer, headers: { ...every, ...(answer.headers as Json | undefined) } }]),
+  );
+}
+
 /** The operation object of a route: what the table says, its own text, and the answers every route shares. */
 function operationOf(route: DocumentedRoute, allowed: string): Json {
   const operation = route.openapi;
-  const responses = sortByStatus({ ...sharedErrors(route, operation, allowed), ...operation.responses });
+  const responses = sortByStatus({ ...sharedErrors(route, operation, allowed), ...ownResponses(operation) });
   return {
     operationId: route.id,
     summary: route.summary,
@@ -52,7 +63,7 @@ function operationOf(route: DocumentedRoute, allowed: string): Json {
 /** The GET operation of a route, and its HEAD twin. */
 function readOperations(route: DocumentedRoute, allowed: string): Json {
   const operation = route.openapi;
-  const responses = sortByStatus(limitedResponses(route, conditionalResponses(route, { ...sharedErrors(route, operation, allowed), ...operation.responses })));
+  const responses = sortByStatus(limitedResponses(route, conditionalResponses(route, { ...sharedErrors(route, operation, allowed), ...ownResponses(operation) })));
   const get = {
     operationId: route.id,
     summary: route.summary,
