@@ -6,6 +6,7 @@
  */
 import type { KeyLimits, KeyScope } from './key-limits.js';
 import type { ThrottleStore } from './throttle-store.js';
+import type { CreatedMerchantKey, KeyChangeOptions, KeyPatch, KeyRotation, NewMerchantKey, RotatedMerchantKey } from './key-changes.js';
 import type { RedeliveryResult, WebhookDeliveryPage, WebhookDeliveryQuery, WebhookRedelivery } from './webhook-deliveries.js';
 import type { NewWebhookEndpoint, RotatedWebhookSecret, WebhookChangeOptions, WebhookEndpointSummary } from './webhook-endpoints.js';
 
@@ -298,6 +299,23 @@ export interface Storage {
   listEndpointDeliveries?(query: WebhookDeliveryQuery): Promise<WebhookDeliveryPage | undefined>;
   /** Sends an endpoint's deliveries again (of one event, or the oldest `max` since a time), audited; undefined when not found. A disabled endpoint: 409 `conflict`. */
   redeliverEndpointDeliveries?(request: WebhookRedelivery): Promise<RedeliveryResult | undefined>;
+  /*
+   * Optional: a merchant's changes to its own keys (docs/protocol.md#managing-keys), for
+   * `/merchant/keys`; the records are in `src/storage/key-changes.ts`. Each acts only on
+   * `merchantId`'s working keys (not revoked, not past their end): another merchant's key id is
+   * not found. Each is atomic with the rules that read the merchant's other keys: at most
+   * `MAX_ACTIVE_KEYS` working keys (409), never revoking the last working key with `keys:manage`
+   * (409), even when two requests ask at once on two instances. A changed key works, or stops,
+   * at once on the instance that changed it. A storage without them answers 501 (the guard).
+   */
+  /** Adds a random key; its secret is in the answer, the only time it is shown. A merchant that is gone: 401. */
+  createKey?(key: NewMerchantKey): Promise<CreatedMerchantKey>;
+  /** A new key with the old one's name, scopes and networks, the old one ending at `oldExpiresAt`; undefined when not found. */
+  rotateKey?(rotation: KeyRotation): Promise<RotatedMerchantKey | undefined>;
+  /** Revokes a key now: false when the merchant has no working key with this id. */
+  revokeKey?(merchantId: string, keyId: string, options?: KeyChangeOptions): Promise<boolean>;
+  /** Changes a key's name or networks; the key as listed after, or undefined when not found. */
+  updateKey?(merchantId: string, keyId: string, patch: KeyPatch, options?: KeyChangeOptions): Promise<KeyInfo | undefined>;
 }
 
 /** How one part of a storage did at its last use. */
@@ -316,7 +334,10 @@ export interface PartHealth {
 /** The optional operations of a merchant's webhook endpoints: a storage may lack them (the guard then answers 501). */
 export const WEBHOOK_OPERATIONS = ['listWebhookEndpoints', 'addWebhookEndpoint', 'removeWebhookEndpoint', 'rotateWebhookSecret', 'sendWebhookTest', 'listEndpointDeliveries', 'redeliverEndpointDeliveries'] as const;
 
-export const STORAGE_OPERATIONS = ['getMerchant', 'recordSalt', 'listUsers', 'getUser', 'ping', 'listKeys', ...WEBHOOK_OPERATIONS] as const;
+/** The optional operations of a merchant's changes to its keys: a storage may lack them (the guard then answers 501). */
+export const KEY_OPERATIONS = ['createKey', 'rotateKey', 'revokeKey', 'updateKey'] as const;
+
+export const STORAGE_OPERATIONS = ['getMerchant', 'recordSalt', 'listUsers', 'getUser', 'ping', 'listKeys', ...WEBHOOK_OPERATIONS, ...KEY_OPERATIONS] as const;
 
 /** A storage method the handler calls per request (`STORAGE_OPERATIONS`). */
 export type StorageOperation = (typeof STORAGE_OPERATIONS)[number];
@@ -326,8 +347,8 @@ type RequiredStorageMethod = {
   [K in keyof Storage]-?: undefined extends Storage[K] ? never : Storage[K] extends (...args: never[]) => unknown ? K : never;
 }[keyof Storage];
 
-/** An optional operation a storage may lack (`WEBHOOK_OPERATIONS`). */
-export type OptionalStorageOperation = (typeof WEBHOOK_OPERATIONS)[number];
+/** An optional operation a storage may lack (`WEBHOOK_OPERATIONS`, `KEY_OPERATIONS`). */
+export type OptionalStorageOperation = (typeof WEBHOOK_OPERATIONS)[number] | (typeof KEY_OPERATIONS)[number];
 
 /** `true` only when `STORAGE_OPERATIONS` names every required method but `close`, the optional operations, and nothing else. */
 type Expected = Exclude<RequiredStorageMethod, 'close'> | OptionalStorageOperation;

@@ -376,7 +376,7 @@ describe.skipIf(!mysqlReady)('the key behind an endpoint change, and the new sco
 
   it('merchant add-key and update-key take webhooks:manage; a key with every scope (stored as before) has it, one given the two old scopes has not', async () => {
     const keys = JSON.parse((await run(['merchant', 'keys', 'wc', '--json'])).out) as Array<{ key_id: string; scopes: string[] }>;
-    expect(keys.map((k) => k.scopes)).toEqual([['signature', 'users:read', 'webhooks:manage']]);
+    expect(keys.map((k) => k.scopes)).toEqual([['signature', 'users:read', 'webhooks:manage', 'keys:manage']]);
     const added = await run(['merchant', 'add-key', 'wc', '--scopes', 'webhooks:manage', '--json', '--actor', 'alice']);
     expect(added.code, added.err).toBe(0);
     const manager = JSON.parse(added.out) as { api_key: string; key_id: string };
