@@ -434,10 +434,10 @@ describe.skipIf(!mysqlReady)('the key behind an endpoint change, and the new sco
 });
 
 describe('the OpenAPI document names the scope of every route', () => {
-  it('webhooks:manage on every /merchant/webhooks operation (its security and its 403), users:read on the other Basic routes', () => {
+  it('webhooks:manage on every /merchant/webhooks operation (its security and its 403), keys:manage on the key changes, users:read on the other Basic routes', () => {
     const paths = openApiDocument('', ROUTES).paths as Record<string, Record<string, { security: unknown; responses: Record<string, { description: string }> }>>;
     for (const route of ROUTES.filter((r) => r.auth === 'basic')) {
-      const scope = route.pattern.startsWith('/merchant/webhooks') ? 'webhooks:manage' : 'users:read';
+      const scope = route.pattern.startsWith('/merchant/webhooks') ? 'webhooks:manage' : route.pattern.startsWith('/merchant/keys') && route.method !== 'GET' ? 'keys:manage' : 'users:read';
       const operation = paths[route.pattern]![route.method.toLowerCase()]!;
       expect([route.id, operation.security]).toEqual([route.id, [{ merchantBasic: [scope] }]]);
       expect(operation.responses['403']!.description).toContain(`lacks the scope \`${scope}\``);
