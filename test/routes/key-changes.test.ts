@@ -17,7 +17,10 @@ import { MemoryStorage } from '../../src/storage/memory/index.js';
 import { importSeed, listAuditEvents, MysqlStorage } from '../../src/storage/mysql/index.js';
 import type { Seed, SeedMerchant } from '../../src/storage/seed/seed.js';
 import type { Storage } from '../../src/storage/contract.js';
+import { mysqlCommands, openMysqlStorage } from '../../src/cli/commands/mysql.js';
+import { runCli } from '../../src/cli/run.js';
 import { basic } from '../support/api.js';
+import { captureIo } from '../support/recording.js';
 import { inCi } from '../support/ci.js';
 import { createTestDatabase, mysqlAvailable, type TestDatabase } from '../support/mysql.js';
 
@@ -49,6 +52,8 @@ interface Env {
   advance(ms: number): void;
   /** `ka`'s audit events, newest first (MySQL), or undefined. */
   audited?: () => Promise<Array<{ action: string; actor: string; key_id: string | null; summary: Record<string, unknown> }>>;
+  /** What the operator's `merchant keys ID --json` prints (MySQL), or undefined. */
+  cliKeys?: (merchantId: string) => Promise<Array<Record<string, unknown>>>;
   close(): Promise<void>;
 }
 
@@ -248,6 +253,17 @@ function suite(name: string, make: () => Promise<Env>, skip = false): void {
       }
     });
 
+    it("shows the operator's `merchant keys --json` the same keys the API lists, with the same fields (where the storage has the CLI)", async (ctx) => {
+      if (env.cliKeys === undefined) return ctx.skip();
+      const made = (await send('ka', 'ka-full', 'POST', '/merchant/keys', { name: 'parity', scopes: ['users:read', 'keys:manage'], allow_from: ['2001:db8::/48'], expires_in: '2d' })).body.data[0];
+      const listed = (await send('ka', 'ka-full', 'GET', '/merchant/keys')).body.data as Array<Record<string, unknown>>;
+      const printed = (await env.cliKeys('ka')).filter((key) => key.active === true);
+      expect(printed.map((key) => Object.fromEntries(Object.keys(listed[0]!).map((field) => [field, key[field]])))).toEqual(listed);
+      expect(printed.find((key) => key.key_id === made.key_id)).toMatchObject({ name: 'parity', scopes: ['users:read', 'keys:manage'], allow_from: ['2001:db8::/48'], expires_at: made.expires_at, revoked_at: null });
+      expect((await send('ka', 'ka-full', 'DELETE', `/merchant/keys/${made.key_id}`)).status).toBe(204);
+      expect((await env.cliKeys('ka')).find((key) => key.key_id === made.key_id)).toMatchObject({ active: false, revoked_at: expect.stringMatching(/\+00:00$/) });
+    });
+
     it('audits every change with the key that made it (where the storage keeps a trail)', async (ctx) => {
       if (env.audited === undefined) return ctx.skip();
       const actorKey = await idOf('ka', 'ka-limited');
@@ -304,6 +320,12 @@ suite(
     return {
       ...both,
       audited: async () => (await listAuditEvents(db, { merchantId: 'ka', limit: 20 })).events.map(({ action, actor, key_id, summary }) => ({ action, actor, key_id, summary })),
+      cliKeys: async (merchantId) => {
+        const io = captureIo({ DATABASE_URL: database!.url, MASTER_KEY: database!.masterKeyText }, { progress: () => {} });
+        const code = await runCli(['merchant', 'keys', merchantId, '--json'], io, { name: 'test', serve: () => Promise.reject(new Error('not in this test')), commands: mysqlCommands, openMysqlStorage });
+        expect(code, io.errors.join('\n')).toBe(0);
+        return JSON.parse(io.lines.join('\n')) as Array<Record<string, unknown>>;
+      },
       close: async () => {
         await both.close();
         for (const storage of storages) await storage.close();
