@@ -6,7 +6,6 @@
  */
 import type { KeyLimits, KeyScope } from './key-limits.js';
 import type { ThrottleStore } from './throttle-store.js';
-import type { CreatedMerchantKey, KeyChangeOptions, KeyPatch, KeyRotation, NewMerchantKey, RotatedMerchantKey } from './key-changes.js';
 import type { RedeliveryResult, WebhookDeliveryPage, WebhookDeliveryQuery, WebhookRedelivery } from './webhook-deliveries.js';
 import type { NewWebhookEndpoint, RotatedWebhookSecret, WebhookChangeOptions, WebhookEndpointSummary } from './webhook-endpoints.js';
 
@@ -43,6 +42,62 @@ export interface KeyInfo {
   expires_at: string | null;
   last_used_at: string | null;
   allow_from: string[];
+}
+
+// The records of a merchant's changes to its own keys (`Storage.createKey` and the rest,
+// docs/protocol.md#managing-keys); the bounds and refusals are in key-changes.ts.
+
+/** Who a change is recorded as (a storage with an audit trail): `merchant:ID key:KEY_ID`, and that key's id for the row's `key_id`. */
+export interface KeyChangeOptions {
+  actor?: string;
+  /** The id of the key that authenticated the request which makes the change. */
+  keyId?: string;
+}
+
+/** A key a merchant adds (`Storage.createKey`), already checked by the handler. */
+export interface NewMerchantKey extends KeyChangeOptions {
+  merchantId: string;
+  name: string | null;
+  /** At least one; every scope is stored as a key without limits. */
+  scopes: readonly KeyScope[];
+  /** Canonical networks (`parseAllowFrom`); empty: anywhere. */
+  allowFrom: readonly string[];
+  /** When it stops working, canonical UTC; null: never. */
+  expiresAt: string | null;
+}
+
+/** A key added or rotated in: what `GET /merchant/keys` lists of it, and its secret, shown only in this answer. */
+export interface CreatedMerchantKey extends KeyInfo {
+  secret: string;
+}
+
+/** A rotation (`Storage.rotateKey`): the new key, with the old one's end. */
+export interface RotatedMerchantKey extends CreatedMerchantKey {
+  /** The key rotated out. */
+  old_key_id: string;
+  /** When the old key stops working, canonical UTC (now, for a rotation without overlap). */
+  old_key_expires_at: string;
+}
+
+/** What `Storage.rotateKey` is asked. */
+export interface KeyRotation extends KeyChangeOptions {
+  merchantId: string;
+  /** The key to rotate out. */
+  rotatedKeyId: string;
+  /** When the old key stops working, canonical UTC: now (at once) or up to `MAX_KEY_OVERLAP_MS` later. */
+  oldExpiresAt: string;
+  /** The new key's end, canonical UTC; null: never. */
+  expiresAt: string | null;
+  /** Now, canonical: the old key is revoked at once when `oldExpiresAt` is not later. */
+  now: string;
+  /** The scopes the calling key has: a key with another is not rotated (403 `insufficient_scope`, `cannotGive`). */
+  mayGive: readonly KeyScope[];
+}
+
+/** What `PATCH /merchant/keys/{key_id}` may change: the name (null: none) and the networks (empty: anywhere). */
+export interface KeyPatch {
+  name?: string | null;
+  allowFrom?: readonly string[];
 }
 
 /** One key seen in use, for `Storage.recordKeyUse`; `at` is canonical. */

@@ -6,8 +6,8 @@
  * keeps the rules that need the merchant's other keys (the most keys, the last key that manages
  * keys), atomically, so that two requests at once cannot both pass them.
  */
+import { randomBytes } from 'node:crypto';
 import { MerchantApiError } from '../errors.js';
-import type { KeyInfo } from './contract.js';
 import type { KeyScope } from './key-limits.js';
 import { formatEpochSeconds } from './timestamps.js';
 
@@ -21,59 +21,6 @@ export const MAX_ACTIVE_KEYS = 20;
  * `merchant rotate-key --expire-old-in` allows up to 366 days.)
  */
 export const MAX_KEY_OVERLAP_MS = 7 * 86_400_000;
-
-/** Who a change is recorded as (a storage with an audit trail): `merchant:ID key:KEY_ID`, and that key's id for the row's `key_id`. */
-export interface KeyChangeOptions {
-  actor?: string;
-  /** The id of the key that authenticated the request which makes the change. */
-  keyId?: string;
-}
-
-/** A key a merchant adds (`Storage.createKey`), already checked by the handler. */
-export interface NewMerchantKey extends KeyChangeOptions {
-  merchantId: string;
-  name: string | null;
-  /** At least one; every scope is stored as a key without limits. */
-  scopes: readonly KeyScope[];
-  /** Canonical networks (`parseAllowFrom`); empty: anywhere. */
-  allowFrom: readonly string[];
-  /** When it stops working, canonical UTC; null: never. */
-  expiresAt: string | null;
-}
-
-/** A key added or rotated in: what `GET /merchant/keys` lists of it, and its secret, shown only in this answer. */
-export interface CreatedMerchantKey extends KeyInfo {
-  secret: string;
-}
-
-/** A rotation (`Storage.rotateKey`): the new key, with the old one's end. */
-export interface RotatedMerchantKey extends CreatedMerchantKey {
-  /** The key rotated out. */
-  old_key_id: string;
-  /** When the old key stops working, canonical UTC (now, for a rotation without overlap). */
-  old_key_expires_at: string;
-}
-
-/** What `Storage.rotateKey` is asked. */
-export interface KeyRotation extends KeyChangeOptions {
-  merchantId: string;
-  /** The key to rotate out. */
-  rotatedKeyId: string;
-  /** When the old key stops working, canonical UTC: now (at once) or up to `MAX_KEY_OVERLAP_MS` later. */
-  oldExpiresAt: string;
-  /** The new key's end, canonical UTC; null: never. */
-  expiresAt: string | null;
-  /** Now, canonical: the old key is revoked at once when `oldExpiresAt` is not later. */
-  now: string;
-  /** The scopes the calling key has: a key with another is not rotated (403 `insufficient_scope`, `cannotGive`). */
-  mayGive: readonly KeyScope[];
-}
-
-/** What `PATCH /merchant/keys/{key_id}` may change: the name (null: none) and the networks (empty: anywhere). */
-export interface KeyPatch {
-  name?: string | null;
-  allowFrom?: readonly string[];
-}
 
 /** A merchant at `MAX_ACTIVE_KEYS`, on every storage. */
 export const TOO_MANY_KEYS = new MerchantApiError(
@@ -94,6 +41,20 @@ export function cannotGive(scope: KeyScope): MerchantApiError {
 
 /** What a storage without the key operations (one of an embedder's own) answers them with: 501 `not_implemented`. */
 export const KEYS_NOT_CHANGED = new MerchantApiError('not_implemented', 'The storage behind this server cannot change keys through the API (ask the operator).');
+
+/** Crockford's base32 alphabet, lower case: no i, l, o, u to misread. */
+const BASE32 = '0123456789abcdefghjkmnpqrstvwxyz';
+
+/**
+ * A new public key id, on every storage: `key_` and 12 base32 characters, 60 random bits (a
+ * collision is not to be expected in any real number of keys).
+ */
+export function newKeyId(): string {
+  const bytes = randomBytes(12);
+  let id = 'key_';
+  for (const byte of bytes) id += BASE32[byte & 31];
+  return id;
+}
 
 /** Epoch milliseconds as a canonical timestamp (`YYYY-MM-DDTHH:MM:SS.ffffff+00:00`). */
 export function canonicalAtMs(ms: number): string {

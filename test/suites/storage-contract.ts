@@ -5,7 +5,8 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { compareCodePoints } from '../../src/storage/order.js';
-import { MAX_ACTIVE_KEYS, type NewMerchantKey } from '../../src/storage/key-changes.js';
+import { MAX_ACTIVE_KEYS } from '../../src/storage/key-changes.js';
+import type { NewMerchantKey } from '../../src/storage/contract.js';
 import type { KeyScope } from '../../src/storage/key-limits.js';
 import type { ChangedUserRecord, Storage, UserFilter, UserOrder, UserRecord, UserRecordPage } from '../../src/storage/contract.js';
 import { formatEpochSeconds } from '../../src/storage/timestamps.js';

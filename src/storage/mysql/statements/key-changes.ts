@@ -13,8 +13,8 @@
  */
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { MerchantApiError } from '../../../errors.js';
-import type { KeyInfo } from '../../contract.js';
-import { cannotGive, LAST_KEY_MANAGER, MAX_ACTIVE_KEYS, TOO_MANY_KEYS, type CreatedMerchantKey, type KeyChangeOptions, type KeyPatch, type KeyRotation, type NewMerchantKey, type RotatedMerchantKey } from '../../key-changes.js';
+import type { CreatedMerchantKey, KeyChangeOptions, KeyInfo, KeyPatch, KeyRotation, NewMerchantKey, RotatedMerchantKey } from '../../contract.js';
+import { cannotGive, LAST_KEY_MANAGER, MAX_ACTIVE_KEYS, TOO_MANY_KEYS } from '../../key-changes.js';
 import { generateApiKey, type MasterKey } from '../../sql/key-sealing.js';
 import { LIBRARY_ACTOR, newKeyRow, settingsSummary, workingKeys } from '../admin/merchant-admin.js';
 import { writeAuditEvent, type AuditValue } from '../admin/audit.js';
