@@ -335,3 +335,36 @@ suite(
   },
   !mysqlReady,
 );
+
+describe('a storage without the key operations', () => {
+  it('answers each key change 501 not_implemented, after authentication and scope, as it answers webhooks', async () => {
+    const memory = new MemoryStorage(SEED);
+    // Only what the contract requires: an embedder's own storage of before the key operations.
+    const storage: Storage = {
+      getMerchant: (id) => memory.getMerchant(id),
+      recordSalt: (record) => memory.recordSalt(record),
+      listUsers: (query) => memory.listUsers(query),
+      getUser: (merchantId, id) => memory.getUser(merchantId, id),
+      listKeys: (merchantId) => memory.listKeys(merchantId),
+      ping: () => memory.ping(),
+      close: () => memory.close(),
+    };
+    const api = createMerchantApi({ storage, logger: silentLogger, accessLog: false, tracing: false });
+    const json = { ...basic('ka', 'ka-full'), 'content-type': 'application/json' };
+    for (const [method, path, body] of [
+      ['POST', '/merchant/keys', { scopes: ['users:read'] }],
+      ['POST', '/merchant/keys/key_0000000000zz/rotate', {}],
+      ['PATCH', '/merchant/keys/key_0000000000zz', { name: 'x' }],
+      ['DELETE', '/merchant/keys/key_0000000000zz', undefined],
+    ] as const) {
+      const response = await api.fetch(new Request(`http://api.test${path}`, { method, headers: body === undefined ? basic('ka', 'ka-full') : json, body: body === undefined ? undefined : JSON.stringify(body) }));
+      expect([method, path, response.status]).toEqual([method, path, 501]);
+      expect((await response.json()).errors[0]).toEqual({ code: 'not_implemented', message: 'The storage behind this server cannot change keys through the API (ask the operator).' });
+    }
+    // Scope first: a key without keys:manage learns nothing of the storage.
+    const read = await api.fetch(new Request('http://api.test/merchant/keys/key_0000000000zz', { method: 'DELETE', headers: basic('ka', 'ka-read') }));
+    expect(read.status).toBe(403);
+    expect((await api.fetch(new Request('http://api.test/merchant/keys', { headers: basic('ka', 'ka-read') }))).status).toBe(200);
+    await memory.close();
+  });
+});
