@@ -103,6 +103,21 @@ function suite(name: string, make: () => Promise<Env>, skip = false): void {
       expect((await send('ka', 'ka-full', 'DELETE', `/merchant/keys/${key.key_id}`)).status).toBe(404);
     });
 
+    it('stops a revoked key at once on the instance that revoked it, and on another within its key cache', async () => {
+      const made = (await send('ka', 'ka-full', 'POST', '/merchant/keys', { scopes: ['users:read'] })).body.data[0];
+      expect(await users('ka', made.secret, 1)).toBe(200);
+      expect((await send('ka', 'ka-full', 'DELETE', `/merchant/keys/${made.key_id}`, undefined, 0)).status).toBe(204);
+      expect(await users('ka', made.secret, 0)).toBe(401);
+      // Waited for as a condition: the other instance's copy of the merchant expires (KEY_CACHE_TTL; 500 ms here).
+      const deadline = Date.now() + 15_000;
+      let status = await users('ka', made.secret, 1);
+      while (status !== 401 && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        status = await users('ka', made.secret, 1);
+      }
+      expect(status).toBe(401);
+    });
+
     it('refuses a key without keys:manage on each of the four routes, 403 naming the scope, and changes nothing; it may still list the keys', async () => {
       const before = await keyIdsOf('ka', 'ka-full');
       const target = before[0]!;
@@ -314,7 +329,8 @@ suite(
   async () => {
     database = await createTestDatabase();
     await importSeed(database.db, database.masterKey, SEED);
-    const storages: [MysqlStorage, MysqlStorage] = [new MysqlStorage({ db: database.db, masterKey: database.masterKey }), new MysqlStorage({ db: database.db, masterKey: database.masterKey })];
+    // The second instance holds a merchant 500 ms (KEY_CACHE_TTL), so that a revocation reaching it is seen soon.
+    const storages: [MysqlStorage, MysqlStorage] = [new MysqlStorage({ db: database.db, masterKey: database.masterKey }), new MysqlStorage({ db: database.db, masterKey: database.masterKey, keyCacheTtlMs: 500 })];
     const both = await servers(storages);
     const db = database.db;
     return {
