@@ -162,7 +162,7 @@ export function openApiDocument(basePath: string, routes: readonly DocumentedRou
     // What the server sends to a merchant's endpoints (docs/webhooks.md#events).
     webhooks: webhookEvents(),
     components: {
-      securitySchemes: { merchantBasic: { type: 'http', scheme: 'basic', description: 'User name: the merchant id; password: one of its active API keys. Each operation names the scope the key needs (`users:read`, `webhooks:manage`); a key without it is 403 `insufficient_scope`.' } },
+      securitySchemes: { merchantBasic: { type: 'http', scheme: 'basic', description: 'User name: the merchant id; password: one of its active API keys. Each operation names the scope the key needs (`users:read`, `webhooks:manage`, `keys:manage`); a key without it is 403 `insufficient_scope`.' } },
       parameters: {
         'If-None-Match': {
           name: 'If-None-Match',
