@@ -35,6 +35,8 @@ describe.skipIf(!available)('import batches expanded by the dispatcher', () => {
   afterEach(async () => {
     await Promise.all(dispatchers.splice(0).map((d) => d.stop()));
     await Promise.all(receivers.splice(0).map((r) => r.close()));
+    // A test that failed before its expansion leaves its row: the next test's steps must not take it (oldest first).
+    await sql`DELETE FROM webhook_share_batches`.execute(database.db);
   });
   afterAll(async () => {
     await database?.drop();
@@ -92,7 +94,7 @@ describe.skipIf(!available)('import batches expanded by the dispatcher', () => {
     await importSeed(database.db, undefined, { merchants: [], users });
     // One row, naming the two endpoints that receive user.shared; nothing else yet.
     const { rows: batches } = await sql<{ endpoints: string; shares: number }>`SELECT endpoints, shares FROM webhook_share_batches WHERE merchant_id = ${merchantId}`.execute(database.db);
-    expect(batches).toEqual([{ endpoints: [endpoints[0]!.endpoint.id, endpoints[1]!.endpoint.id].join(','), shares: 600 }]);
+    expect(batches.map((b) => ({ endpoints: b.endpoints.split(',').sort(), shares: b.shares }))).toEqual([{ endpoints: [endpoints[0]!.endpoint.id, endpoints[1]!.endpoint.id].sort(), shares: 600 }]);
     expect([await count('webhook_events', merchantId), await count('webhook_deliveries', merchantId)]).toEqual([0, 0]);
     // Pending and due since the commit, for /healthz.
     const stats = await outbox.stats();
@@ -149,7 +151,7 @@ describe.skipIf(!available)('import batches expanded by the dispatcher', () => {
     await importSeed(database.db, undefined, { merchants: [], users });
     const at = await stampOf(merchantId, users[0]!.shared_user_id);
     // Part expanded (the first 300 shares), then 20 users on both sides of the cursor change.
-    await expandShareBatches(database.db, { maxShares: 300 });
+    expect(await expandShareBatches(database.db, { maxShares: 300 })).toEqual({ stepped: true, shares: 300 });
     const changed = [...users.slice(290, 300), ...users.slice(300, 310)].map((u) => ({ ...u, city: 'Köln' }));
     await importSeed(database.db, undefined, { merchants: [], users: changed });
     // The 10 not yet expanded got their user.shared now, counted out of the row.
