@@ -9,7 +9,7 @@
 import { spawn } from 'node:child_process';
 import { sql } from 'kysely';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { addWebhookEndpoint, eraseUser, expandAllShareBatches, expandShareBatches, importSeed, MysqlWebhookOutbox } from '../../src/storage/mysql/index.js';
+import { addWebhookEndpoint, createMigrator, eraseUser, expandAllShareBatches, expandShareBatches, importSeed, migrateToLatest, MysqlWebhookOutbox } from '../../src/storage/mysql/index.js';
 import type { ChangedUserRecord } from '../../src/storage/contract.js';
 import { SHARE_BATCH_FROM } from '../../src/storage/mysql/webhooks/share-batches.js';
 import { userEventData } from '../../src/storage/webhook-outbox.js';
@@ -184,6 +184,26 @@ describe.skipIf(!available)('import batches expanded by the dispatcher', () => {
     expect(receivedTimes(receiver).size).toBe(599);
     expect(receivedTimes(receiver).has('e-00042')).toBe(false);
     expect([...receivedTimes(receiver, 'user.unshared').entries()]).toEqual([['e-00042', 1]]);
+  });
+
+  it('migration 0018 down expands the rows left before it drops their table: no event is lost to a downgrade', async () => {
+    const scratch = await createTestDatabase();
+    try {
+      await importSeed(scratch.db, scratch.masterKey, { merchants: [{ id: 'down', status: 'active', keys: ['key-down'] }], users: [] });
+      const endpoint = await addWebhookEndpoint(scratch.db, scratch.masterKey, 'down', 'http://127.0.0.1:9/hook', ['user.shared']);
+      await importSeed(scratch.db, undefined, { merchants: [], users: ids(600, 'd').map((id) => user('down', id)) });
+      const counts = async () => (await sql<{ events: number; deliveries: number }>`SELECT (SELECT COUNT(*) FROM webhook_events) AS events,
+        (SELECT COUNT(*) FROM webhook_deliveries WHERE endpoint_id = ${endpoint.id}) AS deliveries`.execute(scratch.db)).rows.map((r) => [Number(r.events), Number(r.deliveries)])[0];
+      expect(await counts()).toEqual([0, 0]);
+      const { results, error } = await createMigrator(scratch.db).migrateDown();
+      expect(error).toBeUndefined();
+      expect(results).toEqual([{ migrationName: '0018_webhook_share_batches', direction: 'Down', status: 'Success' }]);
+      expect(await counts()).toEqual([600, 600]);
+      expect((await sql`SHOW TABLES LIKE 'webhook_share_batches'`.execute(scratch.db)).rows).toEqual([]);
+      expect((await migrateToLatest(scratch.db)).results).toHaveLength(1);
+    } finally {
+      await scratch.drop();
+    }
   });
 
   it('a SIGKILL of the expanding process between commit and the end of the expansion loses nothing and repeats nothing', async () => {
