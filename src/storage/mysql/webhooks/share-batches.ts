@@ -25,13 +25,16 @@
  *   the expansion holds through its step), then `materializeEventsOf` writes the record as it was
  *   into them, as for any event of an earlier change; the share's new `updated_at` takes it out of
  *   the batch;
- * - an erasure: `lockShareBatches` makes it wait for a step in progress and a later step wait for
- *   it; the share it deletes is not expanded after, and an event expanded before goes with the
- *   others (`eraseWebhookEvents`);
+ * - an erasure: `lockShareBatches` makes it wait for a step in progress, and later steps pass the
+ *   row over until it commits; the share it deletes is not expanded after, and an event expanded
+ *   before goes with the others (`eraseWebhookEvents`);
  * - the deletion of the merchant: its rows go with it (foreign key).
- * A step locks the merchant's row first (`SKIP LOCKED`: a merchant whose import holds its row is
- * passed over and expanded when the import has let go), as an import and an erasure do, so the
- * three never wait on each other crosswise.
+ * A step takes the merchant's row, then its batch row, both `SKIP LOCKED`: a merchant whose import
+ * holds its row is passed over (the import is never made to wait) and expanded once the import has
+ * let go. An import takes its merchants' rows before any batch row, so it and a step never wait on
+ * each other crosswise. On Galera, where those locks are each node's own, the batch row is what
+ * orders them: a step and an import's `writePendingShareEvents` both write it, so one of two
+ * concurrent ones fails certification and runs again.
  */
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { newEventId } from '../../webhook-outbox.js';
