@@ -9,7 +9,10 @@
  * The dispatcher expands it into events and deliveries after the commit, in bounded steps, each
  * one transaction that moves `expanded_through` (the last `shared_user_id` expanded) or deletes the
  * row: a crash loses nothing and repeats nothing. `expanded_through` has the exact type of
- * `user_shares.shared_user_id`, so the two compare in the same order.
+ * `user_shares.shared_user_id`, so the two compare in the same order. `left_early`: shares whose
+ * event a change of their user wrote before the expansion reached them; `erasures`: erasures of the
+ * merchant while the row was pending, each of which writes it (on Galera, so that an erasure and a
+ * step on two nodes conflict at certification instead of both committing).
  * Down expands every row that is left, then drops the table: events are never lost to a downgrade.
  */
 import { sql, type Kysely } from 'kysely';
@@ -42,6 +45,7 @@ export const webhookShareBatches = defineMigration('0018_webhook_share_batches',
       shares INT UNSIGNED NOT NULL,
       expanded INT UNSIGNED NOT NULL DEFAULT 0,
       left_early INT UNSIGNED NOT NULL DEFAULT 0,
+      erasures INT UNSIGNED NOT NULL DEFAULT 0,
       expanded_through VARCHAR(128) CHARACTER SET utf8mb4 COLLATE ${sharedUserId} NULL,
       PRIMARY KEY (id),
       UNIQUE KEY webhook_share_batches_stamp (merchant_id, stamp),

@@ -25,16 +25,16 @@
  *   the expansion holds through its step), then `materializeEventsOf` writes the record as it was
  *   into them, as for any event of an earlier change; the share's new `updated_at` takes it out of
  *   the batch;
- * - an erasure: `lockShareBatches` makes it wait for a step in progress, and later steps pass the
- *   row over until it commits; the share it deletes is not expanded after, and an event expanded
+ * - an erasure: `lockShareBatches` (which writes the rows) makes it wait for a step in progress,
+ *   and later steps pass the rows over until it commits; the share it deletes is not expanded after, and an event expanded
  *   before goes with the others (`eraseWebhookEvents`);
  * - the deletion of the merchant: its rows go with it (foreign key).
  * A step takes the merchant's row, then its batch row, both `SKIP LOCKED`: a merchant whose import
  * holds its row is passed over (the import is never made to wait) and expanded once the import has
  * let go. An import takes its merchants' rows before any batch row, so it and a step never wait on
  * each other crosswise. On Galera, where those locks are each node's own, the batch row is what
- * orders them: a step and an import's `writePendingShareEvents` both write it, so one of two
- * concurrent ones fails certification and runs again.
+ * orders them: a step, an import's `writePendingShareEvents` and an erasure all write it, so of
+ * two concurrent ones on two nodes one fails certification and runs again.
  */
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { newEventId } from '../../webhook-outbox.js';
@@ -217,10 +217,11 @@ export async function writePendingShareEvents(trx: Transaction<MerchantApiDataba
 /**
  * Locks the batch rows of `merchantId` (an erasure, before it reads the share's events): a step
  * expanding them now is waited for, so its events are seen and erased, and one after it does not
- * find the share.
+ * find the share. Written, not only locked (`erasures`): on Galera a lock is its node's own, and
+ * a written row makes an erasure and a step on two nodes conflict at certification (the loser runs again).
  */
 export async function lockShareBatches(trx: Transaction<MerchantApiDatabase>, merchantId: string): Promise<void> {
-  await sql`SELECT id FROM webhook_share_batches WHERE merchant_id = ${merchantId} FOR UPDATE`.execute(trx).catch((error: unknown) => {
+  await sql`UPDATE webhook_share_batches SET erasures = erasures + 1 WHERE merchant_id = ${merchantId}`.execute(trx).catch((error: unknown) => {
     if (!noTable(error)) throw error;
   });
 }
