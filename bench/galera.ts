@@ -9,8 +9,11 @@
  *    plain server, `--concurrency` closed loops of freshly signed requests (each a new salt: one
  *    INSERT, one commit, on Galera one certification) for `--seconds`, alternating, `--rounds`
  *    rounds; the median rate, its spread, p50, and the cost of certification per salt.
+ *    On node 1 it also prints what Galera did during each import (wsrep status deltas): the
+ *    write-sets replicated and their mean size (the certification and replication per batch), and
+ *    the time flow control paused replication (node 1 waiting for nodes 2 and 3 to apply).
  * Options: --users=N (default 100000), --rounds=N (default 3), --concurrency=N (16), --seconds=S (5),
- * --skip-import.
+ * --batch-size=N (the import's, default DEFAULT_BATCH_SIZE), --skip-import, --skip-serve.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -30,8 +33,21 @@ const ROUNDS = Number(args.get('--rounds') ?? 3);
 const CONCURRENCY = Number(args.get('--concurrency') ?? 16);
 const SECONDS = Number(args.get('--seconds') ?? 5);
 const SKIP_IMPORT = args.has('--skip-import');
+const SKIP_SERVE = args.has('--skip-serve');
+const BATCH_SIZE = args.has('--batch-size') ? Number(args.get('--batch-size')) : undefined;
+
+/** The wsrep counters an import moves on `node` (empty on the plain server). */
+async function wsrepCounters(node: GaleraNode): Promise<Map<string, number>> {
+  const rows = await node.query<{ Variable_name: string; Value: string }>(
+    "SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_replicated', 'wsrep_replicated_bytes', 'wsrep_flow_control_paused_ns', 'wsrep_flow_control_recv', 'wsrep_local_cert_failures')",
+  );
+  return new Map(rows.map((row) => [row.Variable_name, Number(row.Value)]));
+}
 const KEY = 'bench-galera-key-0123456789';
 const PUBLIC_URL = 'http://api.bench.example';
+
+/** --skip-serve: the import only. */
+class Skip extends Error {}
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 const spread = (values: number[]) => `${Math.round(Math.min(...values))}-${Math.round(Math.max(...values))}`;
@@ -66,6 +82,7 @@ try {
   if (!SKIP_IMPORT) await benchImport();
 
   // 2. validatesignature through `serve` on each.
+  if (SKIP_SERVE) throw new Skip();
   const servers: { label: string; url: string; child: ChildProcess }[] = [];
   for (const [label, node] of targets) {
     const name = await freshDatabase(node);
@@ -89,6 +106,8 @@ try {
   console.log(`  ratio galera/plain: ${(galeraRate! / plainRate!).toFixed(2)}x`);
   console.log(`  certification per salt: ${(galeraP50! - plainP50!).toFixed(2)} ms of latency at p50 (galera minus plain)`);
   console.log(`load at the end: ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
+} catch (error) {
+  if (!(error instanceof Skip)) throw error;
 } finally {
   await plain.stop();
   await cluster.stop();
@@ -107,9 +126,16 @@ async function benchImport(): Promise<void> {
       try {
         const times = new StatementTimes();
         times.start();
+        const before = await wsrepCounters(node);
         const started = performance.now();
-        const summary = await importUserFile(db.withPlugin(times), file);
+        const summary = await importUserFile(db.withPlugin(times), file, { batchSize: BATCH_SIZE });
         const seconds = (performance.now() - started) / 1000;
+        const after = await wsrepCounters(node);
+        const delta = (name: string) => (after.get(name) ?? 0) - (before.get(name) ?? 0);
+        if (after.size > 0) {
+          const sets = delta('wsrep_replicated');
+          console.log(`  ${label}: ${sets} write-sets replicated, ${(delta('wsrep_replicated_bytes') / 1048576).toFixed(1)} MiB (mean ${(delta('wsrep_replicated_bytes') / Math.max(1, sets) / 1048576).toFixed(2)} MiB), flow control paused ${(delta('wsrep_flow_control_paused_ns') / 1e9).toFixed(1)} s of ${seconds.toFixed(1)} s (${delta('wsrep_flow_control_recv')} pauses), ${delta('wsrep_local_cert_failures')} certification failures; load ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
+        }
         if (summary.usersInserted !== USERS) throw new Error(`${label}: ${summary.usersInserted} of ${USERS} users imported`);
         importRates.get(label)!.push(USERS / seconds);
         console.log(`  round ${round + 1}: ${label} ${Math.round(USERS / seconds)} users/s (${seconds.toFixed(1)} s)`);

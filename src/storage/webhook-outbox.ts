@@ -119,9 +119,10 @@ function randomPart(): string {
 /**
  * A new event id, the same form on every storage: `evt_`, the time in ms and a counter as hex
  * (ordered, as KSUIDs are: an import's events go in at the end of the primary key instead of all
- * over it), then 18 random bytes, base64url: 40 characters, unguessable.
+ * over it), then 18 random bytes, base64url: 40 characters, unguessable. `at`: the time of the
+ * change in ms, when the event is written after it (an import batch expanded by the dispatcher).
  */
-export function newEventId(): string {
+export function newEventId(at: number = Date.now()): string {
   sequence = (sequence + 1) % 0x1000000;
-  return `evt_${Date.now().toString(16).padStart(12, '0')}${sequence.toString(16).padStart(6, '0')}${randomPart()}`;
+  return `evt_${at.toString(16).padStart(12, '0')}${sequence.toString(16).padStart(6, '0')}${randomPart()}`;
 }

@@ -24,7 +24,7 @@ const EXPECTED: Record<string, string[]> = {
     'revokeMerchantKey', 'galeraProblems', 'writeConflictCounts',
     'addRandomMerchantKey', 'eraseShares', 'eraseUser', 'listAuditEvents', 'pruneAuditEvents', 'updateMerchantKey', 'writeAuditEvent',
     'MysqlWebhookOutbox', 'WebhookAdminError', 'addWebhookEndpoint', 'enableWebhookEndpoint', 'listWebhookDeliveries', 'listWebhookEndpoints', 'redeliverWebhooks', 'listEndpointDeliveryPage', 'redeliverEndpointDeliveries',
-    'eraseWebhookEvents', 'removeWebhookEndpoint', 'rotateWebhookSecret', 'sendWebhookTest', 'writeUnsharedEvent',
+    'eraseWebhookEvents', 'removeWebhookEndpoint', 'rotateWebhookSecret', 'sendWebhookTest', 'writeUnsharedEvent', 'expandShareBatches', 'expandAllShareBatches',
     'pruneShareRemovals',
     'durabilityFindings', 'durabilityReport', 'erasureReasonProblem', 'erasureSubject',
   ],

@@ -47,4 +47,5 @@ export { listEndpointDeliveryPage, redeliverEndpointDeliveries } from './webhook
 export { addWebhookEndpoint, enableWebhookEndpoint, listWebhookDeliveries, listWebhookEndpoints, redeliverWebhooks, removeWebhookEndpoint, rotateWebhookSecret, sendWebhookTest, WebhookAdminError } from './webhooks/endpoints.js';
 export type { WebhookDeliverySummary } from './webhooks/endpoints.js';
 export { eraseWebhookEvents, writeUnsharedEvent } from './webhooks/outbox-writes.js';
+export { expandAllShareBatches, expandShareBatches } from './webhooks/share-batches.js';
 export type { AttemptRecord, ClaimOptions, DueDelivery, OutboxStats, WebhookEndpointSummary, WebhookOutbox } from '../webhook-outbox.js';

@@ -30,6 +30,7 @@ import { USER_FIELDS, USER_FIELD_MAX_LENGTH, type MerchantApiDatabase } from '..
 import { canonicalColumn } from '../sql-values.js';
 import { subscribedEndpoints, userReference, writeEvents, type ShareChange } from '../webhooks/outbox-writes.js';
 import { materializeEventsOf } from '../webhooks/event-records.js';
+import { writePendingShareEvents, writeShareBatches } from '../webhooks/share-batches.js';
 
 type Trx = Transaction<MerchantApiDatabase>;
 
@@ -79,14 +80,29 @@ export async function upsertUsers(trx: Trx, batch: SeedUser[] | UserBatch, alloc
   const stamp = await changeStamp(trx, locked);
   // Webhook events go into the outbox in this transaction (docs/webhooks.md#delivery): one per share changed.
   const subscribers = await subscribedEndpoints(trx, locked);
-  const events = subscribers.size > 0 ? await shareChanges(trx, subscribers, news, changed) : [];
-  // Events of earlier changes that reference these users get their record now, before it changes:
-  // any merchant's, endpoints or not (one indexed read when there are none).
-  if (changed.length > 0) await materializeEventsOf(trx, changed.map(({ id }) => id));
+  // A batch that changes no existing user and shares many new ones with a merchant writes one outbox
+  // row for them, expanded into events and deliveries by the dispatcher after the commit (share-batches.ts).
+  const batched = changed.length === 0 && subscribers.size > 0 ? await writeShareBatches(trx, newSharesByMerchant(news), subscribers, stamp) : new Set<string>();
+  const events = subscribers.size > 0 ? await shareChanges(trx, subscribers, batched.size === 0 ? news : news.filter((user) => !batched.has(user.merchant_id)), changed) : [];
+  if (changed.length > 0) {
+    const changedIds = changed.map(({ id }) => id);
+    // Shares of these users that a batch row still names get their user.shared event now, before the
+    // change takes them out of it; then, with the events of earlier changes that reference these
+    // users, their record as it is, before it changes: any merchant's, endpoints or not (one indexed read when there are none).
+    await writePendingShareEvents(trx, changedIds);
+    await materializeEventsOf(trx, changedIds);
+  }
   if (changed.length > 0) await updateUsers(trx, changed, stamp);
   if (news.length > 0) await insertNewUsers(trx, news, allocation, stamp, prepared.prepared(news.length));
   if (events.length > 0) await writeEvents(trx, events, stamp, subscribers, async (table, columns, chunks, rows) => (await loadData(trx, chunks, table, columns, rows, allocation)) !== undefined);
   return { inserted: news.length, updated: changed.length, unchanged: updates.length - changed.length, byMerchant: countsByMerchant(news, updates, changed) };
+}
+
+/** How many new shares `news` makes for each merchant. */
+function newSharesByMerchant(news: readonly SeedUser[]): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const user of news) counts.set(user.merchant_id, (counts.get(user.merchant_id) ?? 0) + 1);
+  return counts;
 }
 
 /** What one batch did, in all and by the merchant whose share each user was imported for. */

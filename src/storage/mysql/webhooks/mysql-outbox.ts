@@ -23,6 +23,7 @@ import { openApiKey, type MasterKey } from '../../sql/key-sealing.js';
 import type { AttemptRecord, ClaimOptions, DueDelivery, OutboxStats, WebhookOutbox } from '../../webhook-outbox.js';
 import type { MerchantApiDatabase } from '../schema.js';
 import { eventDataFromRow, recordColumns } from './event-records.js';
+import { expandShareBatches, pendingShareBatches } from './share-batches.js';
 
 type Db = Kysely<MerchantApiDatabase>;
 
@@ -106,6 +107,9 @@ export class MysqlWebhookOutbox implements WebhookOutbox {
   }
 
   async claimDue(options: ClaimOptions): Promise<DueDelivery[]> {
+    // An import batch's outbox row becomes events and deliveries here, one bounded step a round
+    // (share-batches.ts): the claim below may take them at once.
+    await expandShareBatches(this.#db);
     // Two instances claiming at once may deadlock on the gaps of the due index: the loser tries again.
     for (let attempt = 1; ; attempt++) {
       try {
@@ -332,8 +336,10 @@ export class MysqlWebhookOutbox implements WebhookOutbox {
       FROM webhook_deliveries WHERE state = 'pending' GROUP BY endpoint_id`.execute(this.#db);
     // A disabled merchant's deliveries are pending, but held, not late: they do not age the outbox.
     const held = rows.length === 0 ? new Set<string>() : await heldEndpoints(this.#db, rows.map((row) => row.endpoint_id));
-    let pending = 0;
-    let oldestDueAgeMs = 0;
+    // An import batch not expanded yet (share-batches.ts): its deliveries are due since its commit.
+    const batches = await pendingShareBatches(this.#db);
+    let pending = batches.deliveries;
+    let oldestDueAgeMs = batches.oldestMs;
     for (const row of rows) {
       pending += Number(row.n);
       if (row.waited_ms !== null && !held.has(row.endpoint_id)) oldestDueAgeMs = Math.max(oldestDueAgeMs, Number(row.waited_ms));

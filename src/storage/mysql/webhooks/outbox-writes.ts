@@ -11,6 +11,7 @@ import { newEventId, unsharedEventData, userEventData } from '../../webhook-outb
 import type { MerchantApiDatabase } from '../schema.js';
 import { InfileWriter } from '../admin/infile.js';
 import { RECORD_EVENT_TYPES } from './event-records.js';
+import { lockShareBatches } from './share-batches.js';
 
 /**
  * Loads rows in bulk (the import's `LOAD DATA LOCAL INFILE` from memory): true when it did, false
@@ -146,6 +147,8 @@ export async function writeUnsharedEvent(trx: Transaction<MerchantApiDatabase>, 
  * (`webhook_events_share`, migration 0010).
  */
 export async function eraseWebhookEvents(trx: Transaction<MerchantApiDatabase>, merchantId: string, sharedUserId: string): Promise<number> {
+  // A batch row of the merchant being expanded now: its events are waited for, and erased below.
+  await lockShareBatches(trx, merchantId);
   const { rows } = await sql<{ id: string }>`SELECT id FROM webhook_events WHERE merchant_id = ${merchantId} AND shared_user_id = ${sharedUserId}
     AND type IN (${sql.join([...RECORD_EVENT_TYPES])}) FOR UPDATE`.execute(trx);
   if (rows.length === 0) return 0;
