@@ -35,6 +35,11 @@ export interface DocumentedRoute {
   trailingSlash?: boolean;
   /** Whole 200 bodies carry a strong `ETag`, and `If-None-Match` naming it answers 304 (src/pipeline/conditional.ts). */
   etag?: boolean;
+  /**
+   * Takes `Idempotency-Key` (src/pipeline/idempotency.ts, docs/protocol.md#safe-retries); default:
+   * every POST with Basic authentication. `false` opts a POST out, `true` opts another method in.
+   */
+  idempotencyKey?: boolean;
   summary: string;
   /** The operation's own OpenAPI text, kept beside its handler; the rest of the document comes from the fields above. */
   openapi: OperationDoc;
