@@ -20,6 +20,7 @@ export type {
   ExportOptions,
   KeyInfo,
   MerchantClientOptions,
+  ChangeOptions,
   RequestOptions,
   RetryInfo,
   RetryOptions,

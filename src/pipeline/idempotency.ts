@@ -10,7 +10,7 @@
  *   byte, marked `Idempotent-Replayed: true`, and the handler does not run;
  * - a key answered or running for another request (another fingerprint) is 422
  *   `idempotency_mismatch`; one whose request still runs is 409 `idempotency_in_progress` with
- *   `Retry-After` (the end of its lease, at most `IDEMPOTENCY_LEASE_MS`);
+ *   `Retry-After: 1` (a claim left by a dead instance holds for the rest of its lease, `IDEMPOTENCY_LEASE_MS`);
  * - what the handler answers is stored when a retry should get it again: every answer below 500
  *   but 408 and 429 (`keepsAnswer`), errors included (Stripe's rule: the request ran and decided).
  *   A 5xx, a 408 or 429, a streamed answer or one larger than `MAX_STORED_ANSWER_BYTES` releases
@@ -80,9 +80,11 @@ export function idempotencyStep(deps: HandlerDeps): WithIdempotencyKey {
     const outcome = await view.claimIdempotencyKey({ merchantId, key, fingerprint, now: deps.now(), leaseMs: IDEMPOTENCY_LEASE_MS, ttlMs: IDEMPOTENCY_TTL_MS });
     if (outcome.state === 'completed') return replayed(outcome.answer);
     if (outcome.state === 'mismatch') throw MISMATCH;
+    // A second: a request runs well under one, so the retry then usually gets its answer. A claim
+    // left by an instance that died holds the key until its lease ends (the message says when).
     if (outcome.state === 'running') {
-      const retryAfter = Math.max(1, Math.ceil(outcome.retryAfterMs / 1000));
-      throw new MerchantApiError('idempotency_in_progress', `A request with this Idempotency-Key is still running: retry in ${retryAfter} seconds to get its answer.`, { param: 'Idempotency-Key', retryAfter });
+      const leaseEnds = Math.max(1, Math.ceil(outcome.retryAfterMs / 1000));
+      throw new MerchantApiError('idempotency_in_progress', `A request with this Idempotency-Key is still running: retry shortly to get its answer (its claim ends within ${leaseEnds} seconds).`, { param: 'Idempotency-Key', retryAfter: 1 });
     }
     const { token } = outcome;
     const keep = async (answer: StoredAnswer | undefined): Promise<void> => {
