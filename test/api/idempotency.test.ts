@@ -214,6 +214,33 @@ describe('on the memory storage: what is not kept, and the bounded map', () => {
     }
   });
 
+  it('an answer that cannot be stored still goes out, logged; its key holds until its lease ends, then the retry runs', async () => {
+    const time = clock();
+    class NoCompletion extends MemoryStorage {
+      override async completeIdempotencyKey(): Promise<void> {
+        throw new StorageUnavailableError('down');
+      }
+    }
+    const storage = new NoCompletion(contractSeed());
+    const warned: Array<Record<string, unknown>> = [];
+    const logger = { ...silentLogger, warn: (fields: object) => void warned.push(fields as Record<string, unknown>) };
+    const served = await serve(createMerchantApi({ storage, ...options(time.now), logger }), { port: 0, hostname: '127.0.0.1' });
+    try {
+      const auth = basic('m1', 'key-one');
+      const payload = JSON.stringify({ url: 'http://127.0.0.1:9/unstored' });
+      const made = await post(served.url, '/merchant/webhooks', auth, payload, 'k-unstored');
+      expect(made.status).toBe(201);
+      expect(warned).toEqual([expect.objectContaining({ event: 'idempotency_key_not_stored', merchant_id: 'm1', request_id: made.headers.get('x-request-id') })]);
+      expect(JSON.stringify(warned)).not.toContain('whsec_');
+      expect((await post(served.url, '/merchant/webhooks', auth, payload, 'k-unstored')).status).toBe(409);
+      time.advance(IDEMPOTENCY_LEASE_MS);
+      expect((await post(served.url, '/merchant/webhooks', auth, payload, 'k-unstored')).status).toBe(201);
+    } finally {
+      await served.close();
+      await storage.close();
+    }
+  });
+
   it('refuses a new key rather than evict one: a merchant at half the map is 429, a full map 503, both with Retry-After until the oldest expires', async () => {
     const time = clock();
     const storage = new MemoryStorage(contractSeed(), { idempotency: { maxKeys: 4 } });
