@@ -20,7 +20,8 @@ import { SHARED_RESPONSES, sharedErrors } from './shared-errors.js';
 import { webhookEvents } from './webhook-events.js';
 import { envelopeError } from './error-codes.js';
 import { response } from './fragments.js';
-import { IDEMPOTENCY_KEY_RULE, takesIdempotencyKey } from '../pipeline/idempotency.js';
+import { IDEMPOTENCY_KEY_RULE } from '../http/idempotency-key.js';
+import { takesIdempotencyKey } from './operation.js';
 
 /** The path item of a pattern: each route's operation (a GET with its HEAD twin). */
 function pathItem(routes: readonly DocumentedRoute[]): Json {

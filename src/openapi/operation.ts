@@ -64,3 +64,11 @@ export interface OperationDoc {
   /** Why this operation itself answers 429, besides the throttling of failed authentication. */
   tooManyRequests?: string;
 }
+
+/**
+ * The routes that take `Idempotency-Key` (src/pipeline/idempotency.ts, docs/protocol.md#safe-retries):
+ * their table entry says so, else every POST with Basic authentication.
+ */
+export function takesIdempotencyKey(route: DocumentedRoute): boolean {
+  return route.idempotencyKey ?? (route.method === 'POST' && route.auth === 'basic');
+}

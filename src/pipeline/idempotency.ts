@@ -23,6 +23,7 @@ import { createHash } from 'node:crypto';
 import { MerchantApiError } from '../errors.js';
 import type { RequestContext } from '../http/context.js';
 import { errorReply } from '../http/error-reply.js';
+import { IDEMPOTENCY_KEY_RULE, isIdempotencyKey } from '../http/idempotency-key.js';
 import { MAX_JSON_BODY_BYTES } from '../http/json-body.js';
 import { byteLength } from '../http/responses.js';
 import { describeError } from '../observe/logger.js';
@@ -35,24 +36,15 @@ import type { Answer } from './answer.js';
 export const IDEMPOTENCY_TTL_MS = 24 * 3_600_000;
 /** How long a claim holds while its request runs: past it, a claim left by a dead instance is taken over. */
 export const IDEMPOTENCY_LEASE_MS = 60_000;
-/** Longest key. */
-export const MAX_IDEMPOTENCY_KEY_LENGTH = 255;
 /** Largest answer kept (UTF-8 bytes of its body): today's POST answers are a few hundred bytes. */
 export const MAX_STORED_ANSWER_BYTES = 64 * 1024;
-/** The rule a key must follow, as the 400 names it. */
-export const IDEMPOTENCY_KEY_RULE = `1-${MAX_IDEMPOTENCY_KEY_LENGTH} printable ASCII characters (space to ~), such as a UUID`;
-
-/** The routes that take `Idempotency-Key`: their table entry says so, else every POST with Basic authentication. */
-export function takesIdempotencyKey(route: DocumentedRoute): boolean {
-  return route.idempotencyKey ?? (route.method === 'POST' && route.auth === 'basic');
-}
+export { takesIdempotencyKey } from '../openapi/operation.js';
 
 /** True for an answer a retry with the same key gets again: it ran and decided (below 500, but a timeout or a limit's refusal). */
 export function keepsAnswer(status: number): boolean {
   return status < 500 && status !== 408 && status !== 429;
 }
 
-const PRINTABLE_ASCII = /^[\x20-\x7e]+$/;
 const INVALID_KEY = new MerchantApiError('invalid_parameter', `Idempotency-Key must be ${IDEMPOTENCY_KEY_RULE}.`, { param: 'Idempotency-Key' });
 const NOT_KEPT = new MerchantApiError('not_implemented', 'The storage behind this server keeps no idempotency keys: send the request without Idempotency-Key.');
 const MISMATCH = new MerchantApiError(
@@ -72,7 +64,7 @@ export function idempotencyStep(deps: HandlerDeps): WithIdempotencyKey {
   return async (ctx, route, merchantId, path, search, handle) => {
     const key = ctx.header('idempotency-key');
     if (key === null) return handle();
-    if (key.length > MAX_IDEMPOTENCY_KEY_LENGTH || !PRINTABLE_ASCII.test(key)) throw INVALID_KEY;
+    if (!isIdempotencyKey(key)) throw INVALID_KEY;
     if (!kept) throw NOT_KEPT;
     const body = await bufferedBody(ctx);
     const fingerprint = createHash('sha256').update(`${ctx.method}\u0000${path}${search === '' ? '' : `?${search}`}\u0000`).update(body).digest('hex');

@@ -16,6 +16,9 @@ import type { Storage } from '../../src/storage/contract.js';
 import { MemoryStorage } from '../../src/storage/memory/index.js';
 import { importSeed, MysqlStorage } from '../../src/storage/mysql/index.js';
 import type { NewWebhookEndpoint } from '../../src/storage/webhook-endpoints.js';
+import { openApiDocument } from '../../src/openapi/document.js';
+import { ROUTES } from '../../src/routes/table.js';
+import type { Route } from '../../src/routes/route.js';
 import { basic } from '../support/api.js';
 import { createTestDatabase, mysqlAvailable, type TestDatabase } from '../support/mysql.js';
 import { contractSeed } from '../support/seeds.js';
@@ -185,6 +188,37 @@ async function fingerprintOf(method: string, path: string, body: string): Promis
 behaviour('the memory storage', async () => {
   const storage = new MemoryStorage(contractSeed());
   return { storage, auth: basic('m1', 'key-one'), merchantId: 'm1', close: () => storage.close() };
+});
+
+describe('the OpenAPI document, from the route table', () => {
+  type Operation = { parameters: Array<{ $ref?: string }>; responses: Record<string, { description: string; headers?: Record<string, unknown> }> };
+  const operations = (routes: readonly Route[]) => {
+    const paths = openApiDocument('', routes).paths as Record<string, Record<string, Operation>>;
+    return Object.entries(paths).flatMap(([path, item]) => Object.entries(item).filter(([method]) => method !== 'x-trailing-slash').map(([method, op]) => ({ path, method, op })));
+  };
+  const takesKey = (op: Operation) => op.parameters.some((p) => p.$ref === '#/components/parameters/Idempotency-Key');
+
+  it('names Idempotency-Key, its 409, 422 and Idempotent-Replayed on every POST, and on nothing else', () => {
+    const all = operations(ROUTES);
+    const posts = all.filter((o) => o.method === 'post');
+    expect(posts.length).toBeGreaterThanOrEqual(4);
+    for (const { path, op } of posts) {
+      expect(takesKey(op), path).toBe(true);
+      expect(op.responses['409']!.description, path).toContain('idempotency_in_progress');
+      expect(op.responses['422']!.description, path).toContain('idempotency_mismatch');
+      const success = Object.entries(op.responses).find(([status]) => status.startsWith('2'))![1];
+      expect(success.headers, path).toHaveProperty('Idempotent-Replayed');
+    }
+    for (const { path, method, op } of all.filter((o) => o.method !== 'post')) expect(takesKey(op), `${method} ${path}`).toBe(false);
+  });
+
+  it('a POST added to the table takes it with no line of its own; a route may opt out', () => {
+    const extra: Route = { ...ROUTES.find((r) => r.id === 'testWebhook')!, id: 'newPost', pattern: '/merchant/new-things' };
+    const optedOut: Route = { ...extra, id: 'optedOut', pattern: '/merchant/other-things', idempotencyKey: false };
+    const ops = operations([...ROUTES, extra, optedOut]);
+    expect(takesKey(ops.find((o) => o.path === '/merchant/new-things')!.op)).toBe(true);
+    expect(takesKey(ops.find((o) => o.path === '/merchant/other-things')!.op)).toBe(false);
+  });
 });
 
 describe('on the memory storage: what is not kept, and the bounded map', () => {
