@@ -14,7 +14,7 @@ import { silentLogger } from '../../src/observe/logger.js';
 import { IDEMPOTENCY_LEASE_MS, IDEMPOTENCY_TTL_MS } from '../../src/pipeline/idempotency.js';
 import type { Storage } from '../../src/storage/contract.js';
 import { MemoryStorage } from '../../src/storage/memory/index.js';
-import { importSeed, MysqlStorage } from '../../src/storage/mysql/index.js';
+import { createMysqlKysely, importSeed, MysqlStorage } from '../../src/storage/mysql/index.js';
 import type { NewWebhookEndpoint } from '../../src/storage/webhook-endpoints.js';
 import { openApiDocument } from '../../src/openapi/document.js';
 import { ROUTES } from '../../src/routes/table.js';
@@ -348,7 +348,8 @@ describe.skipIf(!available)('on MySQL', () => {
   it('two instances on one database: a retry to the other answers the same bytes; a burst across both runs once; the row holds no secret in the clear', async () => {
     const time = clock();
     const first = new MysqlStorage({ db: database.db, masterKey: database.masterKey });
-    const second = new MysqlStorage({ db: database.db, masterKey: database.masterKey });
+    // Its own pool, as another instance has.
+    const second = new MysqlStorage({ db: createMysqlKysely(database.url), masterKey: database.masterKey, destroyOnClose: true });
     const a = await serve(createMerchantApi({ storage: first, ...options(time.now) }), { port: 0, hostname: '127.0.0.1' });
     const b = await serve(createMerchantApi({ storage: second, ...options(time.now) }), { port: 0, hostname: '127.0.0.1' });
     try {
