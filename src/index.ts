@@ -24,6 +24,8 @@ export type { Merchant, MerchantLookup, SaltRecord, Storage, UserFilter, UserPag
 export type { ReservationAnswer, ThrottleFailure, ThrottleRecord, ThrottleReservation, ThrottleRules, ThrottleStore, ThrottleStoreListener } from './storage/throttle-store.js';
 // What a storage implementer names (the answers of `listUsers`, `health`) and the options of the limits.
 export type { ChangedUserRecord, PartHealth, UserOrder, UserRecordPage } from './storage/contract.js';
+// The records of the optional key operations (`createKey`, ...; docs/protocol.md#managing-keys).
+export type { CreatedMerchantKey, KeyChangeOptions, KeyPatch, KeyRotation, NewMerchantKey, RotatedMerchantKey } from './storage/contract.js';
 export type { FairShareOptions } from './limits/fair-share.js';
 export type { TarpitOptions } from './limits/tarpit.js';
 export type { DocsAssets, SwaggerUiFile } from './routes/docs/assets.js';

@@ -1,7 +1,7 @@
 /**
  * What `serve` says once it listens, twice: JSON events for the log on
  * standard output, which log shippers read line by line, and a banner for
- * people (the URL, the demo merchant with ready `curl` lines) on standard
+ * people (the URL, the API reference page, the demo merchant with ready `curl` lines) on standard
  * error, or on standard output when that is a terminal
  * (docs/observability.md#start-up). The banner may hold the demo key and a
  * signed URL; the events never hold a key, a salt or an hmac.
@@ -16,6 +16,8 @@ export interface StartFacts {
   /** The storage, as the banner says it ("storage: in memory, loaded from …"). */
   description: string;
   metricsUrl?: string;
+  /** The API reference page (`DOCS_PAGE`, on by default), as a person opens it: under PUBLIC_URL when set. */
+  docsUrl?: string;
   cursorSecret: boolean;
   publicUrl?: string[];
   /** ALLOWED_HOSTS: with it, a request naming another host is refused, so the warning about the Host is not due. */
@@ -27,6 +29,8 @@ export interface StartFacts {
 /** The banner's lines; the first is `merchant-api listening on <url> (<runtime>, <storage>)`. */
 export function startBanner(facts: StartFacts): string[] {
   const lines = [`merchant-api listening on ${facts.url} (${facts.runtime}, ${facts.description})`];
+  // The first thing a new team opens: every endpoint, with "Try it out".
+  if (facts.docsUrl) lines.push(`API reference: ${facts.docsUrl}`);
   if (facts.metricsUrl) lines.push(`Metrics: ${facts.metricsUrl}`);
   if (!facts.cursorSecret) lines.push('CURSOR_SECRET is not set: page cursors work only on this instance until it restarts.');
   if (unprotectedHost(facts)) {

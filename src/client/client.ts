@@ -19,6 +19,7 @@ import { filterQuery, queryString } from './query.js';
 import { retryPolicy } from './retry.js';
 import { Transport } from './transport.js';
 import { webhooksClient, type WebhooksClient } from './webhooks.js';
+import { keysClient, type KeysClient } from './keys.js';
 import type {
   ChangedUserRecord,
   ChangeEntry,
@@ -38,7 +39,7 @@ import type {
   ValidateSignatureOptions,
 } from './types.js';
 
-/** A client for one merchant. Every method is an idempotent read, but those of `webhooks` that change an endpoint. */
+/** A client for one merchant. Every method is an idempotent read, but those of `webhooks` and `keys` that change an endpoint or a key. */
 export interface MerchantClient {
   /** The base URL requests go to, without a trailing slash. */
   readonly baseUrl: string;
@@ -71,10 +72,12 @@ export interface MerchantClient {
   /** Every user in one streamed request, parsed as it arrives: memory stays flat however many there are. */
   exportUsers(options?: ExportOptions): AsyncIterableIterator<UserRecord>;
   /**
-   * `GET /merchant/keys`: this merchant's working keys (not revoked, not expired), oldest first, with
-   * their names, scopes, ends, last use and networks; never a secret. Needs the scope `users:read`.
+   * The merchant's keys (docs/protocol.md#managing-keys). Called, or `keys.list()`: `GET /merchant/keys`,
+   * its working keys (not revoked, not expired), oldest first, with their names, scopes, ends, last
+   * use and networks; never a secret; needs `users:read`. `keys.create`, `rotate`, `update`,
+   * `revoke` change them and need `keys:manage`.
    */
-  keys(options?: RequestOptions): Promise<KeyInfo[]>;
+  readonly keys: KeysClient;
   /** The merchant's webhook endpoints (docs/webhooks.md#endpoints): list, create, remove, rotateSecret, test. Needs the scope `webhooks:manage`. */
   readonly webhooks: WebhooksClient;
 }
@@ -124,9 +127,11 @@ class Client implements MerchantClient {
     this.now = options.now;
     this.salt = options.salt;
     this.webhooks = webhooksClient(this.baseUrl, this.transport, () => this.basicAuth());
+    this.keys = keysClient(this.baseUrl, this.transport, () => this.basicAuth());
   }
 
   readonly webhooks: WebhooksClient;
+  readonly keys: KeysClient;
 
   async validateSignature(options: ValidateSignatureOptions = {}): Promise<SignatureResult> {
     const url = `${this.baseUrl}/validatesignature`;
@@ -150,15 +155,6 @@ class Client implements MerchantClient {
       const user = listBody(body).data[0];
       if (!user) throw new Error('no record in "data"');
       return user;
-    });
-  }
-
-  async keys(options: RequestOptions = {}): Promise<KeyInfo[]> {
-    const url = `${this.baseUrl}/merchant/keys`;
-    return this.transport.call({ method: 'GET', url }, () => url, this.basicAuth(), options.signal, (body) => {
-      const { status, data } = (body ?? {}) as { status?: unknown; data?: unknown };
-      if (status !== 'ok' || !Array.isArray(data)) throw new Error('not {"status":"ok","data":[...]}');
-      return data as KeyInfo[];
     });
   }
 

@@ -7,6 +7,7 @@ export { createMerchantClient, type MerchantClient } from './client.js';
 export { MerchantClientError, MerchantNetworkError, MerchantResponseError, MerchantTimeoutError, type NetworkErrorKind } from './errors.js';
 export { verifyWebhook, WebhookVerificationError } from './verify-webhook.js';
 export type { CreatedWebhookEndpoint, CreateWebhookOptions, QueuedWebhookTest, RedeliverTarget, Redelivered, RotatedWebhookSecret, RotateWebhookSecretOptions, WebhookDeliveriesOptions, WebhookDelivery, WebhookDeliveryPage, WebhookEndpoint, WebhookEventType, WebhooksClient } from './webhooks.js';
+export type { CreatedKey, CreateKeyOptions, KeyEnd, KeyScope, KeysClient, RotatedKey, RotateKeyOptions, UpdateKeyOptions } from './keys.js';
 export type { TestWebhookEvent, UnsharedWebhookEvent, UserWebhookEvent, VerifyWebhookOptions, WebhookEvent } from './verify-webhook.js';
 export type {
   ChangedUserRecord,

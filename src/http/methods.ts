@@ -1,5 +1,5 @@
-/** The methods a route may have: reads, and the writes of the merchant's webhook endpoints. */
-export type RouteMethod = 'GET' | 'POST' | 'DELETE';
+/** The methods a route may have: reads, and the writes of the merchant's webhook endpoints and keys. */
+export type RouteMethod = 'GET' | 'POST' | 'DELETE' | 'PATCH';
 
 /**
  * The methods a path answers, for `Allow` and the 405: each of its routes' own, and HEAD wherever

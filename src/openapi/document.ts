@@ -14,7 +14,7 @@
 import { allowedMethods } from '../http/methods.js';
 import { ref } from './fragments.js';
 import { headers } from './headers.js';
-import type { DocumentedRoute, Json } from './operation.js';
+import type { DocumentedRoute, Json, OperationDoc } from './operation.js';
 import { schemas } from './schemas.js';
 import { SHARED_RESPONSES, sharedErrors } from './shared-errors.js';
 import { webhookEvents } from './webhook-events.js';
@@ -37,11 +37,22 @@ function securityOf(route: DocumentedRoute): Json[] {
   return route.auth === 'basic' ? [{ merchantBasic: [route.scope ?? 'users:read'] }] : [];
 }
 
+/**
+ * A route's own answers come from its handler, through the pipeline, which puts `Cache-Control` and
+ * `X-Request-Id` on every one, a body-less 204 too: said here once, so a route's text cannot leave them out.
+ */
+function ownResponses(operation: OperationDoc): Record<string, Json> {
+  const every = { 'Cache-Control': ref('headers', 'Cache-Control'), 'X-Request-Id': ref('headers', 'X-Request-Id') };
+  return Object.fromEntries(
+    Object.entries(operation.responses).map(([status, answer]) => [status, answer.$ref !== undefined ? answer : { ...answer, headers: { ...every, ...(answer.headers as Json | undefined) } }]),
+  );
+}
+
 /** The operation object of a route: what the table says, its own text, and the answers every route shares. */
 function operationOf(route: DocumentedRoute, allowed: string): Json {
   const operation = route.openapi;
   const idempotent = takesIdempotencyKey(route);
-  const own = { ...sharedErrors(route, operation, allowed), ...operation.responses };
+  const own = { ...sharedErrors(route, operation, allowed), ...ownResponses(operation) };
   const responses = sortByStatus(idempotent ? idempotentResponses(own) : own);
   return {
     operationId: route.id,
@@ -95,7 +106,7 @@ function withCode(answer: Json, code: string): Json {
 /** The GET operation of a route, and its HEAD twin. */
 function readOperations(route: DocumentedRoute, allowed: string): Json {
   const operation = route.openapi;
-  const responses = sortByStatus(limitedResponses(route, conditionalResponses(route, { ...sharedErrors(route, operation, allowed), ...operation.responses })));
+  const responses = sortByStatus(limitedResponses(route, conditionalResponses(route, { ...sharedErrors(route, operation, allowed), ...ownResponses(operation) })));
   const get = {
     operationId: route.id,
     summary: route.summary,
@@ -194,7 +205,7 @@ export function openApiDocument(basePath: string, routes: readonly DocumentedRou
     // What the server sends to a merchant's endpoints (docs/webhooks.md#events).
     webhooks: webhookEvents(),
     components: {
-      securitySchemes: { merchantBasic: { type: 'http', scheme: 'basic', description: 'User name: the merchant id; password: one of its active API keys. Each operation names the scope the key needs (`users:read`, `webhooks:manage`); a key without it is 403 `insufficient_scope`.' } },
+      securitySchemes: { merchantBasic: { type: 'http', scheme: 'basic', description: 'User name: the merchant id; password: one of its active API keys. Each operation names the scope the key needs (`users:read`, `webhooks:manage`, `keys:manage`); a key without it is 403 `insufficient_scope`.' } },
       parameters: {
         'If-None-Match': {
           name: 'If-None-Match',

@@ -17,7 +17,7 @@ export const ERROR_CODES: Record<MerchantApiErrorCode, string> = {
   method_not_allowed: 'a method other than GET and HEAD',
   unauthorized: 'missing, malformed or wrong credentials, or an unknown merchant (always the same answer)',
   merchant_disabled: 'a disabled merchant with a valid key',
-  insufficient_scope: 'a valid key without the scope the endpoint needs (`users:read` for the users and keys, `webhooks:manage` for `/merchant/webhooks`); the message names the scope',
+  insufficient_scope: 'a valid key without the scope the endpoint needs (`users:read` for the users and keys, `webhooks:manage` for `/merchant/webhooks`, `keys:manage` for changing keys), or a key asked to give a scope it lacks itself; the message names the scope',
   address_not_allowed: "a valid key presented from outside its allowlist of networks (counted as a failed authentication)",
   unknown_parameter: 'a parameter the endpoint does not take, one error per name',
   invalid_parameter: 'a bad or repeated value',

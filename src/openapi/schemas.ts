@@ -57,8 +57,8 @@ function keySchema(): Json {
     additionalProperties: false,
     properties: {
       key_id: { type: 'string', pattern: '^key_[0-9a-hjkmnp-tv-z]{12}$', description: 'the public id of the key' },
-      name: { type: ['string', 'null'], maxLength: MAX_KEY_NAME_LENGTH, description: 'what the operator called the key; null if unnamed' },
-      scopes: { type: 'array', items: { type: 'string', enum: [...KEY_SCOPES] }, minItems: 1, uniqueItems: true, description: '`signature`: `/validatesignature`; `users:read`: the users and keys; `webhooks:manage`: `/merchant/webhooks`' },
+      name: { type: ['string', 'null'], maxLength: MAX_KEY_NAME_LENGTH, description: 'what the operator or the merchant called the key; null if unnamed' },
+      scopes: { type: 'array', items: { type: 'string', enum: [...KEY_SCOPES] }, minItems: 1, uniqueItems: true, description: '`signature`: `/validatesignature`; `users:read`: the users and keys; `webhooks:manage`: `/merchant/webhooks`; `keys:manage`: adding, rotating, changing and revoking keys' },
       created_at: nullable(timestamp, 'when the key was made; null if the storage does not know (a seed key without it)'),
       expires_at: nullable(timestamp, 'when the key stops working; null: never'),
       last_used_at: nullable(timestamp, 'when the key was last used, to within about a minute; null if not seen in use'),

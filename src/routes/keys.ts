@@ -20,7 +20,7 @@ export async function listKeys(ctx: RequestContext, input: RouteInput, deps: Han
 }
 
 /** The 7 fields in their documented order, whatever order the storage built them in. */
-function keyJson(key: KeyInfo): string {
+export function keyJson(key: KeyInfo): string {
   return JSON.stringify({
     key_id: key.key_id,
     name: key.name,

@@ -6,6 +6,8 @@
 import { healthz, healthzDoc, readyz, readyzDoc } from './health.js';
 import { openApiDocumentDoc, openApiDocumentRoute } from './openapi-document.js';
 import { listKeys, listKeysDoc } from './keys.js';
+import { createKey, revokeKey, rotateKey, updateKey } from './key-changes.js';
+import { createKeyDoc, revokeKeyDoc, rotateKeyDoc, updateKeyDoc } from './key-changes-docs.js';
 import type { Route } from './route.js';
 import { getUser, getUserDoc } from './user.js';
 import { listUsers, listUsersDoc } from './users.js';
@@ -60,6 +62,13 @@ export const ROUTES: readonly Route[] = [
     handle: listKeys,
     openapi: listKeysDoc,
   },
+  // The merchant's changes to its own keys (docs/protocol.md#managing-keys): each needs `keys:manage`,
+  // a scope of its own, as a key that may add keys may give itself any power it has. The listing
+  // above stays `users:read` (metadata, never a secret).
+  { id: 'createKey', method: 'POST', pattern: '/merchant/keys', auth: 'basic', scope: 'keys:manage', errorShape: 'envelope', summary: 'Add a key', handle: createKey, openapi: createKeyDoc },
+  { id: 'updateKey', method: 'PATCH', pattern: '/merchant/keys/{key_id}', auth: 'basic', scope: 'keys:manage', errorShape: 'envelope', summary: "Change a key's name or networks", handle: updateKey, openapi: updateKeyDoc },
+  { id: 'revokeKey', method: 'DELETE', pattern: '/merchant/keys/{key_id}', auth: 'basic', scope: 'keys:manage', errorShape: 'envelope', summary: 'Revoke a key', handle: revokeKey, openapi: revokeKeyDoc },
+  { id: 'rotateKey', method: 'POST', pattern: '/merchant/keys/{key_id}/rotate', auth: 'basic', scope: 'keys:manage', errorShape: 'envelope', summary: 'Rotate a key', handle: rotateKey, openapi: rotateKeyDoc },
   // The merchant's webhook endpoints (docs/webhooks.md#endpoints): the only routes that change something.
   // Every one, the listing too, needs `webhooks:manage`: an endpoint sends users' records out, and a
   // key that may only read (`users:read`, a reporting job's) must not add one nor learn where they go

@@ -138,7 +138,7 @@ export async function redeliverWebhook(ctx: RequestContext, input: RouteInput, d
   const target = redeliveryTarget(await readJsonBody(ctx.request), deps.webhooks.retentionMs, deps.now());
   const merchantId = input.merchant!.id;
   const endpointId = input.params.id!;
-  const result = await deps.storage(ctx).redeliverEndpointDeliveries({ merchantId, endpointId, target, max: MAX_REDELIVERIES, actor: merchantChange(ctx, input).actor });
+  const result = await deps.storage(ctx).redeliverEndpointDeliveries({ merchantId, endpointId, target, max: MAX_REDELIVERIES, ...merchantChange(ctx, input) });
   if (result === undefined) throw ENDPOINT_NOT_FOUND;
   if ('eventId' in target && result.matched === 0) throw EVENT_NOT_FOUND;
   const what = 'eventId' in target ? { event_id: target.eventId } : { since: target.since };

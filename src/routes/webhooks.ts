@@ -83,7 +83,7 @@ function endpointJson(endpoint: WebhookEndpointSummary): Record<string, unknown>
 }
 
 /** These endpoints take no query parameter: one `unknown_parameter` per name. */
-function noQuery(search: string): void {
+export function noQuery(search: string): void {
   const pairs = parseQuery(search);
   if (pairs.length === 0) return;
   const details = pairs.map(([key]) => ({ code: 'unknown_parameter' as const, message: `Unknown parameter: ${printable(key)}. This endpoint takes none.`, param: key }));
@@ -91,7 +91,7 @@ function noQuery(search: string): void {
 }
 
 /** Members of the body other than `known`: one `unknown_parameter` per name. */
-function onlyMembers(body: Record<string, unknown>, known: readonly string[]): void {
+export function onlyMembers(body: Record<string, unknown>, known: readonly string[]): void {
   const unknown = Object.keys(body).filter((key) => !known.includes(key));
   if (unknown.length === 0) return;
   const details = unknown.map((key) => ({ code: 'unknown_parameter' as const, message: `Unknown member of the body: ${printable(key)}. It takes ${known.join(', ')}.`, param: key }));

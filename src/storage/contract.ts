@@ -45,6 +45,62 @@ export interface KeyInfo {
   allow_from: string[];
 }
 
+// The records of a merchant's changes to its own keys (`Storage.createKey` and the rest,
+// docs/protocol.md#managing-keys); the bounds and refusals are in key-changes.ts.
+
+/** Who a change is recorded as (a storage with an audit trail): `merchant:ID key:KEY_ID`, and that key's id for the row's `key_id`. */
+export interface KeyChangeOptions {
+  actor?: string;
+  /** The id of the key that authenticated the request which makes the change. */
+  keyId?: string;
+}
+
+/** A key a merchant adds (`Storage.createKey`), already checked by the handler. */
+export interface NewMerchantKey extends KeyChangeOptions {
+  merchantId: string;
+  name: string | null;
+  /** At least one; every scope is stored as a key without limits. */
+  scopes: readonly KeyScope[];
+  /** Canonical networks (`parseAllowFrom`); empty: anywhere. */
+  allowFrom: readonly string[];
+  /** When it stops working, canonical UTC; null: never. */
+  expiresAt: string | null;
+}
+
+/** A key added or rotated in: what `GET /merchant/keys` lists of it, and its secret, shown only in this answer. */
+export interface CreatedMerchantKey extends KeyInfo {
+  secret: string;
+}
+
+/** A rotation (`Storage.rotateKey`): the new key, with the old one's end. */
+export interface RotatedMerchantKey extends CreatedMerchantKey {
+  /** The key rotated out. */
+  old_key_id: string;
+  /** When the old key stops working, canonical UTC (now, for a rotation without overlap). */
+  old_key_expires_at: string;
+}
+
+/** What `Storage.rotateKey` is asked. */
+export interface KeyRotation extends KeyChangeOptions {
+  merchantId: string;
+  /** The key to rotate out. */
+  rotatedKeyId: string;
+  /** When the old key stops working, canonical UTC: now (at once) or up to `MAX_KEY_OVERLAP_MS` later. */
+  oldExpiresAt: string;
+  /** The new key's end, canonical UTC; null: never. */
+  expiresAt: string | null;
+  /** Now, canonical: the old key is revoked at once when `oldExpiresAt` is not later. */
+  now: string;
+  /** The scopes the calling key has: a key with another is not rotated (403 `insufficient_scope`, `cannotGive`). */
+  mayGive: readonly KeyScope[];
+}
+
+/** What `PATCH /merchant/keys/{key_id}` may change: the name (null: none) and the networks (empty: anywhere). */
+export interface KeyPatch {
+  name?: string | null;
+  allowFrom?: readonly string[];
+}
+
 /** One key seen in use, for `Storage.recordKeyUse`; `at` is canonical. */
 export interface KeyUse {
   merchantId: string;
@@ -300,6 +356,23 @@ export interface Storage {
   /** Sends an endpoint's deliveries again (of one event, or the oldest `max` since a time), audited; undefined when not found. A disabled endpoint: 409 `conflict`. */
   redeliverEndpointDeliveries?(request: WebhookRedelivery): Promise<RedeliveryResult | undefined>;
   /*
+   * Optional: a merchant's changes to its own keys (docs/protocol.md#managing-keys), for
+   * `/merchant/keys`; the records are in `src/storage/key-changes.ts`. Each acts only on
+   * `merchantId`'s working keys (not revoked, not past their end): another merchant's key id is
+   * not found. Each is atomic with the rules that read the merchant's other keys: at most
+   * `MAX_ACTIVE_KEYS` working keys (409), never revoking the last working key with `keys:manage`
+   * (409), even when two requests ask at once on two instances. A changed key works, or stops,
+   * at once on the instance that changed it. A storage without them answers 501 (the guard).
+   */
+  /** Adds a random key; its secret is in the answer, the only time it is shown. A merchant that is gone: 401. */
+  createKey?(key: NewMerchantKey): Promise<CreatedMerchantKey>;
+  /** A new key with the old one's name, scopes and networks, the old one ending at `oldExpiresAt`; undefined when not found. */
+  rotateKey?(rotation: KeyRotation): Promise<RotatedMerchantKey | undefined>;
+  /** Revokes a key now: false when the merchant has no working key with this id. */
+  revokeKey?(merchantId: string, keyId: string, options?: KeyChangeOptions): Promise<boolean>;
+  /** Changes a key's name or networks; the key as listed after, or undefined when not found. */
+  updateKey?(merchantId: string, keyId: string, patch: KeyPatch, options?: KeyChangeOptions): Promise<KeyInfo | undefined>;
+  /*
    * Optional: idempotency keys (docs/protocol.md#safe-retries, src/storage/idempotency.ts), for the
    * `Idempotency-Key` of every POST of the merchant API. Atomic across every instance sharing the
    * storage: of two claims of one key at once, exactly one is `claimed`. A storage without them
@@ -329,8 +402,11 @@ export interface PartHealth {
 /** The optional operations of a merchant's webhook endpoints: a storage may lack them (the guard then answers 501). */
 export const WEBHOOK_OPERATIONS = ['listWebhookEndpoints', 'addWebhookEndpoint', 'removeWebhookEndpoint', 'rotateWebhookSecret', 'sendWebhookTest', 'listEndpointDeliveries', 'redeliverEndpointDeliveries'] as const;
 
-/** Every optional operation: a storage may lack each (the guard answers 501 for it). */
-export const OPTIONAL_OPERATIONS = [...WEBHOOK_OPERATIONS, ...IDEMPOTENCY_OPERATIONS] as const;
+/** The optional operations of a merchant's changes to its keys: a storage may lack them (the guard then answers 501). */
+export const KEY_OPERATIONS = ['createKey', 'rotateKey', 'revokeKey', 'updateKey'] as const;
+
+/** Every optional operation: a storage may lack each (the guard answers 501 for it; a request with `Idempotency-Key` on a storage without the idempotency ones is 501 too). */
+export const OPTIONAL_OPERATIONS = [...WEBHOOK_OPERATIONS, ...KEY_OPERATIONS, ...IDEMPOTENCY_OPERATIONS] as const;
 
 export const STORAGE_OPERATIONS = ['getMerchant', 'recordSalt', 'listUsers', 'getUser', 'ping', 'listKeys', ...OPTIONAL_OPERATIONS] as const;
 
@@ -342,11 +418,8 @@ type RequiredStorageMethod = {
   [K in keyof Storage]-?: undefined extends Storage[K] ? never : Storage[K] extends (...args: never[]) => unknown ? K : never;
 }[keyof Storage];
 
-/** An optional operation a storage may lack (`OPTIONAL_OPERATIONS`). */
+/** An optional operation a storage may lack (`OPTIONAL_OPERATIONS`: webhooks, keys, idempotency keys). */
 export type OptionalStorageOperation = (typeof OPTIONAL_OPERATIONS)[number];
-
-/** A webhook operation (`WEBHOOK_OPERATIONS`). */
-export type WebhookStorageOperation = (typeof WEBHOOK_OPERATIONS)[number];
 
 /** `true` only when `STORAGE_OPERATIONS` names every required method but `close`, the optional operations, and nothing else. */
 type Expected = Exclude<RequiredStorageMethod, 'close'> | OptionalStorageOperation;

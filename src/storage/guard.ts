@@ -6,8 +6,12 @@
  * (a pool reconnects), so the next request after the backend is back succeeds.
  */
 import { MerchantApiError, StorageUnavailableError } from '../errors.js';
-import { STORAGE_OPERATIONS, type Merchant, type Storage, type StorageOperation } from './contract.js';
+import { KEY_OPERATIONS, STORAGE_OPERATIONS, type Merchant, type Storage, type StorageOperation } from './contract.js';
+import { KEYS_NOT_CHANGED } from './key-changes.js';
 import { WEBHOOKS_NOT_KEPT } from './webhook-endpoints.js';
+
+/** The 501 of an optional operation the storage lacks: the key changes', else the webhooks'. */
+const KEY_OPERATION_NAMES: ReadonlySet<string> = new Set(KEY_OPERATIONS);
 
 /**
  * Watches one storage call: called as it starts, it returns what to call when
@@ -85,6 +89,7 @@ class GuardedView<C> {
 
   static {
     for (const operation of STORAGE_OPERATIONS) {
+      const missing = KEY_OPERATION_NAMES.has(operation) ? KEYS_NOT_CHANGED : WEBHOOKS_NOT_KEPT;
       Object.defineProperty(this.prototype, operation, {
         // Four parameters, the most any operation has, rather than `...args`: no array per call. The
         // storage gets as many arguments as the caller gave (a missing option stays missing).
@@ -92,8 +97,8 @@ class GuardedView<C> {
           const count = arguments.length;
           return this.#run(operation, this.#context, (storage) => {
             const method = (storage as unknown as Partial<Operations>)[operation];
-            // An optional operation the storage lacks (webhooks on a storage of an embedder's own): passed through as its documented 501.
-            if (method === undefined) return Promise.reject(WEBHOOKS_NOT_KEPT);
+            // An optional operation the storage lacks (webhooks or key changes on a storage of an embedder's own): passed through as its documented 501.
+            if (method === undefined) return Promise.reject(missing);
             return count === 0 ? method.call(storage) : count === 1 ? method.call(storage, a) : count === 2 ? method.call(storage, a, b) : count === 3 ? method.call(storage, a, b, c) : method.call(storage, a, b, c, d);
           });
         },

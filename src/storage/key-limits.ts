@@ -9,16 +9,18 @@
 /**
  * What a key may be used for: `signature` (`/validatesignature`), `users:read` (reading: the
  * users and the keys), `webhooks:manage` (`/merchant/webhooks`: listing, adding, removing, rotating
- * and testing the endpoints that push users' changes out).
+ * and testing the endpoints that push users' changes out), `keys:manage` (adding, rotating,
+ * changing and revoking the merchant's own keys through `/merchant/keys`).
  */
-export type KeyScope = 'signature' | 'users:read' | 'webhooks:manage';
+export type KeyScope = 'signature' | 'users:read' | 'webhooks:manage' | 'keys:manage';
 
 /**
  * Every scope, in the order they are printed; a key without limits has all of them. A key stored
  * with every scope is stored as one without limits (NULL on MySQL), so keys that had every scope
- * before `webhooks:manage` existed have it too; a key limited to fewer does not gain it.
+ * before `webhooks:manage` or `keys:manage` existed have them too (an operator's unlimited key can
+ * manage keys, as the CLI can); a key limited to fewer does not gain them.
  */
-export const KEY_SCOPES: readonly KeyScope[] = Object.freeze(['signature', 'users:read', 'webhooks:manage']);
+export const KEY_SCOPES: readonly KeyScope[] = Object.freeze(['signature', 'users:read', 'webhooks:manage', 'keys:manage']);
 
 /** The most networks one key's allowlist may hold, and the longest key name. */
 export const MAX_ALLOW_FROM = 100;

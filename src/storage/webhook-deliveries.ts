@@ -75,6 +75,8 @@ export interface WebhookRedelivery {
   max: number;
   /** Who the audit trail records it as (a storage that keeps one): `merchant:ID key:KEY_ID` from the API. */
   actor?: string;
+  /** The id of the API key that asked (from the API), for the audit row's `key_id`. */
+  keyId?: string;
 }
 
 export interface RedeliveryResult {

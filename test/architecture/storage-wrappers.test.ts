@@ -120,7 +120,7 @@ const WRAPPERS: Wrapper[] = [
 describe('the storage contract, forwarded by every wrapper', () => {
   const members = contractMembers();
 
-  it('names every method it requires but close, and the optional operations, in STORAGE_OPERATIONS, and nothing else', () => {
+  it('names every method it requires but close, and the optional webhook, key and idempotency-key operations, in STORAGE_OPERATIONS, and nothing else', () => {
     const optional: readonly string[] = OPTIONAL_OPERATIONS;
     const required = members.filter((m) => m.method && (!m.optional || optional.includes(m.name)) && m.name !== 'close').map((m) => m.name);
     expect([...STORAGE_OPERATIONS].sort()).toEqual(required.sort());

@@ -1,8 +1,10 @@
 /**
  * The API reference page (docs/embedding.md#the-api-reference-page) in a real browser: Debian's
  * chromium-headless-shell driven by playwright-core (never a downloaded browser), against the standalone server.
- * Every operation renders, the page asks nothing of any other origin, and "Try it out" answers 200 for a
- * Basic-auth listing and for a /validatesignature call the page signs itself, without sending the key.
+ * Every operation renders, once (a HEAD twin is a line of its GET), the page asks nothing of any other origin, and
+ * "Try it out" answers 200 for a Basic-auth listing and for a /validatesignature call the page signs itself, from
+ * the signing form inside that operation, without sending the key; sent unsigned, the call says to use the form.
+ * An opened operation stays short: every answer but a success is one paragraph.
  *
  * DOCS_SCREENSHOT=1 writes docs/api-reference.png (committed once).
  */
@@ -14,6 +16,8 @@ import { ROOT, useCliServer } from '../support/processes.js';
 import { conformanceSeed, MERCHANTS } from '../support/seeds.js';
 
 const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium-headless-shell';
+/** The most an opened operation may measure, in a 1280 px wide window (docs/embedding.md#the-api-reference-page). */
+const MAX_OPENED_HEIGHT = 3500;
 
 function chromiumAvailable(): boolean {
   if (existsSync(CHROMIUM)) return true;
@@ -37,7 +41,7 @@ describe.skipIf(!chromiumAvailable())('the API reference page in Chromium', () =
     page.setDefaultTimeout(30_000);
     page.on('request', (request) => requests.push({ url: request.url(), headers: request.headers(), body: request.postData() }));
     page.on('console', (message) => {
-      if (message.type() === 'error') problems.push(message.text());
+      if (message.type() === 'error') problems.push(`${message.text()} (${message.location().url})`);
     });
     page.on('pageerror', (error) => problems.push(String(error)));
     await page.goto(`${server.url}/docs`);
@@ -48,17 +52,41 @@ describe.skipIf(!chromiumAvailable())('the API reference page in Chromium', () =
     await browser?.close();
   });
 
-  it('renders every operation of the OpenAPI document', { timeout: 90_000 }, async () => {
+  it('renders every operation of the OpenAPI document, a HEAD twin folded into its GET', { timeout: 90_000 }, async () => {
     const document = (await (await fetch(`${server.url}/openapi.json`)).json()) as { paths: Record<string, Record<string, { operationId: string; tags: string[] }>>; webhooks?: Record<string, Record<string, unknown>> };
-    const operations = Object.values(document.paths).flatMap((item) => Object.entries(item).filter(([method]) => ['get', 'head', 'post', 'put', 'patch', 'delete'].includes(method)).map(([method, op]) => ({ method, ...op })));
+    const operations = Object.values(document.paths).flatMap((item) => Object.entries(item).filter(([method]) => ['get', 'head', 'post', 'put', 'patch', 'delete'].includes(method)).map(([method, op]) => ({ method, twin: method === 'head' && item.get !== undefined, ...op })));
     expect(operations.length).toBeGreaterThan(5);
-    for (const { method, operationId, tags } of operations) {
-      await expect.poll(() => page.locator(`#operations-${tags[0]}-${operationId}`).count(), { message: `${method} ${operationId}` }).toBe(1);
+    // The document keeps its HEAD twins (tools read them); the page does not list them apart.
+    expect(operations.filter((op) => op.twin).length).toBeGreaterThan(3);
+    for (const { method, operationId, tags, twin } of operations) {
+      await expect.poll(() => page.locator(`#operations-${tags[0]}-${operationId}`).count(), { message: `${method} ${operationId}` }).toBe(twin ? 0 : 1);
     }
+    expect(await page.locator('.opblock-head').count()).toBe(0);
+    await expect.poll(() => page.locator('#operations-Users-listUsers .opblock-summary').innerText()).toContain('(also HEAD)');
     // Swagger UI draws the events under OpenAPI 3.1 `webhooks` as operations too, one each.
     const events = Object.values(document.webhooks ?? {}).flatMap((item) => Object.keys(item));
     expect(events.length).toBeGreaterThan(0);
-    expect(await page.locator('.opblock').count()).toBe(operations.length + events.length);
+    expect(await page.locator('.opblock').count()).toBe(operations.filter((op) => !op.twin).length + events.length);
+  });
+
+  it(`an opened operation is at most ${MAX_OPENED_HEIGHT} px tall, every answer but a success one paragraph`, { timeout: 120_000 }, async () => {
+    const ids = await page.locator('.opblock').evaluateAll((blocks) => blocks.map((block) => block.id).filter((id) => !id.startsWith('operations-webhooks-')));
+    const heights: Record<string, number> = {};
+    for (const id of ids) {
+      const operation = page.locator(`[id="${id}"]`);
+      await operation.locator('.opblock-summary').click();
+      await operation.locator('.responses-table').first().waitFor();
+      heights[id] = (await operation.boundingBox())!.height;
+      // No error is drawn with its example box or its table of headers: its body is a line of its description.
+      const errors = operation.locator('tr.response').filter({ hasNot: page.locator('.response-col_status', { hasText: /^\s*2\d\d/ }) });
+      expect(await errors.count(), id).toBeGreaterThan(3);
+      expect(await errors.locator('.example, .highlight-code, .headers-wrapper, table.headers').count(), id).toBe(0);
+      await operation.locator('.opblock-summary').click();
+      await expect.poll(() => operation.locator('.opblock-body').count()).toBe(0);
+    }
+    // /merchant/users, the tallest (ten documented parameters), was 9,096 px with every error drawn whole.
+    expect(heights['operations-Users-listUsers']).toBeGreaterThan(1000);
+    for (const [id, height] of Object.entries(heights)) expect(height, id).toBeLessThan(MAX_OPENED_HEIGHT);
   });
 
   it('a try-it-out of /merchant/users?limit=2 with Basic auth answers 200', { timeout: 90_000 }, async () => {
@@ -81,20 +109,49 @@ describe.skipIf(!chromiumAvailable())('the API reference page in Chromium', () =
     await operation.locator('.opblock-summary').click();
   });
 
-  it('a /validatesignature call signed by the page answers 200, and the key never leaves the page', { timeout: 90_000 }, async () => {
-    await page.locator('#signing-merchant').fill(main.id);
-    await page.locator('#signing-key').fill(main.keys[1]);
+  it('the signing form sits in the /validatesignature operation; a call sent unsigned says to use it', { timeout: 90_000 }, async () => {
     const operation = page.locator('#operations-Signatures-validateSignature');
+    expect(await page.locator('#signing-form').isVisible()).toBe(false);
     await operation.locator('.opblock-summary').click();
+    // Inside the operation, above its parameters.
+    await expect.poll(() => operation.locator('#signing-form').isVisible()).toBe(true);
+    const [form, parameters] = await Promise.all([operation.locator('#signing-form').boundingBox(), operation.locator('.parameters-container').boundingBox()]);
+    expect(form!.y).toBeLessThan(parameters!.y);
+
     await operation.locator('.try-out__btn').click();
+    await operation.locator('.execute').click();
+    const answer = operation.locator('.live-responses-table');
+    await expect.poll(() => answer.innerText(), { timeout: 30_000 }).toMatch(/^Code\s+Details\s+400\b/);
+    const hint = operation.locator('#signing-status.signing-hint');
+    await expect.poll(() => hint.innerText()).toMatch(/^This call is not signed: type a merchant id and one of its API keys in this signing form/);
+    expect(await hint.isVisible()).toBe(true);
+    expect(requests.filter((r) => new URL(r.url).pathname === '/validatesignature').map((r) => new URL(r.url).search)).toEqual(['']);
+
+    // Closed and opened again, the form is back in the operation, with what was typed.
+    await page.locator('#signing-merchant').fill(main.id);
+    await operation.locator('.opblock-summary').click();
+    await expect.poll(() => operation.locator('#signing-form').count()).toBe(0);
+    await operation.locator('.opblock-summary').click();
+    await expect.poll(() => operation.locator('#signing-merchant').inputValue()).toBe(main.id);
+  });
+
+  it('a /validatesignature call signed by the page answers 200, and the key never leaves the page', { timeout: 90_000 }, async () => {
+    const operation = page.locator('#operations-Signatures-validateSignature');
+    await operation.locator('#signing-merchant').fill(main.id);
+    await operation.locator('#signing-key').fill(main.keys[1]);
+    const sent = requests.length;
     await operation.locator('.execute').click();
     const answer = operation.locator('.live-responses-table');
     await expect.poll(() => answer.innerText(), { timeout: 30_000 }).toMatch(/^Code\s+Details\s+200\b/);
     expect(await answer.innerText()).toMatch(/"is_valid": true/);
 
-    const signed = requests.filter((r) => new URL(r.url).pathname === '/validatesignature');
+    const signed = requests.slice(sent).filter((r) => new URL(r.url).pathname === '/validatesignature');
     expect(signed).toHaveLength(1);
-    expect([...new URL(signed[0]!.url).searchParams.keys()].sort()).toEqual(['cp', 'hmac', 'salt', 'ts']);
+    const query = new URL(signed[0]!.url).searchParams;
+    expect([...query.keys()].sort()).toEqual(['cp', 'hmac', 'salt', 'ts']);
+    // The form says what it signed, the hint gone.
+    expect(await operation.locator('#signing-status').innerText()).toContain(`Signed: cp=${main.id}, ts=${query.get('ts')}, salt=${query.get('salt')}, hmac=${query.get('hmac')}`);
+    expect(await operation.locator('#signing-status.signing-hint').count()).toBe(0);
     for (const request of requests) expect(JSON.stringify(request)).not.toContain(main.keys[1]);
   });
 
@@ -102,12 +159,16 @@ describe.skipIf(!chromiumAvailable())('the API reference page in Chromium', () =
     const origin = new URL(server.url).origin;
     expect(requests.length).toBeGreaterThan(5);
     expect(requests.map((r) => r.url).filter((url) => new URL(url).origin !== origin && !url.startsWith('data:'))).toEqual([]);
-    expect(problems).toEqual([]);
+    // The one answer that is not a success is the unsigned call's 400, sent on purpose above.
+    expect(problems).toEqual([`Failed to load resource: the server responded with a status of 400 (Bad Request) (${server.url}/validatesignature)`]);
   });
 
   it.runIf(process.env.DOCS_SCREENSHOT === '1')('writes docs/api-reference.png', { timeout: 90_000 }, async () => {
     await page.goto(`${server.url}/docs`);
     await page.locator('.opblock').first().waitFor();
+    // The signing form in its operation, as a merchant first meets it.
+    await page.locator('#operations-Signatures-validateSignature .opblock-summary').click();
+    await page.locator('#signing-form').waitFor();
     await page.screenshot({ path: `${ROOT}docs/api-reference.png` });
   });
 });

@@ -89,7 +89,7 @@ describe.skipIf(!available)('key limits, audit trail and erasure through the CLI
     const key = keys.find((k: { key_id: string }) => k.key_id === added.key_id);
     expect(key).toMatchObject({ name: 'reports job', scopes: ['users:read'], allow_from: ['203.0.113.0/24', '2001:db8:42::/48'], last_used_at: null, expires_at: added.expires_at, active: true });
     expect(Date.parse(key.expires_at) - Date.now()).toBeGreaterThan(89 * 86_400_000);
-    expect(keys[0]).toMatchObject({ name: null, scopes: ['signature', 'users:read', 'webhooks:manage'], allow_from: [], expires_at: null });
+    expect(keys[0]).toMatchObject({ name: null, scopes: ['signature', 'users:read', 'webhooks:manage', 'keys:manage'], allow_from: [], expires_at: null });
     for (const field of ['key_id', 'name', 'scopes', 'created_at', 'expires_at', 'last_used_at', 'allow_from']) expect(key).toHaveProperty(field);
 
     // Each scope, and the allowlist from inside and outside: IPv4 and an IPv6 /48.

@@ -9,6 +9,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readServerConfig } from '../../src/cli/config.js';
+import { startBanner } from '../../src/cli/start-lines.js';
 import { stampPid } from '../../src/cli/workers/line-writer.js';
 import { CLEAN_ENV, ROOT, runProcess } from '../support/processes.js';
 import { redisAvailable, useRedis } from '../support/redis.js';
@@ -74,12 +75,37 @@ describe('merchant-api serve, one process', () => {
     expect(run.stderr()).not.toMatch(/^\{/m);
   });
 
+  it('names the API reference page, which answers there', async () => {
+    expect(run.stderr().split('\n')[1]).toBe(`API reference: ${run.url}/docs`);
+    const page = await fetch(`${run.url}/docs`);
+    expect([page.status, page.headers.get('content-type')]).toEqual([200, 'text/html; charset=utf-8']);
+    await page.body?.cancel();
+  });
+
   it('serves the metrics on METRICS_HOST, apart from the API’s HOST', async () => {
     const metricsUrl = String(jsonLines(run.stdout()).find((event) => event.event === 'metrics_listening')!.url);
     expect(metricsUrl).toMatch(/^http:\/\/127\.0\.0\.2:\d+\/metrics$/);
     expect(run.stderr()).toContain(`Metrics: ${metricsUrl}`);
     expect((await fetch(metricsUrl)).status).toBe(200);
     expect(run.url).toMatch(/^http:\/\/127\.0\.0\.1:/);
+  });
+});
+
+describe('the banner with DOCS_PAGE=false, and with PUBLIC_URL', () => {
+  it('names no API reference page when it is off; names it under PUBLIC_URL, as a person opens it', () => {
+    const facts = { url: 'http://127.0.0.1:8787', runtime: 'node', description: 'storage: in memory', cursorSecret: true, hostname: '127.0.0.1', demo: false };
+    expect(startBanner(facts).join('\n')).not.toContain('API reference');
+    expect(startBanner({ ...facts, docsUrl: 'https://api.example.com/docs' })[1]).toBe('API reference: https://api.example.com/docs');
+  });
+
+  it('serve leaves it out with DOCS_PAGE=false', async () => {
+    const off = await serve({ DOCS_PAGE: 'false' });
+    try {
+      expect(off.stderr()).not.toContain('API reference');
+      expect((await fetch(`${off.url}/docs`)).status).toBe(404);
+    } finally {
+      await off.stop();
+    }
   });
 });
 

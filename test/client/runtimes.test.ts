@@ -52,6 +52,20 @@ out.newKeyNewEndpoint = fresh.id !== first.id;
 out.mismatch = await fail(client.webhooks.create(hookUrl + '-other', { idempotencyKey: key }));
 out.endpointsMade = (await client.webhooks.list()).filter((e) => e.url === hookUrl).length;
 for (const e of [first, fresh]) await client.webhooks.remove(e.id);
+// client.keys: a key made, listed, changed, rotated (the new one used) and revoked; a JSON body, PATCH and DELETE sent.
+const made = await client.keys.create({ scopes: ['users:read'], name: 'runtime ' + out.runtime, allowFrom: ['127.0.0.1/32'], expiresIn: '1d' });
+const listed = await client.keys();
+const updated = await client.keys.update(made.key_id, { name: null, allowFrom: [] });
+const rotated = await client.keys.rotate(made.key_id, { expireOldIn: '1h' });
+const rotatedIn = (await createMerchantClient({ ...options, apiKey: rotated.secret }).user('q?&=#%+')).shared_user_id;
+await client.keys.revoke(rotated.key_id);
+await client.keys.revoke(made.key_id);
+out.keys = {
+  secretLength: made.secret.length, scopes: made.scopes, allowFrom: made.allow_from,
+  listed: listed.some((k) => k.key_id === made.key_id) && (await client.keys.list()).every((k) => !('secret' in k)),
+  updated: [updated.name, updated.allow_from], rotatedFrom: rotated.old_key_id === made.key_id, rotatedName: rotated.name, rotatedIn,
+  gone: await fail(client.keys.revoke(made.key_id)),
+};
 out.wrongKey = await fail(createMerchantClient({ ...options, apiKey: 'wrong' }).validateSignature());
 out.refused = await fail(createMerchantClient({ ...options, baseUrl: env.CLOSED_URL, retries: { maxRetries: 1, baseDelayMs: 1 } }).validateSignature());
 out.silent = await fail(createMerchantClient({ ...options, baseUrl: env.SILENT_URL, timeoutMs: 300 }).user('x'));
@@ -118,6 +132,7 @@ describe('dist/client.js under every runtime, against a running server', () => {
         newKeyNewEndpoint: true,
         mismatch: { ...apiError, status: 422, code: 'idempotency_mismatch' },
         endpointsMade: 2,
+        keys: { secretLength: 43, scopes: ['users:read'], allowFrom: ['127.0.0.1/32'], listed: true, updated: [null, []], rotatedFrom: true, rotatedName: null, rotatedIn: 'q?&=#%+', gone: { ...apiError, status: 404, code: 'not_found' } },
         wrongKey: { ...apiError, status: 400, code: 'signature_mismatch' },
         refused: { class: 'MerchantNetworkError', api: false, network: true, timeout: false, kind: 'refused', hasRequestId: false },
         silent: { class: 'MerchantTimeoutError', api: false, network: false, timeout: true, kind: 'request', hasRequestId: false },

@@ -35,15 +35,16 @@ describe('the route table', () => {
   it('dispatches every route it lists, and nothing else', async () => {
     const { api } = apiWith();
     for (const route of ROUTES) {
-      const path = route.pattern.replace('{shared_user_id}', 'a-001').replace('{id}', 'we_1');
+      const path = route.pattern.replace('{shared_user_id}', 'a-001').replace('{id}', 'we_1').replace('{key_id}', 'key_1');
       const url = route.auth === 'signature' ? signedUrl() : `${ORIGIN}${path}`;
       const response = await get(api, url, M1, route.method);
-      // The webhook endpoints (docs/webhooks.md#endpoints) answer in their handler's own way: a POST
-      // that needs a body, without one, is 415; an id no endpoint has, 404 with the handler's message, not the router's.
-      const needsBody = route.method === 'POST' && (route.pattern === '/merchant/webhooks' || route.pattern.endsWith('/redeliver'));
-      const expected = needsBody ? 415 : route.pattern === '/merchant/webhooks' ? 200 : route.pattern.startsWith('/merchant/webhooks/') ? 404 : 200;
+      // The webhook endpoints (docs/webhooks.md#endpoints) and key changes answer in their handler's own way: a
+      // POST or PATCH that needs a body, without one, is 415; an id no endpoint or key has, 404 with the handler's message, not the router's.
+      const needsBody = (route.method === 'POST' && (route.pattern === '/merchant/webhooks' || route.pattern === '/merchant/keys' || route.pattern.endsWith('/redeliver'))) || route.method === 'PATCH';
+      const byId = route.pattern.startsWith('/merchant/webhooks/') || route.pattern.startsWith('/merchant/keys/');
+      const expected = needsBody ? 415 : byId ? 404 : 200;
       expect([route.method, route.pattern, response.status]).toEqual([route.method, route.pattern, expected]);
-      if (expected === 404) expect(JSON.parse(await response.text()).errors[0].message).toBe('This merchant has no webhook endpoint with this id.');
+      if (expected === 404) expect(JSON.parse(await response.text()).errors[0].message).toBe(route.pattern.startsWith('/merchant/keys/') ? 'This merchant has no working key with this id.' : 'This merchant has no webhook endpoint with this id.');
     }
     for (const path of ['/', '/merchant', '/merchant/users/a/b', '/healthz/', '/validatesignature/']) {
       expect((await get(api, path, M1)).status).toBe(404);

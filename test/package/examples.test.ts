@@ -118,6 +118,14 @@ describe('the README quick start: npm start', () => {
     });
   });
 
+  it('serves the API reference page the banner names', async () => {
+    const named = /^API reference: (\S+)$/m.exec(output)![1]!;
+    expect(named).toBe(`${url}/docs`);
+    const page = await fetch(named);
+    expect([page.status, page.headers.get('content-type')]).toEqual([200, 'text/html; charset=utf-8']);
+    expect(await page.text()).toContain('<div id="swagger-ui"></div>');
+  });
+
   it('serves /healthz', async () => {
     const response = await fetch(`${url}/healthz`);
     expect(response.status).toBe(200);

@@ -73,6 +73,8 @@ describe('health and the OpenAPI document', () => {
     expect(Object.keys(body.paths).sort()).toEqual([
       '/healthz',
       '/merchant/keys',
+      '/merchant/keys/{key_id}',
+      '/merchant/keys/{key_id}/rotate',
       '/merchant/users',
       '/merchant/users/{shared_user_id}',
       '/merchant/webhooks',

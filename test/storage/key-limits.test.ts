@@ -66,7 +66,7 @@ describe('allowlist networks', () => {
     expect(parseAllowFrom(Array.from({ length: 101 }, (_, i) => `10.0.${i}.0/24`))).toEqual({ problems: ['at most 100 networks per key (this list has 101)'] });
     expect(parseScopes(['users:read', 'signature', 'users:read'])).toEqual(['signature', 'users:read']);
     expect(parseScopes(['webhooks:manage', 'users:read'])).toEqual(['users:read', 'webhooks:manage']);
-    expect(parseScopes(['users:write'])).toBe('"users:write" is not a scope (the scopes are signature, users:read, webhooks:manage)');
+    expect(parseScopes(['users:write'])).toBe('"users:write" is not a scope (the scopes are signature, users:read, webhooks:manage, keys:manage)');
     expect(parseScopes([''])).toMatch(/at least one scope/);
   });
 });

@@ -5,6 +5,9 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { compareCodePoints } from '../../src/storage/order.js';
+import { MAX_ACTIVE_KEYS } from '../../src/storage/key-changes.js';
+import type { NewMerchantKey } from '../../src/storage/contract.js';
+import type { KeyScope } from '../../src/storage/key-limits.js';
 import type { ChangedUserRecord, Storage, UserFilter, UserOrder, UserRecord, UserRecordPage } from '../../src/storage/contract.js';
 import { formatEpochSeconds } from '../../src/storage/timestamps.js';
 import type { Seed, SeedUser } from '../../src/storage/seed/seed.js';
@@ -298,9 +301,9 @@ export function storageContract(name: string, create: (seed: Seed, plan?: PagePl
         const keys = await storage.listKeys('keyed');
         expect(keys.map((key) => key.key_id)).toEqual(keyed.keyIds);
         expect(keys.map(({ created_at: _, ...key }) => key)).toEqual([
-          { key_id: keyed.keyIds![0], name: null, scopes: ['signature', 'users:read', 'webhooks:manage'], expires_at: null, last_used_at: null, allow_from: [] },
+          { key_id: keyed.keyIds![0], name: null, scopes: ['signature', 'users:read', 'webhooks:manage', 'keys:manage'], expires_at: null, last_used_at: null, allow_from: [] },
           { key_id: keyed.keyIds![1], name: 'reporting job', scopes: ['users:read'], expires_at: null, last_used_at: null, allow_from: ['203.0.113.0/24', '2001:db8::/48'] },
-          { key_id: keyed.keyIds![2], name: null, scopes: ['signature', 'users:read', 'webhooks:manage'], expires_at: future, last_used_at: null, allow_from: [] },
+          { key_id: keyed.keyIds![2], name: null, scopes: ['signature', 'users:read', 'webhooks:manage', 'keys:manage'], expires_at: future, last_used_at: null, allow_from: [] },
         ]);
         expect(JSON.stringify(keys)).not.toMatch(/plain-key|limited-key|ending-key/);
         expect(await storage.listKeys('gone-key')).toEqual([]);
@@ -324,6 +327,121 @@ export function storageContract(name: string, create: (seed: Seed, plan?: PagePl
         expect(used[plain!]).toBe('2026-11-28T04:00:00.250000+00:00');
         expect(used[limited!]).toBe('2026-11-28T04:02:00.000001+00:00');
         expect((await storage.listKeys('m1')).find((key) => key.key_id === m1Key)!.last_used_at).toBeNull();
+      });
+    });
+
+    describe("a merchant's changes to its own keys (the optional operations, where the storage has them)", () => {
+      // The memory and MySQL storages have them; a storage without them is answered 501 by the guard.
+      // On `m2`, whose one seed key (`key-two`, every scope) stays: each test revokes what it made.
+      const has = () => storage.createKey !== undefined;
+      const at = (ms: number) => formatEpochSeconds(Math.floor(ms / 1000), String((ms % 1000) * 1000).padStart(6, '0'));
+      const create = (scopes: KeyScope[] = ['users:read'], more: Partial<NewMerchantKey> = {}) =>
+        storage.createKey!({ merchantId: 'm2', name: null, scopes, allowFrom: [], expiresAt: null, ...more });
+      const workingIds = async () => (await storage.listKeys('m2')).map((key) => key.key_id);
+
+      it('creates a random key, answered once with its secret, that works at once and is listed without it', async (ctx) => {
+        if (!has()) return ctx.skip();
+        const end = at(Date.now() + 86_400_000);
+        const created = await create(['users:read', 'keys:manage'], { name: 'deploy bot', allowFrom: ['203.0.113.0/24'], expiresAt: end });
+        expect(created).toEqual({
+          key_id: expect.stringMatching(/^key_[0-9a-hjkmnp-tv-z]{12}$/),
+          name: 'deploy bot',
+          scopes: ['users:read', 'keys:manage'],
+          created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00$/),
+          expires_at: end,
+          last_used_at: null,
+          allow_from: ['203.0.113.0/24'],
+          secret: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/),
+        });
+        const merchant = (await storage.getMerchant('m2'))!;
+        const index = merchant.keys.indexOf(created.secret);
+        expect(index).toBeGreaterThanOrEqual(0);
+        expect(merchant.keyIds![index]).toBe(created.key_id);
+        expect(merchant.keyLimits![index]).toEqual({ scopes: ['users:read', 'keys:manage'], allowFrom: ['203.0.113.0/24'], expiresAt: end });
+        const { secret: _, ...listed } = created;
+        expect((await storage.listKeys('m2')).find((key) => key.key_id === created.key_id)).toEqual(listed);
+        expect(JSON.stringify(await storage.listKeys('m2'))).not.toContain(created.secret);
+        // A key with every scope, no network and no end is a plain key again.
+        const plain = await create(['signature', 'users:read', 'webhooks:manage', 'keys:manage']);
+        const again = (await storage.getMerchant('m2'))!;
+        expect(again.keyLimits?.[again.keys.indexOf(plain.secret)]).toBeUndefined();
+        for (const key of [created, plain]) expect(await storage.revokeKey!('m2', key.key_id)).toBe(true);
+        expect((await storage.getMerchant('m2'))!.keys).toEqual(['key-two']);
+      });
+
+      it('rotates a key: the same name, scopes and networks, the old one ending at the time asked (an earlier end stays), or at once', async (ctx) => {
+        if (!has()) return ctx.skip();
+        const old = await create(['users:read'], { name: 'reports', allowFrom: ['2001:db8::/48'] });
+        const now = Date.now();
+        const rotation = { merchantId: 'm2', rotatedKeyId: old.key_id, oldExpiresAt: at(now + 3_600_000), now: at(now), expiresAt: null, mayGive: ['signature', 'users:read', 'webhooks:manage', 'keys:manage'] as KeyScope[] };
+        const rotated = (await storage.rotateKey!(rotation))!;
+        expect(rotated).toMatchObject({ name: 'reports', scopes: ['users:read'], allow_from: ['2001:db8::/48'], expires_at: null, old_key_id: old.key_id, old_key_expires_at: at(now + 3_600_000) });
+        expect(rotated.secret).not.toBe(old.secret);
+        expect((await storage.listKeys('m2')).find((key) => key.key_id === old.key_id)!.expires_at).toBe(at(now + 3_600_000));
+        const merchant = (await storage.getMerchant('m2'))!;
+        expect(merchant.keyLimits![merchant.keys.indexOf(old.secret)]).toMatchObject({ expiresAt: at(now + 3_600_000) });
+        // Rotated again with a longer overlap: the earlier end stays.
+        const later = (await storage.rotateKey!({ ...rotation, oldExpiresAt: at(now + 7_200_000) }))!;
+        expect(later.old_key_expires_at).toBe(at(now + 3_600_000));
+        // Without an overlap the old key stops at once.
+        const atOnce = (await storage.rotateKey!({ ...rotation, rotatedKeyId: rotated.key_id, oldExpiresAt: at(now) }))!;
+        expect(atOnce.old_key_expires_at).toBe(at(now));
+        expect(await workingIds()).not.toContain(rotated.key_id);
+        expect((await storage.getMerchant('m2'))!.keys).not.toContain(rotated.secret);
+        // A key with a scope the caller may not give is not rotated.
+        await expect(storage.rotateKey!({ ...rotation, rotatedKeyId: atOnce.key_id, mayGive: ['keys:manage'] })).rejects.toMatchObject({ code: 'insufficient_scope', status: 403 });
+        for (const id of [old.key_id, later.key_id, atOnce.key_id]) expect(await storage.revokeKey!('m2', id)).toBe(true);
+        expect(await workingIds()).toHaveLength(1);
+      });
+
+      it('changes a name and networks; nothing else', async (ctx) => {
+        if (!has()) return ctx.skip();
+        const key = await create(['users:read'], { name: 'before', allowFrom: ['203.0.113.0/24'] });
+        const { secret: _, ...listed } = key;
+        expect(await storage.updateKey!('m2', key.key_id, { name: 'after' })).toEqual({ ...listed, name: 'after' });
+        expect(await storage.updateKey!('m2', key.key_id, { allowFrom: [] })).toEqual({ ...listed, name: 'after', allow_from: [] });
+        expect(await storage.updateKey!('m2', key.key_id, { name: null, allowFrom: ['198.51.100.0/24'] })).toEqual({ ...listed, name: null, allow_from: ['198.51.100.0/24'] });
+        const merchant = (await storage.getMerchant('m2'))!;
+        expect(merchant.keyLimits![merchant.keys.indexOf(key.secret)]).toEqual({ scopes: ['users:read'], allowFrom: ['198.51.100.0/24'] });
+        expect(await storage.revokeKey!('m2', key.key_id)).toBe(true);
+      });
+
+      it("acts only on the merchant's own working keys: another merchant's, a revoked or an ended one is not found", async (ctx) => {
+        if (!has()) return ctx.skip();
+        const own = await create();
+        const other = (await storage.getMerchant('m1'))!.keyIds![0]!;
+        const ended = (await storage.listKeys('keyed')).map((key) => key.key_id);
+        const goneKey = (await storage.getMerchant('gone-key'))?.keyIds?.[0];
+        for (const id of [other, ...ended, 'key_0000000000zz', ...(goneKey ? [goneKey] : [])]) {
+          expect(await storage.revokeKey!('m2', id)).toBe(false);
+          expect(await storage.updateKey!('m2', id, { name: 'x' })).toBeUndefined();
+          expect(await storage.rotateKey!({ merchantId: 'm2', rotatedKeyId: id, oldExpiresAt: at(Date.now()), now: at(Date.now()), expiresAt: null, mayGive: ['users:read', 'signature', 'webhooks:manage', 'keys:manage'] })).toBeUndefined();
+        }
+        expect((await storage.getMerchant('m1'))!.keys).toHaveLength(2);
+        if (goneKey) expect(await storage.revokeKey!('gone-key', goneKey)).toBe(false);
+        expect(await storage.revokeKey!('m2', own.key_id)).toBe(true);
+        expect(await storage.revokeKey!('m2', own.key_id)).toBe(false);
+        expect(await storage.updateKey!('m2', own.key_id, { name: 'x' })).toBeUndefined();
+      });
+
+      it('never revokes the last working key with keys:manage; holds a merchant to the most working keys', async (ctx) => {
+        if (!has()) return ctx.skip();
+        const seedKey = (await storage.getMerchant('m2'))!.keyIds![0]!;
+        await expect(storage.revokeKey!('m2', seedKey)).rejects.toMatchObject({ code: 'conflict', status: 409 });
+        const manager = await create(['keys:manage']);
+        expect(await storage.revokeKey!('m2', manager.key_id)).toBe(true);
+        await expect(storage.revokeKey!('m2', seedKey)).rejects.toMatchObject({ code: 'conflict', status: 409 });
+        const made = [];
+        for (let i = 1; i < MAX_ACTIVE_KEYS; i++) made.push(await create());
+        await expect(create()).rejects.toMatchObject({ code: 'conflict', status: 409 });
+        // A rotation with an overlap adds a working key: refused too; one without is not.
+        const now = Date.now();
+        const rotation = { merchantId: 'm2', rotatedKeyId: made[0]!.key_id, now: at(now), expiresAt: null, mayGive: ['users:read'] as KeyScope[] };
+        await expect(storage.rotateKey!({ ...rotation, oldExpiresAt: at(now + 60_000) })).rejects.toMatchObject({ code: 'conflict', status: 409 });
+        made[0] = { ...made[0]!, key_id: (await storage.rotateKey!({ ...rotation, oldExpiresAt: at(now) }))!.key_id };
+        expect(await workingIds()).toHaveLength(MAX_ACTIVE_KEYS);
+        for (const key of made) expect(await storage.revokeKey!('m2', key.key_id)).toBe(true);
+        expect(await workingIds()).toEqual([seedKey]);
       });
     });
 

@@ -376,7 +376,7 @@ describe.skipIf(!mysqlReady)('the key behind an endpoint change, and the new sco
 
   it('merchant add-key and update-key take webhooks:manage; a key with every scope (stored as before) has it, one given the two old scopes has not', async () => {
     const keys = JSON.parse((await run(['merchant', 'keys', 'wc', '--json'])).out) as Array<{ key_id: string; scopes: string[] }>;
-    expect(keys.map((k) => k.scopes)).toEqual([['signature', 'users:read', 'webhooks:manage']]);
+    expect(keys.map((k) => k.scopes)).toEqual([['signature', 'users:read', 'webhooks:manage', 'keys:manage']]);
     const added = await run(['merchant', 'add-key', 'wc', '--scopes', 'webhooks:manage', '--json', '--actor', 'alice']);
     expect(added.code, added.err).toBe(0);
     const manager = JSON.parse(added.out) as { api_key: string; key_id: string };
@@ -434,10 +434,10 @@ describe.skipIf(!mysqlReady)('the key behind an endpoint change, and the new sco
 });
 
 describe('the OpenAPI document names the scope of every route', () => {
-  it('webhooks:manage on every /merchant/webhooks operation (its security and its 403), users:read on the other Basic routes', () => {
+  it('webhooks:manage on every /merchant/webhooks operation (its security and its 403), keys:manage on the key changes, users:read on the other Basic routes', () => {
     const paths = openApiDocument('', ROUTES).paths as Record<string, Record<string, { security: unknown; responses: Record<string, { description: string }> }>>;
     for (const route of ROUTES.filter((r) => r.auth === 'basic')) {
-      const scope = route.pattern.startsWith('/merchant/webhooks') ? 'webhooks:manage' : 'users:read';
+      const scope = route.pattern.startsWith('/merchant/webhooks') ? 'webhooks:manage' : route.pattern.startsWith('/merchant/keys') && route.method !== 'GET' ? 'keys:manage' : 'users:read';
       const operation = paths[route.pattern]![route.method.toLowerCase()]!;
       expect([route.id, operation.security]).toEqual([route.id, [{ merchantBasic: [scope] }]]);
       expect(operation.responses['403']!.description).toContain(`lacks the scope \`${scope}\``);

@@ -85,6 +85,7 @@ export async function serveCommand(runtime: ServeRuntime, io: CliIo, args: strin
     runtime: runtime.name,
     description,
     metricsUrl: metricsServer && `${metricsServer.url}/metrics`,
+    docsUrl: config.docsPage ? `${config.publicUrl?.[0] ?? served.url}/docs` : undefined,
     cursorSecret: Boolean(config.cursorSecret),
     publicUrl: config.publicUrl,
     allowedHosts: config.allowedHosts,

@@ -70,12 +70,14 @@ function page(version: string): string {
 <script src="${at}/init.js" defer></script>
 </head>
 <body>
-<section class="signing" aria-label="Signing">
-<p>To try <code>/validatesignature</code>, type a merchant id and one of its API keys: the page signs the call (cp, ts, salt, hmac) itself, and the key never leaves the page.</p>
+<p class="docs-note">To try <code>/validatesignature</code>, open it: its signing form takes a merchant id and one of its API keys, and the page signs each call (cp, ts, salt, hmac) itself; the key never leaves the page. The other operations take the merchant id and key through "Authorize". Every answer carries <code>Cache-Control</code>, and every answer of the API itself (not one a runtime adapter gives before it runs) <code>X-Request-Id</code>; an error names its other headers.</p>
+<section class="signing" id="signing" aria-label="Signing" hidden>
+<p>Type a merchant id and one of its API keys: the page signs the call (a fresh ts and salt, the hmac), and the key is never sent.</p>
 <form id="signing-form" autocomplete="off">
-<label>Merchant id <input id="signing-merchant" name="merchant" spellcheck="false"></label>
+<label>Merchant id <input id="signing-merchant" name="merchant" type="text" spellcheck="false"></label>
 <label>API key <input id="signing-key" name="key" type="password"></label>
 </form>
+<p id="signing-status" class="signing-status" role="status" aria-live="polite"></p>
 </section>
 <div id="swagger-ui"></div>
 </body>

@@ -2,13 +2,15 @@
  * The in-memory storage, the embedded default (docs/protocol.md#storage-and-secrets). Loadable from
  * the seed format; salts expire so memory stays bounded however long it runs.
  */
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type { KeyInfo, KeyLimits, KeyUse, Merchant, SaltRecord, Storage, UserPageQuery, UserRecord, UserRecordPage } from '../contract.js';
 import type { NewWebhookEndpoint, RotatedWebhookSecret, WebhookEndpointSummary } from '../webhook-endpoints.js';
 import type { WebhookOutbox } from '../webhook-outbox.js';
 import type { RedeliveryResult, WebhookDeliveryPage, WebhookDeliveryQuery, WebhookRedelivery } from '../webhook-deliveries.js';
 import { merchantIdProblem, USER_RECORD_KEYS } from '../contract.js';
-import { KEY_SCOPES } from '../key-limits.js';
+import { KEY_SCOPES, limitsNothing, type KeyScope } from '../key-limits.js';
+import { canonicalAtMs, cannotGive, LAST_KEY_MANAGER, MAX_ACTIVE_KEYS, newKeyId, TOO_MANY_KEYS } from '../key-changes.js';
+import type { CreatedMerchantKey, KeyPatch, KeyRotation, NewMerchantKey, RotatedMerchantKey } from '../contract.js';
 import { MerchantApiError, StorageUnavailableError } from '../../errors.js';
 import { parseSeed, type Seed, type SeedMerchant } from '../seed/seed.js';
 import { MemoryUserIndex } from './users.js';
@@ -40,6 +42,16 @@ interface HeldMerchant {
   /** What `listKeys` tells of each key, but `last_used_at`. */
   infos: readonly Omit<KeyInfo, 'last_used_at'>[];
 }
+
+/** One key of a held merchant, as the key changes take them apart and put them back (`#withKeys`). */
+interface HeldKey {
+  key: string;
+  keyId: string;
+  limits: KeyLimits | undefined;
+  info: Omit<KeyInfo, 'last_used_at'>;
+}
+
+const UNAUTHORIZED_GONE = 'Valid merchant credentials are required (HTTP Basic: merchant id and API key).';
 
 export class MemoryStorage implements Storage {
   readonly #merchants = new Map<string, HeldMerchant>();
@@ -151,6 +163,104 @@ export class MemoryStorage implements Storage {
       const last = this.#lastUsed.get(keyId);
       if (last === undefined || last < at) this.#lastUsed.set(keyId, at);
     }
+  }
+
+  // A merchant's changes to its own keys (`/merchant/keys`, docs/protocol.md#managing-keys). Each
+  // runs without an await between its check and its change, so the rules that read the merchant's
+  // other keys (the most keys, the last key that manages keys) hold however many requests run at
+  // once. The merchant is replaced whole: a copy answered before keeps its keys, the next request
+  // sees the change. Keys past their end are dropped at each change, so they cannot pile up.
+
+  async createKey(request: NewMerchantKey): Promise<CreatedMerchantKey> {
+    this.#assertOpen();
+    const merchant = this.#merchants.get(request.merchantId);
+    if (merchant === undefined) throw new MerchantApiError('unauthorized', UNAUTHORIZED_GONE);
+    const working = this.#workingKeys(merchant);
+    if (working.length >= MAX_ACTIVE_KEYS) throw TOO_MANY_KEYS;
+    const created = this.#newKey(merchant, request.name, request.scopes, request.allowFrom, request.expiresAt);
+    this.#withKeys(merchant, [...working, created.held]);
+    return created.answer;
+  }
+
+  async rotateKey(rotation: KeyRotation): Promise<RotatedMerchantKey | undefined> {
+    this.#assertOpen();
+    const merchant = this.#merchants.get(rotation.merchantId);
+    if (merchant === undefined) return undefined;
+    const working = this.#workingKeys(merchant);
+    const old = working.find((key) => key.keyId === rotation.rotatedKeyId);
+    if (old === undefined) return undefined;
+    const lacking = old.info.scopes.find((scope) => !rotation.mayGive.includes(scope));
+    if (lacking !== undefined) throw cannotGive(lacking);
+    const overlap = rotation.oldExpiresAt > rotation.now;
+    if (overlap && working.length >= MAX_ACTIVE_KEYS) throw TOO_MANY_KEYS;
+    const created = this.#newKey(merchant, old.info.name, old.info.scopes, old.info.allow_from, rotation.expiresAt);
+    // An earlier end of the old key stays: a rotation never makes a key last longer.
+    const oldEnd = old.info.expires_at !== null && old.info.expires_at < rotation.oldExpiresAt ? old.info.expires_at : rotation.oldExpiresAt;
+    const kept = working.filter((key) => key !== old);
+    if (overlap) kept.push(heldKey(old.key, old.keyId, old.info.name, old.info.scopes, old.info.allow_from, old.info.created_at, oldEnd));
+    this.#withKeys(merchant, [...kept, created.held]);
+    return { ...created.answer, old_key_id: old.keyId, old_key_expires_at: overlap ? oldEnd : rotation.now };
+  }
+
+  async revokeKey(merchantId: string, keyId: string): Promise<boolean> {
+    this.#assertOpen();
+    const merchant = this.#merchants.get(merchantId);
+    if (merchant === undefined) return false;
+    const working = this.#workingKeys(merchant);
+    const revoked = working.find((key) => key.keyId === keyId);
+    if (revoked === undefined) return false;
+    const rest = working.filter((key) => key !== revoked);
+    if (revoked.info.scopes.includes('keys:manage') && !rest.some((key) => key.info.scopes.includes('keys:manage'))) throw LAST_KEY_MANAGER;
+    this.#withKeys(merchant, rest);
+    this.#lastUsed.delete(keyId);
+    return true;
+  }
+
+  async updateKey(merchantId: string, keyId: string, patch: KeyPatch): Promise<KeyInfo | undefined> {
+    this.#assertOpen();
+    const merchant = this.#merchants.get(merchantId);
+    if (merchant === undefined) return undefined;
+    const working = this.#workingKeys(merchant);
+    const key = working.find((held) => held.keyId === keyId);
+    if (key === undefined) return undefined;
+    const { info } = key;
+    const changed = heldKey(key.key, key.keyId, patch.name !== undefined ? patch.name : info.name, info.scopes, patch.allowFrom ?? info.allow_from, info.created_at, info.expires_at);
+    this.#withKeys(merchant, working.map((held) => (held === key ? changed : held)));
+    return { ...changed.info, scopes: [...changed.info.scopes], allow_from: [...changed.info.allow_from], last_used_at: this.#lastUsed.get(keyId) ?? null };
+  }
+
+  /** The merchant's keys that work now (not past their end). */
+  #workingKeys(merchant: HeldMerchant): HeldKey[] {
+    const now = Date.now();
+    const keys: HeldKey[] = [];
+    for (let i = 0; i < merchant.keys.length; i++) {
+      const info = merchant.infos[i]!;
+      if (info.expires_at !== null && Date.parse(info.expires_at) <= now) continue;
+      keys.push({ key: merchant.keys[i]!, keyId: merchant.keyIds[i]!, limits: merchant.keyLimits?.[i], info });
+    }
+    return keys;
+  }
+
+  /** A new random key (its secret answered once), with a key id no key of the merchant has. */
+  #newKey(merchant: HeldMerchant, name: string | null, scopes: readonly KeyScope[], allowFrom: readonly string[], expiresAt: string | null): { held: HeldKey; answer: CreatedMerchantKey } {
+    const secret = randomBytes(32).toString('base64url');
+    let keyId = newKeyId();
+    while (merchant.keyIds.includes(keyId)) keyId = newKeyId();
+    const held = heldKey(secret, keyId, name, scopes, allowFrom, canonicalAtMs(Date.now()), expiresAt);
+    return { held, answer: { ...held.info, scopes: [...held.info.scopes], allow_from: [...held.info.allow_from], last_used_at: null, secret } };
+  }
+
+  /** Replaces the merchant held by one with these keys (new frozen arrays: copies answered before keep theirs). */
+  #withKeys(merchant: HeldMerchant, keys: readonly HeldKey[]): void {
+    const limits = keys.map((key) => key.limits);
+    this.#merchants.set(merchant.id, {
+      id: merchant.id,
+      status: merchant.status,
+      keys: Object.freeze(keys.map((key) => key.key)),
+      keyIds: Object.freeze(keys.map((key) => key.keyId)),
+      keyLimits: limits.some((limit) => limit !== undefined) ? Object.freeze(limits) : undefined,
+      infos: Object.freeze(keys.map((key) => key.info)),
+    });
   }
 
   /**
@@ -295,6 +405,17 @@ export interface MemoryStorageOptions extends SaltStoreOptions {
 export function createMemoryStorage(options: { seed?: unknown } & MemoryStorageOptions = {}): MemoryStorage {
   const { seed, ...salts } = options;
   return new MemoryStorage(seed === undefined ? undefined : parseSeed(seed), salts);
+}
+
+/** A key as held: its limits (undefined when they limit nothing, as a seed key without any) and what `listKeys` tells. */
+function heldKey(key: string, keyId: string, name: string | null, scopes: readonly KeyScope[], allowFrom: readonly string[], createdAt: string | null, expiresAt: string | null): HeldKey {
+  const limits = { scopes: Object.freeze([...scopes]), ...(allowFrom.length > 0 && { allowFrom: Object.freeze([...allowFrom]) }), ...(expiresAt !== null && { expiresAt }) };
+  return {
+    key,
+    keyId,
+    limits: limitsNothing(limits) ? undefined : Object.freeze(limits),
+    info: Object.freeze({ key_id: keyId, name, scopes: [...scopes], created_at: createdAt, expires_at: expiresAt, allow_from: [...allowFrom] }),
+  };
 }
 
 /**

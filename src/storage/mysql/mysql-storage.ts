@@ -23,6 +23,8 @@ import { retryOnConflict } from './write-conflicts.js';
 import { merchantWebhookEndpoints } from './webhooks/merchant-endpoints.js';
 import { claimIdempotencyKey, completeIdempotencyKey, releaseIdempotencyKey } from './statements/idempotency-keys.js';
 import type { ClaimOutcome, IdempotencyClaim, IdempotencyCompletion, IdempotencyRelease } from '../idempotency.js';
+import { MerchantApiError } from '../../errors.js';
+import { createMerchantKey, revokeMerchantKeyById, rotateMerchantKeyById, updateMerchantKeyById } from './statements/key-changes.js';
 
 /** Options of `MysqlStorage`. */
 export interface MysqlStorageOptions {
@@ -215,6 +217,31 @@ export class MysqlStorage implements Storage {
   #webhooks(): ReturnType<typeof merchantWebhookEndpoints> {
     this.#assertOpen();
     return (this.#webhookEndpoints ??= merchantWebhookEndpoints(this.#db, this.#masterKey, this.#causal));
+  }
+
+  // A merchant's changes to its own keys (`/merchant/keys`, docs/protocol.md#managing-keys). After
+  // each, this instance forgets the merchant it held, so the change counts from its next request.
+  // Other instances: a new key works at once (a key their copy lacks makes them read the merchant
+  // again); a revoked key, a rotated key's end and a changed allowlist reach them when their copy
+  // expires (`keyCacheTtlMs`, default 10 s), as the CLI's changes do.
+  readonly createKey: NonNullable<Storage['createKey']> = async (request) => {
+    const created = await this.#changed(request.merchantId, () => createMerchantKey(this.#db, this.#masterKey, request));
+    // The merchant was deleted while it asked: as any request of a merchant that is gone.
+    if (created === undefined) throw new MerchantApiError('unauthorized', 'Valid merchant credentials are required (HTTP Basic: merchant id and API key).');
+    return created;
+  };
+  readonly rotateKey: NonNullable<Storage['rotateKey']> = (rotation) => this.#changed(rotation.merchantId, () => rotateMerchantKeyById(this.#db, this.#masterKey, rotation));
+  readonly revokeKey: NonNullable<Storage['revokeKey']> = (merchantId, keyId, options) => this.#changed(merchantId, () => revokeMerchantKeyById(this.#db, merchantId, keyId, options));
+  readonly updateKey: NonNullable<Storage['updateKey']> = (merchantId, keyId, patch, options) => this.#changed(merchantId, () => updateMerchantKeyById(this.#db, merchantId, keyId, patch, options));
+
+  /** Waits for a key change, then forgets the merchant held (whether it changed or failed: what is held may be stale either way). */
+  async #changed<T>(merchantId: string, change: () => Promise<T>): Promise<T> {
+    this.#assertOpen();
+    try {
+      return await change();
+    } finally {
+      this.#cache.invalidate(merchantId);
+    }
   }
 
   // Idempotency keys (docs/protocol.md#safe-retries; table `idempotency_keys`), shared by every

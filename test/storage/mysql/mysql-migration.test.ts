@@ -300,8 +300,8 @@ describe.skipIf(!available)('migration 0007_key_limits_audit', () => {
     const storage = new MysqlStorage({ db: database.db, masterKey: database.masterKey, keyCacheTtlMs: 0, throttleSharing: false });
     expect(await storage.getMerchant('m1')).toEqual({ id: 'm1', status: 'active', keys: ['old-key-a', 'old-key-b'], keyIds: ['key_000000000000', 'key_000000000001'] });
     expect((await storage.listKeys('m1')).map((key) => [key.scopes, key.allow_from, key.name, key.last_used_at])).toEqual([
-      [['signature', 'users:read', 'webhooks:manage'], [], null, null],
-      [['signature', 'users:read', 'webhooks:manage'], [], null, null],
+      [['signature', 'users:read', 'webhooks:manage', 'keys:manage'], [], null, null],
+      [['signature', 'users:read', 'webhooks:manage', 'keys:manage'], [], null, null],
     ]);
     expect(Number((await sql<{ n: number }>`SELECT COUNT(*) AS n FROM audit_events`.execute(database.db)).rows[0]!.n)).toBe(0);
   });

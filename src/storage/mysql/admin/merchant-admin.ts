@@ -106,7 +106,7 @@ function settingsColumns(settings: KeySettings) {
 }
 
 /** What the audit trail records of key settings: which were set, and to what (scopes, networks, end; never the name itself). */
-function settingsSummary(settings: KeySettings | undefined, expiresAt?: string | null): Record<string, AuditValue> {
+export function settingsSummary(settings: KeySettings | undefined, expiresAt?: string | null): Record<string, AuditValue> {
   const summary: Record<string, AuditValue> = {};
   if (settings?.name !== undefined) summary.name_changed = true;
   if (settings?.scopes !== undefined) summary.scopes = [...settings.scopes];
@@ -116,7 +116,7 @@ function settingsSummary(settings: KeySettings | undefined, expiresAt?: string |
 }
 
 /** The row of a new key: sealed, with its public id, fingerprint and settings. */
-async function newKeyRow(masterKey: MasterKey, merchantId: string, apiKey: string, settings: KeySettings = {}) {
+export async function newKeyRow(masterKey: MasterKey, merchantId: string, apiKey: string, settings: KeySettings = {}) {
   return {
     merchant_id: merchantId,
     sealed_key: await sealApiKey(masterKey, merchantId, apiKey),
@@ -289,7 +289,7 @@ export async function rotateMerchantKey(db: Kysely<MerchantApiDatabase>, masterK
 }
 
 /** The keys of a merchant that work now: not revoked, not past their end. */
-function workingKeys(db: Db, merchantId: string) {
+export function workingKeys(db: Db, merchantId: string) {
   return db
     .selectFrom('merchant_keys as k')
     .where('k.merchant_id', '=', merchantId)

@@ -72,11 +72,11 @@ export async function listEndpointDeliveryPage(db: Db, query: { endpointId: stri
  * `next` of the previous call, to go on from). One being sent
  * right now (pending and leased) is left to its attempt. Throws `endpoint_not_found` (none of
  * `merchantId`) and `endpoint_disabled`. When some were queued, audited as `webhook_redelivered`
- * in the same transaction, under `actor`.
+ * in the same transaction, under `actor`, with the key that asked (`keyId`, from the API) as its `key_id`.
  */
 export async function redeliverEndpointDeliveries(
   db: Db,
-  request: { endpointId: string; merchantId?: string; target: { eventId: string } | { since: string; after?: DeliveryCursor }; max: number },
+  request: { endpointId: string; merchantId?: string; target: { eventId: string } | { since: string; after?: DeliveryCursor }; max: number; keyId?: string },
   actor: string = LIBRARY_ACTOR,
 ): Promise<RedeliveryResult> {
   const { endpointId, target, max } = request;
@@ -98,7 +98,7 @@ export async function redeliverEndpointDeliveries(
       WHERE id IN (${sql.join(ids)}) AND (state <> 'pending' OR leased_until IS NULL)`.execute(trx);
     const queued = Number(result.numAffectedRows ?? 0);
     const summary: Record<string, string> = 'eventId' in target ? { endpoint_id: endpointId, event_id: target.eventId } : { endpoint_id: endpointId, since: fromSqlDatetime(toSqlDatetime(target.since)) };
-    await writeAuditEvent(trx, actor, { action: 'webhook_redelivered', merchantId: taken[0]!.merchant_id, summary: { ...summary, deliveries: queued } });
+    await writeAuditEvent(trx, actor, { action: 'webhook_redelivered', merchantId: taken[0]!.merchant_id, keyId: request.keyId ?? null, summary: { ...summary, deliveries: queued } });
     return { matched: taken.length, queued, next };
   }));
 }

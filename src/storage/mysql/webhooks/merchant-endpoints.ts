@@ -7,7 +7,7 @@
 import type { Kysely, RawBuilder } from 'kysely';
 import type { CausalReads } from '../causal-reads.js';
 import { MerchantApiError } from '../../../errors.js';
-import type { WebhookStorageOperation, Storage } from '../../contract.js';
+import type { Storage, WEBHOOK_OPERATIONS } from '../../contract.js';
 import type { MasterKey } from '../../sql/key-sealing.js';
 import { webhookTestRefused, type NewWebhookEndpoint, type RotatedWebhookSecret, type WebhookChangeOptions, type WebhookEndpointSummary } from '../../webhook-endpoints.js';
 import type { MerchantApiDatabase } from '../schema.js';
@@ -35,7 +35,7 @@ async function scoped<T>(what: string, body: () => Promise<T>): Promise<T | unde
 }
 
 /** `causal`: the listing waits for the cluster's latest commit on a Galera node (a merchant lists what it just added through another node). */
-export function merchantWebhookEndpoints(db: Db, masterKey: MasterKey, causal?: CausalReads): Required<Pick<Storage, WebhookStorageOperation>> {
+export function merchantWebhookEndpoints(db: Db, masterKey: MasterKey, causal?: CausalReads): Required<Pick<Storage, (typeof WEBHOOK_OPERATIONS)[number]>> {
   const read = causal && (<R>(query: RawBuilder<R>) => causal.executeRaw(query));
   return {
     listWebhookEndpoints: async (merchantId: string): Promise<WebhookEndpointSummary[]> => (await scoped('webhook endpoint list', () => listWebhookEndpoints(db, merchantId, read))) ?? [],
