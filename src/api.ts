@@ -109,6 +109,7 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
     openApiBody: JSON.stringify(openApiDocument(resolved.basePath, ROUTES)),
     storageHealth: healthDetails(storage.health?.bind(storage), options.healthParts),
     keys: new KeyGate(resolved.now, keyUses),
+    idempotencyKeys: storage.claimIdempotencyKey !== undefined,
     authenticated: authenticatedStep(limits.afterAuthentication, hooks.onAuthenticated),
     logger,
     webhooks: {

@@ -27,6 +27,8 @@ export type MerchantApiErrorCode =
   | 'payload_too_large'
   | 'unsupported_media_type'
   | 'conflict'
+  | 'idempotency_in_progress'
+  | 'idempotency_mismatch'
   | 'not_implemented'
   | 'storage_unavailable'
   | 'too_many_requests'
@@ -51,6 +53,8 @@ const statusByCode: Record<MerchantApiErrorCode, number> = {
   payload_too_large: 413,
   unsupported_media_type: 415,
   conflict: 409,
+  idempotency_in_progress: 409,
+  idempotency_mismatch: 422,
   not_implemented: 501,
   storage_unavailable: 503,
   too_many_requests: 429,

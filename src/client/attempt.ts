@@ -17,6 +17,8 @@ export interface Target {
   body?: string;
   /** A change: sent once, never retried (its answer lost, it may have been made). */
   once?: boolean;
+  /** A change sent with an `Idempotency-Key`: retried as a read, and while its first attempt still runs (409 `idempotency_in_progress`). */
+  idempotent?: boolean;
 }
 
 /** One attempt's abort controller, timeout and listeners. */

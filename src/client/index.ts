@@ -21,6 +21,7 @@ export type {
   ExportOptions,
   KeyInfo,
   MerchantClientOptions,
+  ChangeOptions,
   RequestOptions,
   RetryInfo,
   RetryOptions,

@@ -1,15 +1,18 @@
 /**
  * `client.keys`: the merchant's own API keys (docs/protocol.md#managing-keys). Called as a
  * function it lists them, as it always did (`await client.keys()`); its methods list, add, rotate,
- * change and revoke. The listing is retried as every read is; a change is sent once and never
- * retried (a lost answer could be a key made, whose secret is shown only in that answer: `list()`
- * tells), so a 503 or a connection failure is thrown at once. The changes need a key with the
- * scope `keys:manage`; the listing, `users:read`.
+ * change and revoke. The listing is retried as every read is; a POST (`create`, `rotate`) carries an
+ * `Idempotency-Key` (the caller's `idempotencyKey`, or a random UUID per call, the same on every
+ * retry: ./idempotency-key.ts), so it is retried too and the server makes the key once, answering a
+ * retry with the same secret (docs/protocol.md#safe-retries). A PATCH or DELETE is sent once and
+ * never retried (a lost answer could be a change made: `list()` tells). The changes need a key with
+ * the scope `keys:manage`; the listing, `users:read`.
  */
 import { pct } from '../signing/index.js';
 import { MerchantResponseError } from './errors.js';
 import type { Transport } from './transport.js';
-import type { KeyInfo, RequestOptions } from './types.js';
+import { idempotencyKeyOf } from './idempotency-key.js';
+import type { ChangeOptions, KeyInfo, RequestOptions } from './types.js';
 
 /** A scope a key may have (docs/security.md#key-scopes-and-allowlists). */
 export type KeyScope = KeyInfo['scopes'][number];
@@ -31,7 +34,7 @@ export interface KeyEnd {
   expiresIn?: string;
 }
 
-export interface CreateKeyOptions extends RequestOptions, KeyEnd {
+export interface CreateKeyOptions extends ChangeOptions, KeyEnd {
   /** What the key may do; each one the calling key has itself. */
   scopes: readonly KeyScope[];
   name?: string | null;
@@ -39,7 +42,7 @@ export interface CreateKeyOptions extends RequestOptions, KeyEnd {
   allowFrom?: readonly string[];
 }
 
-export interface RotateKeyOptions extends RequestOptions, KeyEnd {
+export interface RotateKeyOptions extends ChangeOptions, KeyEnd {
   /** How long the old key keeps working beside the new one: `24h`, at most `7d`; default: it stops at once. */
   expireOldIn?: string;
 }
@@ -93,8 +96,12 @@ function endOf(options: KeyEnd): Record<string, string> {
 
 export function keysClient(baseUrl: string, transport: Transport, auth: () => Record<string, string>): KeysClient {
   const json = { 'content-type': 'application/json' };
-  const change = <T>(method: string, url: string, body: object | undefined, options: RequestOptions): Promise<T> =>
-    transport.call({ method, url, body: body === undefined ? undefined : JSON.stringify(body), once: true }, () => url, { ...auth(), ...(body === undefined ? {} : json) }, options.signal, firstOf<T>);
+  // A POST: one key per call, made before the first attempt, every retry sending the same; a PATCH: sent once.
+  const change = <T>(method: string, url: string, body: object | undefined, options: ChangeOptions): Promise<T> => {
+    const keyed = method === 'POST';
+    const key: Record<string, string> = keyed ? { 'idempotency-key': idempotencyKeyOf(options.idempotencyKey) } : {};
+    return transport.call({ method, url, body: body === undefined ? undefined : JSON.stringify(body), ...(keyed ? { idempotent: true } : { once: true }) }, () => url, { ...auth(), ...(body === undefined ? {} : json), ...key } as Record<string, string>, options.signal, firstOf<T>);
+  };
   const list = (options: RequestOptions = {}): Promise<KeyInfo[]> => {
     const url = `${baseUrl}/merchant/keys`;
     return transport.call({ method: 'GET', url }, () => url, auth(), options.signal, (body) => dataOf<KeyInfo>(body));

@@ -2,7 +2,8 @@
  * The retry policy of the client: which failures are retried, how long to
  * wait before the next attempt, and the deadline of a whole call.
  *
- * Only idempotent reads are retried (a change to the webhook endpoints is sent once):
+ * Only idempotent requests are retried: reads, and POSTs, which carry an `Idempotency-Key`
+ * (./idempotency-key.ts; a DELETE is sent once):
  * 503 (storage unavailable), 429 (throttled) and connection failures
  * (refused, reset, cut before the answer). A timeout is not retried: the
  * server may be stuck, and retrying would multiply the caller's wait. Other

@@ -53,7 +53,7 @@ export class Transport {
 
   /**
    * Sends a request and retries it: on 503 and 429 (after `Retry-After`, else
-   * a backoff) and on connection failures, within `maxRetries` and the call's
+   * a backoff), on 409 `idempotency_in_progress` of a keyed change, and on connection failures, within `maxRetries` and the call's
    * deadline. `url()` is called for each attempt, so a signed URL is signed
    * again. With `consume`, reading the body is part of the attempt (a body cut
    * off is retried too) and its result is returned; without, the response is
@@ -101,7 +101,9 @@ export class Transport {
           return result;
         }
         const error = await errorOf(response, attempt, target, policy, this.timeoutMs);
-        if (!isRetryableStatus(response.status)) throw error;
+        // A retry of a keyed change that reached the server while its first attempt runs there: its answer comes shortly.
+        const running = target.idempotent === true && error instanceof MerchantResponseError && error.code === 'idempotency_in_progress';
+        if (!isRetryableStatus(response.status) && !running) throw error;
         failure = error;
         retryAfter = retryAfterMs(response.headers.get('retry-after'), Date.now());
       } catch (error) {

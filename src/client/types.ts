@@ -190,6 +190,16 @@ export interface RequestOptions {
   signal?: AbortSignal;
 }
 
+/**
+ * The options of a POST (docs/protocol.md#safe-retries): `idempotencyKey`, sent as `Idempotency-Key`
+ * on every attempt of the call (default: a new random UUID per call). Pass your own to make a call
+ * your process repeats after a crash safe too: the same key and body within 24 hours answer the first
+ * call's answer.
+ */
+export interface ChangeOptions extends RequestOptions {
+  idempotencyKey?: string;
+}
+
 /** How the client retries (see `MerchantClientOptions.retries`). */
 export interface RetryOptions {
   /** Retries after the first attempt (default 3); 0 never retries. */

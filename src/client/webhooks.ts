@@ -1,12 +1,15 @@
 /**
  * `client.webhooks`: the merchant's own webhook endpoints (docs/webhooks.md#endpoints). Reads are
- * retried as every read is; a change is sent once and never retried (a lost answer could have been
- * a change made: `list()` tells), so a 503 or a connection failure is thrown at once.
+ * retried as every read is; a POST carries an `Idempotency-Key` (the caller's `idempotencyKey`, or a
+ * random UUID per call, the same on every retry: ./idempotency-key.ts), so it is retried too and the
+ * server runs it once (docs/protocol.md#safe-retries). A DELETE is sent once and never retried (a
+ * lost answer could have been a change made: `list()` tells).
  */
 import { pct } from '../signing/index.js';
 import { MerchantResponseError } from './errors.js';
 import type { Transport } from './transport.js';
-import type { RequestOptions } from './types.js';
+import { idempotencyKeyOf } from './idempotency-key.js';
+import type { ChangeOptions, RequestOptions } from './types.js';
 
 /** The event types an endpoint can receive. */
 export type WebhookEventType = 'user.shared' | 'user.updated' | 'user.deactivated' | 'user.unshared';
@@ -27,12 +30,12 @@ export interface CreatedWebhookEndpoint extends WebhookEndpoint {
   secret: string;
 }
 
-export interface CreateWebhookOptions extends RequestOptions {
+export interface CreateWebhookOptions extends ChangeOptions {
   /** Default: every user event. */
   events?: readonly WebhookEventType[];
 }
 
-export interface RotateWebhookSecretOptions extends RequestOptions {
+export interface RotateWebhookSecretOptions extends ChangeOptions {
   /** How long the old secret keeps signing beside the new one: `24h`, `7d`; default: it stops at once. */
   expireOldIn?: string;
 }
@@ -108,11 +111,11 @@ export interface WebhooksClient {
   /** A new secret, shown only now; with `expireOldIn` the old one keeps signing until then. */
   rotateSecret(id: string, options?: RotateWebhookSecretOptions): Promise<RotatedWebhookSecret>;
   /** Queues a `webhook.test` event for the endpoint. */
-  test(id: string, options?: RequestOptions): Promise<QueuedWebhookTest>;
+  test(id: string, options?: ChangeOptions): Promise<QueuedWebhookTest>;
   /** One page of the endpoint's deliveries, newest first; pass `next_cursor` back as `cursor` for the next. */
   deliveries(id: string, options?: WebhookDeliveriesOptions): Promise<WebhookDeliveryPage>;
   /** Sends deliveries again (same event id): one event's, or those since a time, at most 1000 per call. */
-  redeliver(id: string, target: RedeliverTarget, options?: RequestOptions): Promise<Redelivered>;
+  redeliver(id: string, target: RedeliverTarget, options?: ChangeOptions): Promise<Redelivered>;
 }
 
 /** The first record of `data` in the success envelope. */
@@ -130,8 +133,11 @@ function endpointPath(baseUrl: string, id: string): string {
 
 export function webhooksClient(baseUrl: string, transport: Transport, auth: () => Record<string, string>): WebhooksClient {
   const json = { 'content-type': 'application/json' };
-  const change = <T>(method: string, url: string, body: object | undefined, options: RequestOptions): Promise<T> =>
-    transport.call({ method, url, body: body === undefined ? undefined : JSON.stringify(body), once: true }, () => url, { ...auth(), ...(body === undefined ? {} : json) }, options.signal, firstOf<T>);
+  // One key per call, made before the first attempt: every retry sends the same.
+  const change = <T>(method: 'POST', url: string, body: object | undefined, options: ChangeOptions): Promise<T> => {
+    const key = { 'idempotency-key': idempotencyKeyOf(options.idempotencyKey) };
+    return transport.call({ method, url, body: body === undefined ? undefined : JSON.stringify(body), idempotent: true }, () => url, { ...auth(), ...(body === undefined ? {} : json), ...key }, options.signal, firstOf<T>);
+  };
   return {
     list: (options = {}) => {
       const url = `${baseUrl}/merchant/webhooks`;

@@ -18,6 +18,10 @@ import type { DocumentedRoute, Json, OperationDoc } from './operation.js';
 import { schemas } from './schemas.js';
 import { SHARED_RESPONSES, sharedErrors } from './shared-errors.js';
 import { webhookEvents } from './webhook-events.js';
+import { envelopeError } from './error-codes.js';
+import { response } from './fragments.js';
+import { IDEMPOTENCY_KEY_RULE } from '../http/idempotency-key.js';
+import { takesIdempotencyKey } from './operation.js';
 
 /** The path item of a pattern: each route's operation (a GET with its HEAD twin). */
 function pathItem(routes: readonly DocumentedRoute[]): Json {
@@ -47,17 +51,56 @@ function ownResponses(operation: OperationDoc): Record<string, Json> {
 /** The operation object of a route: what the table says, its own text, and the answers every route shares. */
 function operationOf(route: DocumentedRoute, allowed: string): Json {
   const operation = route.openapi;
-  const responses = sortByStatus({ ...sharedErrors(route, operation, allowed), ...ownResponses(operation) });
+  const idempotent = takesIdempotencyKey(route);
+  const own = { ...sharedErrors(route, operation, allowed), ...ownResponses(operation) };
+  const responses = sortByStatus(idempotent ? idempotentResponses(own) : own);
   return {
     operationId: route.id,
     summary: route.summary,
     description: operation.description,
     tags: [operation.tag],
     security: securityOf(route),
-    parameters: [...(operation.parameters ?? []), ref('parameters', 'X-Request-Id')],
+    parameters: [...(operation.parameters ?? []), ...(idempotent ? [ref('parameters', 'Idempotency-Key')] : []), ref('parameters', 'X-Request-Id')],
     ...(operation.requestBody ? { requestBody: operation.requestBody } : {}),
     responses,
   };
+}
+
+/**
+ * A route that takes `Idempotency-Key` (src/pipeline/idempotency.ts): its successes may be replays
+ * (`Idempotent-Replayed`), and it answers 400 for a bad key, 409 while the key's request runs, 422
+ * for the key of another request, 501 on a storage that keeps no keys.
+ */
+/** The handler's own refusals, which a key keeps (before it: authentication, the scope, a limit, which it does not). */
+const REPLAYED_ERRORS = new Set(['400', '404', '409', '410', '413', '415']);
+
+function idempotentResponses(responses: Record<string, Json>): Record<string, Json> {
+  const out: Record<string, Json> = {};
+  for (const [status, answer] of Object.entries(responses)) {
+    out[status] = status.startsWith('2') || REPLAYED_ERRORS.has(status) ? { ...answer, headers: { ...(answer.headers as Json), 'Idempotent-Replayed': ref('headers', 'Idempotent-Replayed') } } : answer;
+  }
+  const running = 'A request with the same `Idempotency-Key` is still running (`idempotency_in_progress`): retry after `Retry-After` seconds to get its answer.';
+  const earlier = responses['409'];
+  out['409'] = earlier
+    ? { ...earlier, description: `${earlier.description as string} Or: ${running}`, headers: { ...(earlier.headers as Json), 'Retry-After': ref('headers', 'Retry-After') }, content: withCode(earlier, 'idempotency_in_progress') }
+    : response(running, envelopeError(['idempotency_in_progress']), ['Retry-After']);
+  out['422'] = response('This `Idempotency-Key` was used within 24 hours for another request: another method, path or body (`idempotency_mismatch`). Use a new key for a new request.', envelopeError(['idempotency_mismatch']));
+  const bad = responses['400'];
+  if (bad) out['400'] = { ...bad, description: `${bad.description as string} Or an \`Idempotency-Key\` that is not ${IDEMPOTENCY_KEY_RULE} (\`invalid_parameter\`, param \`Idempotency-Key\`).`, content: withCode(bad, 'invalid_parameter') };
+  if (!responses['501']) out['501'] = response('The storage behind this server keeps no idempotency keys (`not_implemented`): send the request without `Idempotency-Key`.', envelopeError(['not_implemented']));
+  return out;
+}
+
+/** The JSON content of an envelope error response with `code` among its codes. */
+function withCode(answer: Json, code: string): Json {
+  const content = answer.content as { 'application/json': { schema: Json } };
+  const schema = content['application/json'].schema;
+  const errors = (schema.properties as { errors?: { items: { properties: { code: { enum: string[] } } } } } | undefined)?.errors;
+  if (errors === undefined) return content;
+  const codes = errors.items.properties.code.enum;
+  if (codes.includes(code)) return content;
+  const widened = { ...schema, properties: { ...(schema.properties as Json), errors: { ...errors, items: { ...errors.items, properties: { ...errors.items.properties, code: { ...errors.items.properties.code, enum: [...codes, code] } } } } } };
+  return { 'application/json': { schema: widened } };
 }
 
 /** The GET operation of a route, and its HEAD twin. */
@@ -169,6 +212,15 @@ export function openApiDocument(basePath: string, routes: readonly DocumentedRou
           in: 'header',
           description: 'One or more `ETag`s of bodies the client holds (or `*`): when one is what this request would get now, the answer is 304 with no body.',
           schema: { type: 'string', minLength: 1, examples: ['"3q2-7wD2pQ4yk1Qf0ZlLq3mFJ4m3V6LtoHnW7yZt1Ws"'] },
+        },
+        'Idempotency-Key': {
+          name: 'Idempotency-Key',
+          in: 'header',
+          description:
+            `Makes a retry safe (docs/protocol.md#safe-retries): a new value per logical request, ${IDEMPOTENCY_KEY_RULE}, kept for this merchant 24 hours. ` +
+            'The same key with the same method, path and body answers the stored answer again (status, body, `Content-Type`), marked `Idempotent-Replayed: true`, ' +
+            'without running the request twice; with another request it is 422; while its request runs, 409. Answers of 500 and above, 408 and 429 are not kept: the retry runs.',
+          schema: { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x20-\\x7e]+$', examples: ['4f0c1b5e-8a0e-4e0e-9a53-2b8f3f1f6d8e'] },
         },
         'X-Request-Id': {
           name: 'X-Request-Id',

@@ -31,7 +31,9 @@ export const ERROR_CODES: Record<MerchantApiErrorCode, string> = {
   payload_too_large: 'a JSON request body larger than the endpoint accepts (`/merchant/webhooks`: 16 KiB)',
   unsupported_media_type: 'a request body whose `Content-Type` is not `application/json`',
   conflict: 'a change the current state refuses: the most webhook endpoints a merchant may have, or a test sent to a disabled endpoint',
-  not_implemented: 'an operation the storage behind this server does not have (webhooks, on a storage of its own without them)',
+  idempotency_in_progress: 'a request with this `Idempotency-Key` is still running (its answer comes to a retry after `Retry-After` seconds)',
+  idempotency_mismatch: 'this `Idempotency-Key` was used within 24 hours for another request (another method, path or body)',
+  not_implemented: 'an operation the storage behind this server does not have (webhooks, idempotency keys, on a storage of its own without them)',
   storage_unavailable: 'the storage failed or missed its deadline',
   too_many_requests:
     'refused by a limit: too many failed authentications, too many listings of one merchant at once, more than its share of a busy instance or of the ' +

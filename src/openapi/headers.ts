@@ -28,6 +28,10 @@ export function headers(): Json {
         'while the answer is unchanged. Not on the streamed list (docs/protocol.md#conditional-requests).',
       { type: 'string', pattern: '^(W/)?"[A-Za-z0-9_-]{43}"$' },
     ),
+    'Idempotent-Replayed': header(
+      'On an answer given again for an `Idempotency-Key` already answered (docs/protocol.md#safe-retries): the status and body are those of the first request.',
+      { type: 'string', const: 'true' },
+    ),
     'Content-Length': header('HEAD: the length of the GET body, wherever it is known (not for the streamed list).', { type: 'string', pattern: '^[0-9]+$' }),
   };
 }

@@ -35,6 +35,11 @@ export interface DocumentedRoute {
   trailingSlash?: boolean;
   /** Whole 200 bodies carry a strong `ETag`, and `If-None-Match` naming it answers 304 (src/pipeline/conditional.ts). */
   etag?: boolean;
+  /**
+   * Takes `Idempotency-Key` (src/pipeline/idempotency.ts, docs/protocol.md#safe-retries); default:
+   * every POST with Basic authentication. `false` opts a POST out, `true` opts another method in.
+   */
+  idempotencyKey?: boolean;
   summary: string;
   /** The operation's own OpenAPI text, kept beside its handler; the rest of the document comes from the fields above. */
   openapi: OperationDoc;
@@ -58,4 +63,12 @@ export interface OperationDoc {
   badRequestCodes?: MerchantApiErrorCode[];
   /** Why this operation itself answers 429, besides the throttling of failed authentication. */
   tooManyRequests?: string;
+}
+
+/**
+ * The routes that take `Idempotency-Key` (src/pipeline/idempotency.ts, docs/protocol.md#safe-retries):
+ * their table entry says so, else every POST with Basic authentication.
+ */
+export function takesIdempotencyKey(route: DocumentedRoute): boolean {
+  return route.idempotencyKey ?? (route.method === 'POST' && route.auth === 'basic');
 }

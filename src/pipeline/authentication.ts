@@ -15,12 +15,14 @@ import type { HandlerDeps, Route } from '../routes/route.js';
 import type { Merchant } from '../storage/contract.js';
 import type { Answer } from './answer.js';
 import { conditional } from './conditional.js';
+import { idempotencyStep, takesIdempotencyKey } from './idempotency.js';
 
 /** Runs a route's handler, authenticated first where the route says so. Throws for errors. */
 export type RunRoute = (ctx: RequestContext, route: Route, path: string, search: string, origin: string, params: Record<string, string>) => Answer | Promise<Answer>;
 
 /** Not async: a route without Basic authentication costs no promise of its own here. */
 export function routeRunner(deps: HandlerDeps, aroundHandler: LimitPoints['aroundHandler']): RunRoute {
+  const withIdempotencyKey = idempotencyStep(deps);
   /** The handler of a Basic route, once the check answered. */
   async function authorized(ctx: RequestContext, route: Route, path: string, search: string, origin: string, params: Record<string, string>, checked: Merchant | Unverified): Promise<Answer> {
     // The key that matched may not be usable here (expired, outside its networks, without the
@@ -36,7 +38,12 @@ export function routeRunner(deps: HandlerDeps, aroundHandler: LimitPoints['aroun
     try {
       const hooked = deps.authenticated(ctx, merchant.id);
       if (hooked) await hooked;
-      const handled = await route.handle(ctx, { path, search, origin, params, merchant }, deps);
+      const input = { path, search, origin, params, merchant };
+      // A GET pays one comparison here: only a route that changes something takes `Idempotency-Key`.
+      const handled =
+        route.method !== 'GET' && takesIdempotencyKey(route)
+          ? await withIdempotencyKey(ctx, route, merchant.id, path, search, async () => route.handle(ctx, input, deps))
+          : await route.handle(ctx, input, deps);
       const answer = route.etag ? conditional(ctx, handled) : handled;
       // A copy: handlers may answer with a shared constant reply.
       return release ? { ...answer, release } : answer;

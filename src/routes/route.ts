@@ -50,6 +50,8 @@ export interface HandlerDeps {
   logger: Logger;
   /** What `/merchant/webhooks` checks: the address rules and the most endpoints per merchant. */
   webhooks: AddressPolicy & { maxEndpointsPerMerchant: number; supported: boolean; retentionMs: number };
+  /** The storage keeps idempotency keys (`Storage.claimIdempotencyKey`): else a request with `Idempotency-Key` is 501. */
+  idempotencyKeys: boolean;
   /** Marks the merchant authenticated, runs the limits after authentication and the `onAuthenticated` hooks (src/pipeline/authentication.ts). */
   authenticated(ctx: RequestContext, merchantId: string): void | Promise<void>;
 }

@@ -8,6 +8,7 @@ import type { KeyLimits, KeyScope } from './key-limits.js';
 import type { ThrottleStore } from './throttle-store.js';
 import type { RedeliveryResult, WebhookDeliveryPage, WebhookDeliveryQuery, WebhookRedelivery } from './webhook-deliveries.js';
 import type { NewWebhookEndpoint, RotatedWebhookSecret, WebhookChangeOptions, WebhookEndpointSummary } from './webhook-endpoints.js';
+import { IDEMPOTENCY_OPERATIONS, type ClaimOutcome, type IdempotencyClaim, type IdempotencyCompletion, type IdempotencyRelease } from './idempotency.js';
 
 export type { KeyLimits, KeyScope } from './key-limits.js';
 
@@ -371,6 +372,18 @@ export interface Storage {
   revokeKey?(merchantId: string, keyId: string, options?: KeyChangeOptions): Promise<boolean>;
   /** Changes a key's name or networks; the key as listed after, or undefined when not found. */
   updateKey?(merchantId: string, keyId: string, patch: KeyPatch, options?: KeyChangeOptions): Promise<KeyInfo | undefined>;
+  /*
+   * Optional: idempotency keys (docs/protocol.md#safe-retries, src/storage/idempotency.ts), for the
+   * `Idempotency-Key` of every POST of the merchant API. Atomic across every instance sharing the
+   * storage: of two claims of one key at once, exactly one is `claimed`. A storage without them
+   * answers a request carrying the header 501 `not_implemented` (one without it runs as before).
+   */
+  /** Claims `key` for a request, or answers what holds it: a stored answer, a running request, another request's key. */
+  claimIdempotencyKey?(claim: IdempotencyClaim): Promise<ClaimOutcome>;
+  /** Stores the answer of a claimed request, kept until the claim's `ttlMs` ran out; a claim taken over since (another token) changes nothing. */
+  completeIdempotencyKey?(completion: IdempotencyCompletion): Promise<void>;
+  /** Forgets a claim whose answer is not kept (a 5xx, a 429), so a retry runs; another token changes nothing. */
+  releaseIdempotencyKey?(release: IdempotencyRelease): Promise<void>;
 }
 
 /** How one part of a storage did at its last use. */
@@ -392,7 +405,10 @@ export const WEBHOOK_OPERATIONS = ['listWebhookEndpoints', 'addWebhookEndpoint',
 /** The optional operations of a merchant's changes to its keys: a storage may lack them (the guard then answers 501). */
 export const KEY_OPERATIONS = ['createKey', 'rotateKey', 'revokeKey', 'updateKey'] as const;
 
-export const STORAGE_OPERATIONS = ['getMerchant', 'recordSalt', 'listUsers', 'getUser', 'ping', 'listKeys', ...WEBHOOK_OPERATIONS, ...KEY_OPERATIONS] as const;
+/** Every optional operation: a storage may lack each (the guard answers 501 for it; a request with `Idempotency-Key` on a storage without the idempotency ones is 501 too). */
+export const OPTIONAL_OPERATIONS = [...WEBHOOK_OPERATIONS, ...KEY_OPERATIONS, ...IDEMPOTENCY_OPERATIONS] as const;
+
+export const STORAGE_OPERATIONS = ['getMerchant', 'recordSalt', 'listUsers', 'getUser', 'ping', 'listKeys', ...OPTIONAL_OPERATIONS] as const;
 
 /** A storage method the handler calls per request (`STORAGE_OPERATIONS`). */
 export type StorageOperation = (typeof STORAGE_OPERATIONS)[number];
@@ -402,8 +418,8 @@ type RequiredStorageMethod = {
   [K in keyof Storage]-?: undefined extends Storage[K] ? never : Storage[K] extends (...args: never[]) => unknown ? K : never;
 }[keyof Storage];
 
-/** An optional operation a storage may lack (`WEBHOOK_OPERATIONS`, `KEY_OPERATIONS`). */
-export type OptionalStorageOperation = (typeof WEBHOOK_OPERATIONS)[number] | (typeof KEY_OPERATIONS)[number];
+/** An optional operation a storage may lack (`OPTIONAL_OPERATIONS`: webhooks, keys, idempotency keys). */
+export type OptionalStorageOperation = (typeof OPTIONAL_OPERATIONS)[number];
 
 /** `true` only when `STORAGE_OPERATIONS` names every required method but `close`, the optional operations, and nothing else. */
 type Expected = Exclude<RequiredStorageMethod, 'close'> | OptionalStorageOperation;

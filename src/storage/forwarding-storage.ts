@@ -7,7 +7,7 @@
  * The forwarding methods are put on the prototype once, when this module loads: a call costs what
  * a hand-written forwarding method costs, with no per-call lookup or proxy.
  */
-import { KEY_OPERATIONS, STORAGE_OPERATIONS, WEBHOOK_OPERATIONS, type Storage, type StorageOperation } from './contract.js';
+import { OPTIONAL_OPERATIONS, STORAGE_OPERATIONS, type Storage, type StorageOperation } from './contract.js';
 
 /** Every member of the contract, typed from it: the operations come from the prototype, the optional parts from the constructor. */
 export interface ForwardingStorage extends Storage {}
@@ -34,7 +34,7 @@ export abstract class ForwardingStorage {
     // Only where the wrapper reads merchants from the inner storage, as the Redis and replica wrappers do.
     if (this.cachedMerchant === undefined && inner.cachedMerchant !== undefined && this.getMerchant === ForwardingStorage.prototype.getMerchant) parts.cachedMerchant = (id) => inner.cachedMerchant!(id);
     // An optional operation the inner storage lacks stays absent here too (the guard answers it 501).
-    for (const operation of [...WEBHOOK_OPERATIONS, ...KEY_OPERATIONS]) if (inner[operation] === undefined) (this as Record<string, unknown>)[operation] = undefined;
+    for (const operation of OPTIONAL_OPERATIONS) if (inner[operation] === undefined) (this as Record<string, unknown>)[operation] = undefined;
   }
 
   /** Releases the inner storage; a wrapper that holds more releases that too. */

@@ -38,7 +38,7 @@ const CLIENT = '^src/client/';
 
 /** What a storage implementation may see: the contract, the base of wrappers, the seed, JSON, the errors and the defaults. */
 const STORAGE_CONTRACT = [
-  '^src/storage/(contract|forwarding-storage|throttle-store|timestamps|order|user-pages|key-limits|key-changes|webhook-outbox|webhook-endpoints|webhook-deliveries)\\.ts$',
+  '^src/storage/(contract|forwarding-storage|throttle-store|timestamps|order|user-pages|key-limits|key-changes|webhook-outbox|webhook-endpoints|webhook-deliveries|idempotency)\\.ts$',
   '^src/storage/seed/',
   '^src/json/',
   '^src/(errors|defaults)\\.ts$',

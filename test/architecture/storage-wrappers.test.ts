@@ -11,7 +11,7 @@ import { join, relative } from 'node:path';
 import type { Kysely } from 'kysely';
 import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
-import { KEY_OPERATIONS, STORAGE_OPERATIONS, WEBHOOK_OPERATIONS, type Storage, type StorageOperation } from '../../src/storage/contract.js';
+import { OPTIONAL_OPERATIONS, STORAGE_OPERATIONS, type Storage, type StorageOperation } from '../../src/storage/contract.js';
 import { storageViews } from '../../src/storage/guard.js';
 import { generateMasterKey, withReplicaReads, type MerchantApiDatabase } from '../../src/storage/mysql/index.js';
 import { withRedisState, type RedisConnection } from '../../src/storage/redis/index.js';
@@ -120,8 +120,8 @@ const WRAPPERS: Wrapper[] = [
 describe('the storage contract, forwarded by every wrapper', () => {
   const members = contractMembers();
 
-  it('names every method it requires but close, and the optional webhook and key operations, in STORAGE_OPERATIONS, and nothing else', () => {
-    const optional: readonly string[] = [...WEBHOOK_OPERATIONS, ...KEY_OPERATIONS];
+  it('names every method it requires but close, and the optional webhook, key and idempotency-key operations, in STORAGE_OPERATIONS, and nothing else', () => {
+    const optional: readonly string[] = OPTIONAL_OPERATIONS;
     const required = members.filter((m) => m.method && (!m.optional || optional.includes(m.name)) && m.name !== 'close').map((m) => m.name);
     expect([...STORAGE_OPERATIONS].sort()).toEqual(required.sort());
   });

@@ -28,7 +28,7 @@ describe.skipIf(!available)('merchant-api/client against MySQL-backed servers', 
     describe(`on ${runtime}`, () => {
       let server: ServerProcess | undefined;
       beforeAll(async () => {
-        server = await startServer(runtime, CLI[runtime], { DATABASE_URL: database.url, MASTER_KEY: database.masterKeyText, KEY_CACHE_TTL: '0' }, ['serve']);
+        server = await startServer(runtime, CLI[runtime], { DATABASE_URL: database.url, MASTER_KEY: database.masterKeyText, KEY_CACHE_TTL: '0', WEBHOOK_ALLOW_PRIVATE: 'true', WEBHOOK_ALLOW_HTTP: 'true' }, ['serve']);
       });
       afterAll(async () => {
         await server?.stop();

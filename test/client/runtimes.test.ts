@@ -2,7 +2,8 @@
  * The built `dist/client.js` runs for real under Node, Bun and Deno (with
  * the permissions of `npm run start:deno`): a script imports it and, against
  * a running server, validates its signature, reads a user whose id needs
- * percent-encoding, pages, exports, and meets a 404, a wrong key, a refused
+ * percent-encoding, pages, exports, makes webhook endpoints with idempotency keys
+ * (the same key twice: one endpoint), and meets a 404, a wrong key, a refused
  * port and a server that never answers. Each runtime must print the same.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -39,6 +40,18 @@ out.deliveries = await fail(client.webhooks.deliveries('we_none', { limit: 5, st
 out.redeliver = await fail(client.webhooks.redeliver('we_none', { since: new Date(Date.now() - 60000) }));
 out.badState = await client.webhooks.deliveries('we_none', { state: 'lost' }).catch((e) => e.code);
 out.deliveriesMessage = await client.webhooks.deliveries('we_none').catch((e) => e.message);
+// POSTs with an Idempotency-Key (docs/protocol.md#safe-retries): the caller's key twice answers one endpoint, secret
+// included; the default key is a new UUID per call (two calls, two endpoints); another body with the key is 422.
+const key = 'runtime-' + out.runtime + '-' + Date.now();
+const hookUrl = 'http://127.0.0.1:9/' + key;
+const first = await client.webhooks.create(hookUrl, { idempotencyKey: key });
+const again = await client.webhooks.create(hookUrl, { idempotencyKey: key });
+out.sameEndpoint = first.id === again.id && first.secret === again.secret && first.secret.startsWith('whsec_');
+const fresh = await client.webhooks.create(hookUrl);
+out.newKeyNewEndpoint = fresh.id !== first.id;
+out.mismatch = await fail(client.webhooks.create(hookUrl + '-other', { idempotencyKey: key }));
+out.endpointsMade = (await client.webhooks.list()).filter((e) => e.url === hookUrl).length;
+for (const e of [first, fresh]) await client.webhooks.remove(e.id);
 // client.keys: a key made, listed, changed, rotated (the new one used) and revoked; a JSON body, PATCH and DELETE sent.
 const made = await client.keys.create({ scopes: ['users:read'], name: 'runtime ' + out.runtime, allowFrom: ['127.0.0.1/32'], expiresIn: '1d' });
 const listed = await client.keys();
@@ -60,7 +73,8 @@ console.log(JSON.stringify(out));
 `;
 
 describe('dist/client.js under every runtime, against a running server', () => {
-  const server = useCliServer('node', conformanceSeed());
+  // A receiver URL on 127.0.0.1 over http for the POSTs the script makes.
+  const server = useCliServer('node', conformanceSeed(), { WEBHOOK_ALLOW_PRIVATE: 'true', WEBHOOK_ALLOW_HTTP: 'true' });
   let dir: string;
   let silent: Server;
   const sockets = new Set<Socket>();
@@ -114,6 +128,10 @@ describe('dist/client.js under every runtime, against a running server', () => {
         // The route's own answers, not the router's 404: the query reached it.
         badState: 'invalid_parameter',
         deliveriesMessage: expect.stringContaining('This merchant has no webhook endpoint with this id.'),
+        sameEndpoint: true,
+        newKeyNewEndpoint: true,
+        mismatch: { ...apiError, status: 422, code: 'idempotency_mismatch' },
+        endpointsMade: 2,
         keys: { secretLength: 43, scopes: ['users:read'], allowFrom: ['127.0.0.1/32'], listed: true, updated: [null, []], rotatedFrom: true, rotatedName: null, rotatedIn: 'q?&=#%+', gone: { ...apiError, status: 404, code: 'not_found' } },
         wrongKey: { ...apiError, status: 400, code: 'signature_mismatch' },
         refused: { class: 'MerchantNetworkError', api: false, network: true, timeout: false, kind: 'refused', hasRequestId: false },

@@ -190,6 +190,28 @@ describe('the client against the handler in process (a fetch that calls api.fetc
     expect(() => createMerchantClient({ baseUrl: 'http://x', merchantId: 'm', apiKey: 'k', timeoutMs: 0 })).toThrow(/timeoutMs/);
   });
 
+  it('retries a POST answered 409 idempotency_in_progress with the same Idempotency-Key; a 409 conflict is thrown at once', async () => {
+    const keys: string[] = [];
+    const answer = (status: number, body: string) => new Response(body, { status, headers: { 'content-type': 'application/json', 'retry-after': '0' } });
+    let calls = 0;
+    const running: typeof fetch = async (_input, init) => {
+      keys.push(new Headers(init?.headers).get('idempotency-key')!);
+      if (++calls === 1) return answer(409, '{"status":"error","data":[],"errors":[{"code":"idempotency_in_progress","message":"still running","param":"Idempotency-Key"}]}');
+      return answer(202, '{"status":"ok","data":[{"event_id":"evt_1","endpoint_id":"we_1"}],"errors":[]}');
+    };
+    const client = (fetch: typeof globalThis.fetch) => createMerchantClient({ baseUrl: 'http://merchant-api.test', merchantId: main.id, apiKey: main.keys[0], fetch });
+    expect(await client(running).webhooks.test('we_1')).toEqual({ event_id: 'evt_1', endpoint_id: 'we_1' });
+    expect(keys).toHaveLength(2);
+    expect(keys[1]).toBe(keys[0]);
+    keys.length = 0;
+    const conflict: typeof fetch = async (_input, init) => {
+      keys.push(new Headers(init?.headers).get('idempotency-key')!);
+      return answer(409, '{"status":"error","data":[],"errors":[{"code":"conflict","message":"The webhook endpoint is disabled; enable it first."}]}');
+    };
+    await expect(client(conflict).webhooks.test('we_1', { idempotencyKey: 'mine-1' })).rejects.toMatchObject({ status: 409, code: 'conflict' });
+    expect(keys).toEqual(['mine-1']);
+  });
+
   it('a caller abort rejects with the signal reason, not a client error', async () => {
     const client = createMerchantClient({ baseUrl: 'http://merchant-api.test', merchantId: main.id, apiKey: main.keys[0], fetch: inProcess });
     const reason = new Error('stop');

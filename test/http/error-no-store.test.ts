@@ -84,6 +84,13 @@ const CASES: Case[] = [
     request: () => [`${ORIGIN}/merchant/webhooks`, json({ url: 'http://127.0.0.1:9/second' })],
   },
   { status: 410, what: 'a change feed from before removals no longer kept', options: { storage: prunedRemovals() }, request: () => [`${ORIGIN}/merchant/users?include_removed=true&updated_since=2020-01-01`, { headers: M1 }] },
+  {
+    status: 422,
+    what: 'an Idempotency-Key used for another request',
+    options: { webhooks },
+    before: () => [`${ORIGIN}/merchant/webhooks`, json({ url: 'http://127.0.0.1:9/first' }, { 'idempotency-key': 'k-422' })],
+    request: () => [`${ORIGIN}/merchant/webhooks`, json({ url: 'http://127.0.0.1:9/other' }, { 'idempotency-key': 'k-422' })],
+  },
   { status: 413, what: 'a JSON body too large', options: { webhooks }, request: () => [`${ORIGIN}/merchant/webhooks`, json({ url: `http://127.0.0.1:9/${'x'.repeat(MAX_JSON_BODY_BYTES)}` })] },
   { status: 414, what: 'a query string too long', request: () => [`${ORIGIN}/merchant/users?limit=1&x=${'y'.repeat(MAX_QUERY_LENGTH)}`, { headers: M1 }] },
   { status: 415, what: 'a body that is not JSON', options: { webhooks }, request: () => [`${ORIGIN}/merchant/webhooks`, { ...json({ url: 'http://127.0.0.1:9/x' }), headers: { ...M1, 'content-type': 'text/plain' } }] },

@@ -73,6 +73,7 @@ describe('links', () => {
       'Removals',
       'Filters',
       'Conditional requests',
+      'Safe retries',
       'Errors',
       'Limits',
       'Failures',

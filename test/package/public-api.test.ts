@@ -25,7 +25,7 @@ const EXPECTED: Record<string, string[]> = {
     'addRandomMerchantKey', 'eraseShares', 'eraseUser', 'listAuditEvents', 'pruneAuditEvents', 'updateMerchantKey', 'writeAuditEvent',
     'MysqlWebhookOutbox', 'WebhookAdminError', 'addWebhookEndpoint', 'enableWebhookEndpoint', 'listWebhookDeliveries', 'listWebhookEndpoints', 'redeliverWebhooks', 'listEndpointDeliveryPage', 'redeliverEndpointDeliveries',
     'eraseWebhookEvents', 'removeWebhookEndpoint', 'rotateWebhookSecret', 'sendWebhookTest', 'writeUnsharedEvent', 'expandShareBatches', 'expandAllShareBatches',
-    'pruneShareRemovals',
+    'pruneShareRemovals', 'pruneIdempotencyKeys',
     'durabilityFindings', 'durabilityReport', 'erasureReasonProblem', 'erasureSubject',
   ],
   './storage/redis': ['RedisSetupError', 'ScriptNotLoadedError', 'createRedisConnection', 'parseRedisUrl', 'redisConnectionFromClient', 'throttleFullCount', 'withRedisState'],

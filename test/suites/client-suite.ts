@@ -282,11 +282,60 @@ export function describeClientSuite(options: { baseUrl: () => string }): void {
       expect(Date.now() - started).toBeGreaterThanOrEqual(950);
       proxy.plan([]);
     });
+
+    // POSTs carry an Idempotency-Key (docs/protocol.md#safe-retries): the same on every retry of a
+    // call, so the server runs the change once. Needs WEBHOOK_ALLOW_PRIVATE and WEBHOOK_ALLOW_HTTP
+    // on the server (the callers set them) for a receiver URL on 127.0.0.1.
+    const hook = (name: string) => `http://127.0.0.1:9/${name}-${Math.random().toString(36).slice(2)}`;
+    const direct = () => createMerchantClient({ baseUrl: options.baseUrl(), merchantId: main.id, apiKey: main.keys[0] });
+
+    it('a POST whose answer was lost after the server made the change is retried with the same key: one endpoint, and its secret', async () => {
+      const url = hook('lost');
+      const retries: RetryInfo[] = [];
+      proxy.plan(['swallow-reset']);
+      const before = proxy.seen.length;
+      const created = await viaProxy({ baseDelayMs: 1, onRetry: (info) => retries.push(info) }).webhooks.create(url);
+      expect(created).toMatchObject({ url, secret: expect.stringMatching(/^whsec_/) });
+      expect(retries.map((r) => [r.method, r.error.name])).toEqual([['POST', 'MerchantNetworkError']]);
+      const sent = proxy.seen.slice(before);
+      expect(sent.map((s) => s.answer)).toEqual(['swallow-reset', 'forward']);
+      expect(sent[0]!.key).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+      expect(sent[1]!.key).toBe(sent[0]!.key);
+      const listed = (await direct().webhooks.list()).filter((e) => e.url === url);
+      expect(listed).toEqual([expect.objectContaining({ id: created.id })]);
+      await direct().webhooks.remove(created.id);
+    });
+
+    it('a POST answered 503 is retried with the same key; each call has its own key', async () => {
+      const url = hook('busy');
+      proxy.plan(['503']);
+      const before = proxy.seen.length;
+      const created = await viaProxy({ baseDelayMs: 1 }).webhooks.create(url);
+      const sent = proxy.seen.slice(before);
+      expect(sent).toHaveLength(2);
+      expect(sent[1]!.key).toBe(sent[0]!.key);
+      const tested = await viaProxy(undefined).webhooks.test(created.id);
+      expect(tested.endpoint_id).toBe(created.id);
+      expect(proxy.seen.at(-1)!.key).not.toBe(sent[0]!.key);
+      await direct().webhooks.remove(created.id);
+    });
+
+    it("the caller's idempotencyKey: a call repeated with it answers the first call's endpoint, secret included; with another body it is 422", async () => {
+      const url = hook('own-key');
+      const idempotencyKey = `order-${Math.random().toString(36).slice(2)}`;
+      const first = await direct().webhooks.create(url, { idempotencyKey });
+      const again = await direct().webhooks.create(url, { idempotencyKey });
+      expect(again).toEqual(first);
+      expect((await direct().webhooks.list()).filter((e) => e.url === url)).toHaveLength(1);
+      await expect(direct().webhooks.create(hook('other'), { idempotencyKey })).rejects.toMatchObject({ status: 422, code: 'idempotency_mismatch' });
+      expect(() => direct().webhooks.create(url, { idempotencyKey: 'ü' })).toThrow(/printable ASCII/);
+      await direct().webhooks.remove(first.id);
+    });
   });
 }
 
-/** What the proxy does with a request: forward it, or answer 503 (Retry-After 0, or N s), 429 (Retry-After N s), cut the connection, or forward it and answer 503 all the same. */
-type Fault = 'forward' | '503' | `503:${number}` | 'reset' | 'swallow-503' | `429:${number}`;
+/** What the proxy does with a request: forward it, or answer 503 (Retry-After 0, or N s), 429 (Retry-After N s), cut the connection, or forward it and answer 503 all the same, or cut the connection once the server answered. */
+type Fault = 'forward' | '503' | `503:${number}` | 'reset' | 'swallow-503' | 'swallow-reset' | `429:${number}`;
 
 interface FaultyProxy {
   url: string;
@@ -295,7 +344,7 @@ interface FaultyProxy {
   /** Planned faults not used yet. */
   pending(): number;
   /** Every request: its path and query, and what the proxy did. */
-  seen: { url: string; answer: Fault }[];
+  seen: { url: string; answer: Fault; key?: string }[];
   close(): Promise<void>;
 }
 
@@ -319,11 +368,13 @@ async function startFaultyProxy(target: () => URL): Promise<FaultyProxy> {
       answer.pipe(res);
     });
     upstream.on('error', () => res?.destroy());
-    upstream.end();
+    // The body too (a POST's): nothing for a GET.
+    req.pipe(upstream);
   };
   const server: Server = createServer((req, res) => {
     const fault = planned.shift() ?? 'forward';
-    seen.push({ url: req.url ?? '', answer: fault });
+    const key = req.headers['idempotency-key'];
+    seen.push({ url: req.url ?? '', answer: fault, ...(typeof key === 'string' ? { key } : {}) });
     const unavailable = (retryAfter = '0') => {
       const signature = req.url?.startsWith('/validatesignature');
       const body = signature
@@ -336,6 +387,7 @@ async function startFaultyProxy(target: () => URL): Promise<FaultyProxy> {
     else if (fault.startsWith('503:')) unavailable(fault.slice(4));
     else if (fault === 'swallow-503') forward(req, undefined, () => unavailable());
     else if (fault === 'reset') req.socket.destroy();
+    else if (fault === 'swallow-reset') forward(req, undefined, () => req.socket.destroy());
     else {
       const seconds = fault.slice(4);
       res

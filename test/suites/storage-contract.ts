@@ -187,6 +187,90 @@ export function storageContract(name: string, create: (seed: Seed, plan?: PagePl
       });
     });
 
+    describe('idempotency keys (the optional operations, where the storage has them)', () => {
+      // docs/protocol.md#safe-retries. Times are the caller's clock (`now`), never the backend's.
+      const has = () => storage.claimIdempotencyKey !== undefined;
+      const T = 1_700_000_000_000;
+      const LEASE = 60_000;
+      const TTL = 86_400_000;
+      const answer = { status: 201, headers: { location: '/merchant/webhooks/we_x' }, body: '{"status":"ok","data":[{"secret":"whsec_shown-once"}],"errors":[]}' };
+      let n = 0;
+      const fresh = () => `key-${++n}-${Math.random().toString(36).slice(2)}`;
+      const claim = (key: string, fingerprint = 'a'.repeat(64), now = T, merchantId = 'm1') => storage.claimIdempotencyKey!({ merchantId, key, fingerprint, now, leaseMs: LEASE, ttlMs: TTL });
+
+      it('claims a new key once; completed, the same fingerprint gets the answer, another is a mismatch', async (ctx) => {
+        if (!has()) return ctx.skip();
+        const key = fresh();
+        const first = await claim(key);
+        expect(first).toEqual({ state: 'claimed', token: expect.any(String) });
+        expect(await claim(key, 'a'.repeat(64), T + 1000)).toEqual({ state: 'running', retryAfterMs: LEASE - 1000 });
+        expect(await claim(key, 'b'.repeat(64), T + 1000)).toEqual({ state: 'mismatch' });
+        await storage.completeIdempotencyKey!({ merchantId: 'm1', key, token: (first as { token: string }).token, answer });
+        expect(await claim(key, 'a'.repeat(64), T + 2000)).toEqual({ state: 'completed', answer });
+        expect(await claim(key, 'b'.repeat(64), T + 2000)).toEqual({ state: 'mismatch' });
+      });
+
+      it('scopes a key to its merchant: the same key of another merchant (ids compare by case) is its own', async (ctx) => {
+        if (!has()) return ctx.skip();
+        const key = fresh();
+        expect((await claim(key, 'a'.repeat(64), T, 'm1')).state).toBe('claimed');
+        expect((await claim(key, 'b'.repeat(64), T, 'M1')).state).toBe('claimed');
+        expect((await claim(key, 'a'.repeat(64), T, 'm2')).state).toBe('claimed');
+      });
+
+      it('of many claims of one key at once, exactly one is claimed', async (ctx) => {
+        if (!has()) return ctx.skip();
+        const key = fresh();
+        const outcomes = await Promise.all(Array.from({ length: 12 }, () => claim(key)));
+        expect(outcomes.filter((o) => o.state === 'claimed')).toHaveLength(1);
+        expect(outcomes.filter((o) => o.state === 'running')).toHaveLength(11);
+      });
+
+      it('a released key runs again; a release or completion under another token changes nothing', async (ctx) => {
+        if (!has()) return ctx.skip();
+        const key = fresh();
+        const { token } = (await claim(key)) as { token: string };
+        await storage.releaseIdempotencyKey!({ merchantId: 'm1', key, token: 'not-the-token' });
+        await storage.completeIdempotencyKey!({ merchantId: 'm1', key, token: 'not-the-token', answer });
+        expect((await claim(key)).state).toBe('running');
+        await storage.releaseIdempotencyKey!({ merchantId: 'm1', key, token });
+        expect((await claim(key, 'b'.repeat(64))).state).toBe('claimed');
+      });
+
+      it('a claim whose lease ran out (its worker died) is taken over under a new token; the late worker changes nothing', async (ctx) => {
+        if (!has()) return ctx.skip();
+        const key = fresh();
+        const dead = (await claim(key)) as { token: string };
+        const taken = await claim(key, 'a'.repeat(64), T + LEASE + 1);
+        expect(taken).toEqual({ state: 'claimed', token: expect.any(String) });
+        expect((taken as { token: string }).token).not.toBe(dead.token);
+        await storage.completeIdempotencyKey!({ merchantId: 'm1', key, token: dead.token, answer: { ...answer, body: 'late' } });
+        expect((await claim(key, 'a'.repeat(64), T + LEASE + 2)).state).toBe('running');
+        await storage.completeIdempotencyKey!({ merchantId: 'm1', key, token: (taken as { token: string }).token, answer });
+        expect(await claim(key, 'a'.repeat(64), T + LEASE + 3)).toEqual({ state: 'completed', answer });
+        // Another request's fingerprint is still refused after a takeover.
+        expect(await claim(key, 'b'.repeat(64), T + LEASE + 3)).toEqual({ state: 'mismatch' });
+      });
+
+      it('forgets a key ttlMs after its claim: then any request takes it anew', async (ctx) => {
+        if (!has()) return ctx.skip();
+        const key = fresh();
+        const { token } = (await claim(key)) as { token: string };
+        await storage.completeIdempotencyKey!({ merchantId: 'm1', key, token, answer });
+        expect((await claim(key, 'a'.repeat(64), T + TTL - 1)).state).toBe('completed');
+        expect((await claim(key, 'b'.repeat(64), T + TTL)).state).toBe('claimed');
+      });
+
+      it('keeps an answer whole: any status, headers and a body with every kind of character', async (ctx) => {
+        if (!has()) return ctx.skip();
+        const key = fresh();
+        const whole = { status: 400, headers: { 'content-type': 'application/json', 'retry-after': '3' }, body: JSON.stringify({ s: '🦄 Ünï\u0000 \u2028 "q" ' + 'x'.repeat(60_000) }) };
+        const { token } = (await claim(key)) as { token: string };
+        await storage.completeIdempotencyKey!({ merchantId: 'm1', key, token, answer: whole });
+        expect(await claim(key, 'a'.repeat(64), T + 5)).toEqual({ state: 'completed', answer: whole });
+      });
+    });
+
     describe('keys: ids, limits, metadata and last use', () => {
       const KEY_ID = /^key_[0-9a-hjkmnp-tv-z]{12}$/;
       const future = KEYED_FUTURE;

@@ -294,20 +294,31 @@ describe('the OpenAPI document', () => {
 });
 
 describe('client.webhooks retries', () => {
-  it('retries a read on 503 but sends a change once (its lost answer may have been a change made)', async () => {
+  it('retries a read, and a POST with the same Idempotency-Key, on 503; sends a DELETE once (its lost answer may have been a change made)', async () => {
     const calls: string[] = [];
+    const keys: Array<string | null> = [];
     const unavailable = () => new Response(JSON.stringify({ status: 'error', data: [], errors: [{ code: 'storage_unavailable', message: 'x' }] }), { status: 503, headers: { 'content-type': 'application/json', 'retry-after': '0' } });
     const fetchStub = (async (input: RequestInfo | URL, init?: RequestInit) => {
       calls.push(`${init?.method} ${String(input)} ${String(init?.body ?? '')}`);
-      return calls.length % 2 === 1 ? unavailable() : new Response(JSON.stringify({ status: 'ok', data: [], errors: [] }), { status: 200, headers: { 'content-type': 'application/json' } });
+      keys.push(new Headers(init?.headers).get('idempotency-key'));
+      if (calls.length % 2 === 1) return unavailable();
+      const data = init?.method === 'POST' ? [{ id: 'we_1', url: 'https://example.com/h', secret: 'whsec_x' }] : [];
+      return new Response(JSON.stringify({ status: 'ok', data, errors: [] }), { status: init?.method === 'POST' ? 201 : 200, headers: { 'content-type': 'application/json' } });
     }) as typeof fetch;
     const client = createMerchantClient({ baseUrl: 'http://api.test', merchantId: 'm', apiKey: 'k', fetch: fetchStub, retries: { baseDelayMs: 1, maxDelayMs: 5 } });
     expect(await client.webhooks.list()).toEqual([]);
     expect(calls).toHaveLength(2);
+    expect(keys).toEqual([null, null]);
     calls.length = 0;
-    const failed = await client.webhooks.create('https://example.com/h', { events: ['user.updated'] }).catch((error: unknown) => error);
+    keys.length = 0;
+    expect(await client.webhooks.create('https://example.com/h', { events: ['user.updated'] })).toMatchObject({ id: 'we_1', secret: 'whsec_x' });
+    expect(calls).toEqual(Array(2).fill('POST http://api.test/merchant/webhooks {"url":"https://example.com/h","events":["user.updated"]}'));
+    expect(keys[0]).toMatch(/^[0-9a-f-]{36}$/);
+    expect(keys[1]).toBe(keys[0]);
+    calls.length = 0;
+    const failed = await client.webhooks.remove('we_1').catch((error: unknown) => error);
     expect(failed).toMatchObject({ status: 503, code: 'storage_unavailable' });
-    expect(calls).toEqual(['POST http://api.test/merchant/webhooks {"url":"https://example.com/h","events":["user.updated"]}']);
+    expect(calls).toEqual(['DELETE http://api.test/merchant/webhooks/we_1 ']);
   });
 });
 

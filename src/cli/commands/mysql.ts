@@ -5,7 +5,7 @@
  * 10), STORAGE_TIMEOUT (ms, default 5000: also the per-query timeout).
  */
 import type { Logger, Storage } from '../../index.js';
-import { createMigrator, createMysqlKysely, durabilityReport, galeraProblems, MasterKeyError, migrateToLatest, MysqlStorage, openApiKey, type DurabilityReport, type MigrationHooks } from '../../storage/mysql/index.js';
+import { createMigrator, createMysqlKysely, durabilityReport, galeraProblems, MasterKeyError, migrateToLatest, MysqlStorage, openApiKey, pruneIdempotencyKeys, type DurabilityReport, type MigrationHooks } from '../../storage/mysql/index.js';
 import { durabilityVerdict } from './mysql-durability.js';
 import { storageError } from '../../cli-internal.js';
 import type { CliCommand, CliIo } from '../io.js';
@@ -78,6 +78,9 @@ const migrateCommand: CliCommand = async (args, io, config) => {
       // The change feed's tombstones keep REMOVAL_RETENTION (default 30 days), pruned the same way.
       const removals = await pruneRemovals(db, io.env);
       if (removals > 0) io.out(`Pruned ${removals} share removal(s) older than REMOVAL_RETENTION.`);
+      // Idempotency keys live 24 hours (docs/protocol.md#safe-retries); serving instances prune them hourly.
+      const keys = await pruneIdempotencyKeys(db);
+      if (keys > 0) io.out(`Pruned ${keys} expired idempotency key(s).`);
       return 0;
     }),
   );
@@ -161,6 +164,9 @@ export async function openMysqlStorage(config: MysqlConfig, io: CliIo, logger?: 
 /** How often a serving instance prunes the audit trail (as `migrate` does on every deploy). */
 const AUDIT_PRUNE_INTERVAL_MS = 86_400_000;
 
+/** How often a serving instance prunes expired idempotency keys (they live 24 hours): a row outlives its key by at most this. */
+const IDEMPOTENCY_PRUNE_INTERVAL_MS = 3_600_000;
+
 /**
  * Once a day, the events older than AUDIT_RETENTION go, and the share removals older than
  * REMOVAL_RETENTION; the timer never keeps the process alive.
@@ -173,6 +179,11 @@ function scheduleAuditPrune(db: Parameters<typeof pruneAuditTrail>[0], io: CliIo
     pruneRemovals(db, io.env).catch((error: unknown) => io.err(`Warning: ${storageError(error, 'removal pruning').message}`));
   }, AUDIT_PRUNE_INTERVAL_MS);
   (timer as { unref?: () => void }).unref?.();
+  // Bounded batches (20 of 5,000 rows a run): a larger backlog goes at the next hour's run.
+  const keys = setInterval(() => {
+    pruneIdempotencyKeys(db).catch((error: unknown) => io.err(`Warning: ${storageError(error, 'idempotency key pruning').message}`));
+  }, IDEMPOTENCY_PRUNE_INTERVAL_MS);
+  (keys as { unref?: () => void }).unref?.();
 }
 
 /** A bad AUDIT_RETENTION refuses the start (usage error), as any bad setting does. */

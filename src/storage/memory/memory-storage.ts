@@ -16,6 +16,8 @@ import { parseSeed, type Seed, type SeedMerchant } from '../seed/seed.js';
 import { MemoryUserIndex } from './users.js';
 import { SaltStore, type SaltStoreOptions } from './salts.js';
 import { MemoryWebhooks, type MemoryDeliverySummary, type MemoryWebhookOptions } from './webhooks.js';
+import { MemoryIdempotencyKeys, type MemoryIdempotencyOptions } from './idempotency-keys.js';
+import type { ClaimOutcome, IdempotencyClaim, IdempotencyCompletion, IdempotencyRelease } from '../idempotency.js';
 
 /** A seed whose users are already in a `MemoryUserIndex` (the streaming loader builds one). */
 export interface IndexedSeed {
@@ -61,11 +63,14 @@ export class MemoryStorage implements Storage {
   readonly #salts: SaltStore;
   // Webhook endpoints and the in-process queue of deliveries (src/storage/memory/webhooks.ts).
   readonly #webhooks: MemoryWebhooks;
+  // Idempotency keys in a bounded map of this process (src/storage/memory/idempotency-keys.ts).
+  readonly #idempotency: MemoryIdempotencyKeys;
   #closed = false;
 
   constructor(seed: Seed | IndexedSeed = { merchants: [], users: [] }, options: MemoryStorageOptions = {}) {
     this.#salts = new SaltStore(options);
     this.#webhooks = new MemoryWebhooks(options.webhooks);
+    this.#idempotency = new MemoryIdempotencyKeys(options.idempotency);
     for (const merchant of seed.merchants) this.putMerchant(merchant);
     this.#users = seed.users instanceof MemoryUserIndex ? seed.users : MemoryUserIndex.fromSeedUsers(seed.users);
   }
@@ -319,6 +324,30 @@ export class MemoryStorage implements Storage {
     return this.#webhooks.redeliver(request);
   }
 
+  // Idempotency keys (docs/protocol.md#safe-retries): synchronous on the map, so of two claims of
+  // one key at once exactly one is `claimed`. A full map refuses (429 for a merchant at its half, 503).
+
+  async claimIdempotencyKey(claim: IdempotencyClaim): Promise<ClaimOutcome> {
+    this.#assertOpen();
+    return this.#idempotency.claim(claim);
+  }
+
+  async completeIdempotencyKey(completion: IdempotencyCompletion): Promise<void> {
+    this.#assertOpen();
+    this.#idempotency.complete(completion);
+  }
+
+  async releaseIdempotencyKey(release: IdempotencyRelease): Promise<void> {
+    this.#assertOpen();
+    this.#idempotency.release(release);
+  }
+
+  /** How many idempotency keys are held now, and the bytes of their answers (for monitoring and tests). */
+  get idempotencyKeys(): { count: number; bytes: number; maxKeys: number; maxBytes: number } {
+    const keys = this.#idempotency;
+    return { count: keys.size, bytes: keys.bytes, maxKeys: keys.maxKeys, maxBytes: keys.maxBytes };
+  }
+
   /** Enables an endpoint again after it was disabled (a 410, or failing too long); false when the merchant has none with this id. */
   enableWebhookEndpoint(merchantId: string, endpointId: string): boolean {
     return this.#webhooks.enable(merchantId, endpointId);
@@ -342,6 +371,7 @@ export class MemoryStorage implements Storage {
     this.#closed = true;
     this.#salts.clear();
     this.#webhooks.clear();
+    this.#idempotency.clear();
   }
 
   /** How many unexpired salts are held now (for monitoring and tests). */
@@ -367,6 +397,8 @@ export class MemoryStorage implements Storage {
 export interface MemoryStorageOptions extends SaltStoreOptions {
   /** Bounds of the webhook endpoints and queue (docs/webhooks.md#on-the-memory-storage). */
   webhooks?: MemoryWebhookOptions;
+  /** Bounds of the idempotency keys (docs/protocol.md#safe-retries): at most 100,000 keys and 64 MiB of answers by default. */
+  idempotency?: MemoryIdempotencyOptions;
 }
 
 /** Creates a memory storage, validating `seed` (the seed document) first. */

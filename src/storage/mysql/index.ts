@@ -30,6 +30,8 @@ export { eraseShares, eraseUser } from './admin/erase.js';
 export type { ErasedShare, ErasureRecordOptions, ErasureResult } from './admin/erase.js';
 export { erasureReasonProblem, erasureSubject } from './admin/erasure-subject.js';
 export { pruneShareRemovals } from './statements/share-removals.js';
+export { pruneIdempotencyKeys } from './statements/idempotency-keys.js';
+export type { IdempotencyPruneOptions } from './statements/idempotency-keys.js';
 export type { AuditEvent, AuditQuery, AuditRecord, AuditValue } from './admin/audit.js';
 export { keyFingerprint } from '../sql/key-ids.js';
 export { DEFAULT_BATCH_SIZE, importSeed, importUserFile, ImportValidationError } from './admin/import.js';

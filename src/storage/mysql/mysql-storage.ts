@@ -21,6 +21,8 @@ import { DEFAULTS } from '../../defaults.js';
 import { CausalReads } from './causal-reads.js';
 import { retryOnConflict } from './write-conflicts.js';
 import { merchantWebhookEndpoints } from './webhooks/merchant-endpoints.js';
+import { claimIdempotencyKey, completeIdempotencyKey, releaseIdempotencyKey } from './statements/idempotency-keys.js';
+import type { ClaimOutcome, IdempotencyClaim, IdempotencyCompletion, IdempotencyRelease } from '../idempotency.js';
 import { MerchantApiError } from '../../errors.js';
 import { createMerchantKey, revokeMerchantKeyById, rotateMerchantKeyById, updateMerchantKeyById } from './statements/key-changes.js';
 
@@ -239,6 +241,37 @@ export class MysqlStorage implements Storage {
       return await change();
     } finally {
       this.#cache.invalidate(merchantId);
+    }
+  }
+
+  // Idempotency keys (docs/protocol.md#safe-retries; table `idempotency_keys`), shared by every
+  // instance; answers sealed under the master key. Expired keys are pruned with the audit trail.
+
+  async claimIdempotencyKey(claim: IdempotencyClaim): Promise<ClaimOutcome> {
+    this.#assertOpen();
+    try {
+      return await claimIdempotencyKey(this.#db, this.#masterKey, claim);
+    } catch (error) {
+      if (error instanceof MasterKeyError) throw new StorageUnavailableError(error.message, { cause: error });
+      throw storageError(error, 'idempotency key claim');
+    }
+  }
+
+  async completeIdempotencyKey(completion: IdempotencyCompletion): Promise<void> {
+    this.#assertOpen();
+    try {
+      await completeIdempotencyKey(this.#db, this.#masterKey, completion);
+    } catch (error) {
+      throw storageError(error, 'idempotency key completion');
+    }
+  }
+
+  async releaseIdempotencyKey(release: IdempotencyRelease): Promise<void> {
+    this.#assertOpen();
+    try {
+      await releaseIdempotencyKey(this.#db, release);
+    } catch (error) {
+      throw storageError(error, 'idempotency key release');
     }
   }
 

@@ -97,6 +97,20 @@ export interface MerchantApiDatabase {
   webhook_events: WebhookEventsTable;
   webhook_deliveries: WebhookDeliveriesTable;
   share_removals: ShareRemovalsTable;
+  idempotency_keys: IdempotencyKeysTable;
+}
+
+/** A merchant's `Idempotency-Key` (migration 0015): running while `claim_token` is set, answered once `sealed_answer` is. */
+export interface IdempotencyKeysTable {
+  merchant_id: string;
+  idempotency_key: string;
+  fingerprint: string;
+  claim_token: string | null;
+  lease_until: string | null;
+  expires_at: string;
+  status: number | null;
+  /** Compact JWE of the answer (`src/storage/sql/answer-sealing.ts`). */
+  sealed_answer: string | null;
 }
 
 /** The latest removal of each share (migration 0013); `shared_user_id = ''` is the merchant's prune horizon. */
