@@ -4,12 +4,13 @@
  * `merchant-api/storage/mysql`. The contract every implementation must meet
  * is `test/suites/storage-contract.ts`.
  */
-import type { KeyLimits, KeyScope } from './key-limits.js';
+import type { KeyLimits, KeyMode, KeyScope } from './key-limits.js';
 import type { ThrottleStore } from './throttle-store.js';
+import type { TestChangeStore } from './test-changes.js';
 import type { RedeliveryResult, WebhookDeliveryPage, WebhookDeliveryQuery, WebhookRedelivery } from './webhook-deliveries.js';
 import type { NewWebhookEndpoint, RotatedWebhookSecret, WebhookChangeOptions, WebhookEndpointSummary } from './webhook-endpoints.js';
 
-export type { KeyLimits, KeyScope } from './key-limits.js';
+export type { KeyLimits, KeyMode, KeyScope } from './key-limits.js';
 
 /** A merchant with the API keys that currently work, in the clear. */
 export interface Merchant {
@@ -42,6 +43,13 @@ export interface KeyInfo {
   expires_at: string | null;
   last_used_at: string | null;
   allow_from: string[];
+  /** `test`: the key reaches the merchant's test dataset only (docs/test-mode.md); every older key is `live`. */
+  mode: KeyMode;
+}
+
+/** The mode of the merchant's key `keyIndex` (the one that matched): `test` only when its limits say so. */
+export function keyModeOf(merchant: Merchant, keyIndex: number): KeyMode {
+  return merchant.keyLimits?.[keyIndex]?.mode === 'test' ? 'test' : 'live';
 }
 
 /** One key seen in use, for `Storage.recordKeyUse`; `at` is canonical. */
@@ -272,6 +280,12 @@ export interface Storage {
    * each instance counts alone. Asked once per handler.
    */
   throttleStore?(): ThrottleStore | undefined;
+  /**
+   * Optional: where the changes of merchants' test datasets are kept (docs/test-mode.md#what-is-stored),
+   * shared by every instance on this storage (MySQL: `test_user_changes`). Without it each instance
+   * keeps them in its own memory. Asked once per handler.
+   */
+  testChanges?(): TestChangeStore | undefined;
   /**
    * Optional: stores when keys were last used (`last_used_at`), a later time never replaced by an
    * earlier one. Called off the request path, in batches, at most once a minute per key

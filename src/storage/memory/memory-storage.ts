@@ -13,6 +13,7 @@ import { MerchantApiError, StorageUnavailableError } from '../../errors.js';
 import { parseSeed, type Seed, type SeedMerchant } from '../seed/seed.js';
 import { MemoryUserIndex } from './users.js';
 import { SaltStore, type SaltStoreOptions } from './salts.js';
+import { MemoryTestChanges, type TestChangeStore } from '../test-changes.js';
 import { MemoryWebhooks, type MemoryDeliverySummary, type MemoryWebhookOptions } from './webhooks.js';
 
 /** A seed whose users are already in a `MemoryUserIndex` (the streaming loader builds one). */
@@ -49,6 +50,8 @@ export class MemoryStorage implements Storage {
   readonly #salts: SaltStore;
   // Webhook endpoints and the in-process queue of deliveries (src/storage/memory/webhooks.ts).
   readonly #webhooks: MemoryWebhooks;
+  // Changes to the merchants' test datasets (docs/test-mode.md#what-is-stored), lost on exit as the users' changes are.
+  readonly #testChanges = new MemoryTestChanges();
   #closed = false;
 
   constructor(seed: Seed | IndexedSeed = { merchants: [], users: [] }, options: MemoryStorageOptions = {}) {
@@ -77,6 +80,7 @@ export class MemoryStorage implements Storage {
         created_at: details?.createdAt ?? null,
         expires_at: details?.limits?.expiresAt ?? null,
         allow_from: [...(details?.limits?.allowFrom ?? [])],
+        mode: details?.limits?.mode ?? 'live',
       });
     });
     this.#merchants.set(merchant.id, {
@@ -126,6 +130,11 @@ export class MemoryStorage implements Storage {
     if (merchant === undefined) return undefined;
     if (merchant.keyLimits === undefined) return { id: merchant.id, status: merchant.status, keys: [...merchant.keys], keyIds: merchant.keyIds };
     return { id: merchant.id, status: merchant.status, keys: [...merchant.keys], keyIds: merchant.keyIds, keyLimits: merchant.keyLimits };
+  }
+
+  /** Where the handler keeps the changes of this storage's merchants' test datasets. */
+  testChanges(): TestChangeStore {
+    return this.#testChanges;
   }
 
   async listKeys(merchantId: string): Promise<KeyInfo[]> {

@@ -28,6 +28,7 @@ import { authFailuresCensus } from './migration-0011.js';
 import { webhookTestBudget } from './migration-0012.js';
 import { shareRemovals } from './migration-0013.js';
 import { webhookDeliveriesByEndpoint } from './migration-0014.js';
+import { testMode } from './migration-0017.js';
 import { defineMigration, schemaStep, type MigrationHooks, type MigrationStep, type ResumableMigration } from './resumable.js';
 import { tableExists } from './schema-facts.js';
 
@@ -146,6 +147,7 @@ export const migrations: Readonly<Record<string, ResumableMigration>> = Object.f
   '0012_webhook_test_budget': webhookTestBudget,
   '0013_share_removals': shareRemovals,
   '0014_webhook_deliveries_by_endpoint': webhookDeliveriesByEndpoint,
+  '0017_test_mode': testMode,
 });
 
 /** A `MigrationProvider` serving `migrations` from code (no files to ship), each reporting its steps to `hooks`. */
