@@ -350,6 +350,7 @@ describe.skipIf(!available)('MySQL storage', () => {
           { migrationName: '0012_webhook_test_budget', direction: 'Up', status: 'Success' },
           { migrationName: '0013_share_removals', direction: 'Up', status: 'Success' },
           { migrationName: '0014_webhook_deliveries_by_endpoint', direction: 'Up', status: 'Success' },
+          { migrationName: '0017_test_mode', direction: 'Up', status: 'Success' },
         ]);
         expect((await migrateToLatest(scratch.db)).results).toEqual([]);
         expect((await createMigrator(scratch.db).migrateDown()).error).toBeUndefined();
