@@ -6,7 +6,6 @@
  */
 import type { KeyLimits, KeyMode, KeyScope } from './key-limits.js';
 import type { ThrottleStore } from './throttle-store.js';
-import type { TestChangeStore } from './test-changes.js';
 import type { RedeliveryResult, WebhookDeliveryPage, WebhookDeliveryQuery, WebhookRedelivery } from './webhook-deliveries.js';
 import type { NewWebhookEndpoint, RotatedWebhookSecret, WebhookChangeOptions, WebhookEndpointSummary } from './webhook-endpoints.js';
 
@@ -312,6 +311,23 @@ export interface Storage {
   listEndpointDeliveries?(query: WebhookDeliveryQuery): Promise<WebhookDeliveryPage | undefined>;
   /** Sends an endpoint's deliveries again (of one event, or the oldest `max` since a time), audited; undefined when not found. A disabled endpoint: 409 `conflict`. */
   redeliverEndpointDeliveries?(request: WebhookRedelivery): Promise<RedeliveryResult | undefined>;
+}
+
+/** One user's latest change: its record now, or null when it is no longer shared (a tombstone); `at` canonical. */
+export interface TestChange {
+  shared_user_id: string;
+  record: UserRecord | null;
+  at: string;
+}
+
+/** Where a storage keeps the changes of test datasets (docs/test-mode.md#what-is-stored; memory: `MemoryTestChanges` of test-changes.ts). Every call acts on one merchant's test dataset only. */
+export interface TestChangeStore {
+  /** Every change held for the merchant, the latest per user, in any order. */
+  changes(merchantId: string): Promise<TestChange[]>;
+  /** Stores the changes in order, each replacing the user's earlier one; all or none. */
+  record(merchantId: string, changes: readonly TestChange[]): Promise<void>;
+  /** Forgets every change of the merchant: its dataset is the generated one again. */
+  reset(merchantId: string): Promise<void>;
 }
 
 /** How one part of a storage did at its last use. */

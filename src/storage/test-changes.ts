@@ -7,24 +7,9 @@
  */
 import { createHash } from 'node:crypto';
 import { MerchantApiError } from '../errors.js';
-import type { UserRecord } from './contract.js';
+import type { TestChange, TestChangeStore } from './contract.js';
 
-/** One user's latest change: its record now, or null when it is no longer shared (a tombstone); `at` canonical. */
-export interface TestChange {
-  shared_user_id: string;
-  record: UserRecord | null;
-  at: string;
-}
-
-/** Where a storage keeps test changes. Every call acts on one merchant's test dataset only. */
-export interface TestChangeStore {
-  /** Every change held for the merchant, the latest per user, in any order. */
-  changes(merchantId: string): Promise<TestChange[]>;
-  /** Stores the changes in order, each replacing the user's earlier one; all or none. */
-  record(merchantId: string, changes: readonly TestChange[]): Promise<void>;
-  /** Forgets every change of the merchant: its dataset is the generated one again. */
-  reset(merchantId: string): Promise<void>;
-}
+export type { TestChange, TestChangeStore } from './contract.js';
 
 /**
  * The most users one merchant's test dataset may hold a change for. A simulator call past it is

@@ -7,7 +7,7 @@ import { MerchantApiError, StorageUnavailableError } from '../errors.js';
 import type { RequestContext } from '../http/context.js';
 import type { Storage } from '../storage/contract.js';
 import type { StorageGate } from '../storage/guard.js';
-import { MemoryTestChanges, type TestChangeStore } from '../storage/test-changes.js';
+import { MemoryTestChanges } from '../storage/test-changes.js';
 import { DEFAULT_TEST_USERS, MAX_TEST_USERS } from './dataset.js';
 import { TestDatasets, TestModeStorage } from './test-storage.js';
 
@@ -37,8 +37,7 @@ export function createTestMode(storage: Storage, options: TestModeOptions | fals
   const given = options === false ? { enabled: false } : (options ?? {});
   const users = given.users ?? DEFAULT_TEST_USERS;
   if (!Number.isInteger(users) || users < 0 || users > MAX_TEST_USERS) throw new TypeError(`testMode.users must be a whole number from 0 to ${MAX_TEST_USERS}.`);
-  const changes: TestChangeStore = storage.testChanges?.() ?? new MemoryTestChanges();
-  const datasets = new TestDatasets(users, changes);
+  const datasets = new TestDatasets(users, () => storage.testChanges?.() ?? new MemoryTestChanges());
   const guarded = <T>(ctx: RequestContext, call: () => Promise<T>): Promise<T> => withDeadline(gate === undefined ? call() : gate(ctx, call), timeoutMs);
   return { enabled: given.enabled !== false, users, datasets, guarded, storage: new TestModeStorage(storage, datasets) };
 }

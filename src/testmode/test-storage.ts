@@ -41,11 +41,21 @@ const MAX_HELD_DATASETS = 256;
  */
 export class TestDatasets {
   readonly #held = new Map<string, { version: string; dataset: TestDataset }>();
+  readonly #store: () => TestChangeStore;
+  #changes: TestChangeStore | undefined;
 
+  /** `store` is asked the first time a test request needs it: a live-only handler never touches it. */
   constructor(
     readonly users: number,
-    readonly changes: TestChangeStore,
-  ) {}
+    store: () => TestChangeStore,
+  ) {
+    this.#store = store;
+  }
+
+  /** Where the changes are kept. */
+  get changes(): TestChangeStore {
+    return (this.#changes ??= this.#store());
+  }
 
   /** The merchant's dataset with its stored changes. */
   async of(merchantId: string): Promise<TestDataset> {

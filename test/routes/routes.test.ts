@@ -73,6 +73,8 @@ describe('health and the OpenAPI document', () => {
     expect(Object.keys(body.paths).sort()).toEqual([
       '/healthz',
       '/merchant/keys',
+      '/merchant/test/events',
+      '/merchant/test/reset',
       '/merchant/users',
       '/merchant/users/{shared_user_id}',
       '/merchant/webhooks',
