@@ -33,3 +33,4 @@ export type { AttemptEvent, DispatcherHealth } from './webhooks/dispatcher.js';
 export { isWebhookEventType, DEFAULT_SUBSCRIBED_EVENTS, WEBHOOK_EVENT_TYPES } from './webhooks/events.js';
 export { parseDurationMs, parseRetrySchedule } from './webhooks/retry-schedule.js';
 export type { OutboxStats, WebhookOutbox } from './storage/webhook-outbox.js';
+export { DEFAULT_TEST_USERS, MAX_TEST_USERS } from './testmode/dataset.js';

@@ -41,9 +41,12 @@ describe('the route table', () => {
       // The webhook endpoints (docs/webhooks.md#endpoints) answer in their handler's own way: a POST
       // that needs a body, without one, is 415; an id no endpoint has, 404 with the handler's message, not the router's.
       const needsBody = route.method === 'POST' && (route.pattern === '/merchant/webhooks' || route.pattern.endsWith('/redeliver'));
-      const expected = needsBody ? 415 : route.pattern === '/merchant/webhooks' ? 200 : route.pattern.startsWith('/merchant/webhooks/') ? 404 : 200;
+      // The test simulator (docs/test-mode.md) refuses a live key in its handler: 403 test_key_required.
+      const simulator = route.pattern.startsWith('/merchant/test/');
+      const expected = needsBody ? 415 : simulator ? 403 : route.pattern === '/merchant/webhooks' ? 200 : route.pattern.startsWith('/merchant/webhooks/') ? 404 : 200;
       expect([route.method, route.pattern, response.status]).toEqual([route.method, route.pattern, expected]);
       if (expected === 404) expect(JSON.parse(await response.text()).errors[0].message).toBe('This merchant has no webhook endpoint with this id.');
+      if (simulator) expect(JSON.parse(await response.text()).errors[0].code).toBe('test_key_required');
     }
     for (const path of ['/', '/merchant', '/merchant/users/a/b', '/healthz/', '/validatesignature/']) {
       expect((await get(api, path, M1)).status).toBe(404);
