@@ -19,6 +19,7 @@ import { filterQuery, queryString } from './query.js';
 import { retryPolicy } from './retry.js';
 import { Transport } from './transport.js';
 import { webhooksClient, type WebhooksClient } from './webhooks.js';
+import { testModeClient, type TestModeClient } from './test-mode.js';
 import type {
   ChangedUserRecord,
   ChangeEntry,
@@ -77,6 +78,8 @@ export interface MerchantClient {
   keys(options?: RequestOptions): Promise<KeyInfo[]>;
   /** The merchant's webhook endpoints (docs/webhooks.md#endpoints): list, create, remove, rotateSecret, test. Needs the scope `webhooks:manage`. */
   readonly webhooks: WebhooksClient;
+  /** The test simulator (docs/test-mode.md#the-simulator): `events({ type } | { scenario })`, `reset()`. Needs a test key (`test_…`). */
+  readonly test: TestModeClient;
 }
 
 /** The largest `limit` the server takes, and the page size of `users()` and `userPages()` by default. */
@@ -124,9 +127,11 @@ class Client implements MerchantClient {
     this.now = options.now;
     this.salt = options.salt;
     this.webhooks = webhooksClient(this.baseUrl, this.transport, () => this.basicAuth());
+    this.test = testModeClient(this.baseUrl, this.transport, () => this.basicAuth());
   }
 
   readonly webhooks: WebhooksClient;
+  readonly test: TestModeClient;
 
   async validateSignature(options: ValidateSignatureOptions = {}): Promise<SignatureResult> {
     const url = `${this.baseUrl}/validatesignature`;

@@ -40,3 +40,4 @@ export type {
   UsersQuery,
   ValidateSignatureOptions,
 } from './types.js';
+export type { SimulatedTestEvent, TestEventRequest, TestModeClient } from './test-mode.js';

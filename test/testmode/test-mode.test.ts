@@ -9,6 +9,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serve } from '../../adapters/node.js';
 import { createMerchantApi, type MerchantApiOptions } from '../../src/api.js';
 import { silentLogger } from '../../src/observe/logger.js';
+import { createMetrics } from '../../src/observe/metrics.js';
+import { createMerchantClient } from '../../src/client/index.js';
+import { recordingLogger } from '../support/recording.js';
 import type { Storage } from '../../src/storage/contract.js';
 import { MemoryStorage } from '../../src/storage/memory/index.js';
 import { parseSeed, type Seed } from '../../src/storage/seed/seed.js';
@@ -213,6 +216,43 @@ function suite(name: string, setup: () => Promise<{ storage: () => Storage; clea
       const liveReplay = await fetch(signed(server, LIVE_KEY, salt));
       expect(liveReplay.status).toBe(400);
       expect([replay.status, await replay.text()]).toEqual([liveReplay.status, await liveReplay.text()]);
+    });
+
+    it('the client SDK: a test key works unchanged, client.test.events and reset; a live key\'s client.test is refused', async () => {
+      const client = createMerchantClient({ baseUrl: server.url, merchantId: 'tm', apiKey: TEST_KEY });
+      const ids: string[] = [];
+      for await (const user of client.users()) ids.push(user.shared_user_id);
+      expect(ids).toHaveLength(100);
+      expect((await client.user('test_user_00002')).deactivated_at).not.toBeNull();
+      const events = await client.test.events({ scenario: 'churn' });
+      expect(events.map((event) => event.type)).toEqual(['user.shared', 'user.updated', 'user.updated', 'user.deactivated', 'user.unshared']);
+      const one = await client.test.events({ type: 'user.deactivated', sharedUserId: 'test_user_00001' });
+      expect(one[0]!.data.deactivated_at).toBe(one[0]!.timestamp);
+      await client.test.reset();
+      expect((await client.user('test_user_00001')).deactivated_at).toBeNull();
+      const live = createMerchantClient({ baseUrl: server.url, merchantId: 'tm', apiKey: LIVE_KEY });
+      await expect(live.test.events({ type: 'user.updated' })).rejects.toMatchObject({ status: 403, code: 'test_key_required' });
+      expect(await live.validateSignature()).toMatchObject({ is_valid: true });
+      expect(await client.validateSignature()).toMatchObject({ is_valid: true });
+    });
+
+    it('labels test requests: "mode":"test" in the access log, mode="test" in merchant_api_requests_total', async () => {
+      const { logger, access } = recordingLogger();
+      const metrics = createMetrics({ processMetrics: false });
+      const labelled = await start(storage, { logger, accessLog: true, hooks: [metrics.hooks] });
+      try {
+        await get(labelled, '/merchant/users?limit=1', TEST);
+        await get(labelled, '/merchant/users?limit=1', LIVE);
+        expect(access().map((line) => [line.status, line.mode])).toEqual([
+          [200, 'test'],
+          [200, undefined],
+        ]);
+        const scrape = await metrics.registry.metrics();
+        expect(scrape).toContain('merchant_api_requests_total{route="/merchant/users",method="GET",status="200",mode="test"} 1');
+        expect(scrape).toContain('merchant_api_requests_total{route="/merchant/users",method="GET",status="200",mode="live"} 1');
+      } finally {
+        await labelled.close();
+      }
     });
 
     it('test mode off: a test key is 403 test_mode_disabled everywhere, a live key answers as before', async () => {
