@@ -13,7 +13,7 @@ import { HookAnswer, type MerchantApiHooks } from '../http/hooks.js';
 import type { LimitPoints } from '../limits/limit.js';
 import type { HandlerDeps, Route } from '../routes/route.js';
 import { keyModeOf, type Merchant } from '../storage/contract.js';
-import { TEST_MODE_DISABLED } from '../testmode/mode-check.js';
+import { NO_TEST_WEBHOOKS, TEST_MODE_DISABLED } from '../testmode/mode-check.js';
 import type { Answer } from './answer.js';
 import { conditional } from './conditional.js';
 
@@ -37,6 +37,8 @@ export function routeRunner(deps: HandlerDeps, aroundHandler: LimitPoints['aroun
     if (keyModeOf(merchant, ctx.keyIndex) === 'test') {
       if (!deps.testMode.enabled) throw TEST_MODE_DISABLED;
       ctx.mode = 'test';
+      // Before a body is read or a URL resolved; the test view of the storage refuses them too.
+      if (route.scope === 'webhooks:manage') throw NO_TEST_WEBHOOKS;
     }
     const release = aroundHandler?.(ctx, merchant.id, route.limit);
     try {

@@ -12,3 +12,9 @@ export const TEST_KEY_REQUIRED = new MerchantApiError(
   'test_key_required',
   'The test simulator changes only test datasets: call it with a test key (test_…). A live key never changes or reaches test data.',
 );
+
+/** The refusal of the webhook endpoints to a test key, until test endpoints exist (docs/test-mode.md#webhooks): it never reaches a live endpoint. */
+export const NO_TEST_WEBHOOKS = new MerchantApiError(
+  'not_implemented',
+  'Webhook endpoints cannot be managed with a test key on this server: a test key never reaches the live endpoints. Use a live key for /merchant/webhooks.',
+);

@@ -11,7 +11,7 @@
  * filters, orders, `updated_since` and cursors behave exactly as on a live listing; the change
  * feed's tombstones are the stored unshares.
  */
-import { MerchantApiError } from '../errors.js';
+import { NO_TEST_WEBHOOKS } from './mode-check.js';
 import type { ChangedUserRecord, SaltRecord, ShareRemoval, Storage, UserPageQuery, UserRecord, UserRecordPage } from '../storage/contract.js';
 import { ForwardingStorage } from '../storage/forwarding-storage.js';
 import { MemoryUserIndex } from '../storage/memory/users.js';
@@ -107,11 +107,6 @@ function byRemoval(x: ShareRemoval, y: ShareRemoval): number {
   return x.removed_at < y.removed_at ? -1 : x.removed_at > y.removed_at ? 1 : compareCodePoints(x.shared_user_id, y.shared_user_id);
 }
 
-/** The refusal of the webhook endpoints to a test key, until test endpoints exist (docs/test-mode.md#webhooks). */
-const NO_TEST_WEBHOOKS = new MerchantApiError(
-  'not_implemented',
-  'Webhook endpoints cannot be managed with a test key on this server: a test key never reaches the live endpoints. Use a live key for /merchant/webhooks.',
-);
 
 /** The test view of a storage: see the file's comment. */
 export class TestModeStorage extends ForwardingStorage {

@@ -255,6 +255,14 @@ function suite(name: string, setup: () => Promise<{ storage: () => Storage; clea
       }
     });
 
+    it('the webhook endpoints refuse a test key (501, naming why): it never reaches a live endpoint', async () => {
+      const listed = await get(server, '/merchant/webhooks', TEST);
+      expect(listed.status).toBe(501);
+      expect(listed.body.errors[0]).toMatchObject({ code: 'not_implemented', message: expect.stringContaining('test key') });
+      const added = await post(server, '/merchant/webhooks', TEST, { url: 'https://receiver.example.com/hook' });
+      expect([added.status, added.body.errors[0].code]).toEqual([501, 'not_implemented']);
+    });
+
     it('test mode off: a test key is 403 test_mode_disabled everywhere, a live key answers as before', async () => {
       const off = await start(storage, { testMode: false });
       try {
