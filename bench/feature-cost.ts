@@ -57,6 +57,8 @@ async function inProcess(): Promise<void> {
   const CONFIGS: [string, Partial<MerchantApiOptions>][] = [
     ['everything off', OFF],
     ['everything off, again', OFF],
+    // Test mode is on by default (docs/test-mode.md): a live request pays only the choice of its storage view.
+    ['test mode off (TEST_MODE=false)', { ...OFF, testMode: false }],
     ['throttle', { ...OFF, throttle: undefined }],
     ['late refusals (tarpit)', { ...OFF, tarpit: undefined }],
     ['fair sharing', { ...OFF, fairShare: {} }],

@@ -31,6 +31,9 @@ import { swaggerUiDist } from './routes/docs/swagger-ui-dist.js';
 import { ROUTES } from './routes/table.js';
 import { DEFAULTS } from './defaults.js';
 import { storageViews } from './storage/guard.js';
+import type { StorageOperation } from './storage/contract.js';
+import { createTestMode } from './testmode/test-mode.js';
+import { testModeGate } from './testmode/test-share.js';
 import type { PartHealth } from './storage/contract.js';
 
 export type { MerchantApiOptions } from './options.js';
@@ -84,12 +87,17 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
   ]);
 
   const onStorageCall = hooks.onStorageCall;
-  const views = storageViews<RequestContext>(storage, {
+  const guard = {
     timeoutMs: resolved.storageTimeout,
-    onFailure: (operation, ctx, error) => logger.error({ event: 'storage_unavailable', request_id: ctx.requestId, operation, ...describeError(error) }),
-    watch: onStorageCall && ((operation, ctx) => onStorageCall(ctx, operation) ?? undefined),
-    gate: limits.aroundStorageCall,
-  });
+    onFailure: (operation: StorageOperation, ctx: RequestContext, error: unknown) => logger.error({ event: 'storage_unavailable', request_id: ctx.requestId, operation, ...describeError(error) }),
+    watch: onStorageCall && ((operation: StorageOperation, ctx: RequestContext) => onStorageCall(ctx, operation) ?? undefined),
+  };
+  const views = storageViews<RequestContext>(storage, { ...guard, gate: limits.aroundStorageCall });
+  // Test keys read through a storage object of their own (docs/test-mode.md#isolation), within a share of the
+  // storage's connections of their own: all test traffic together takes at most a quarter of a pooled storage.
+  const testGate = testModeGate(storage.concurrency, limits.aroundStorageCall);
+  const testMode = createTestMode(storage, options.testMode, resolved.storageTimeout, testGate);
+  const testViews = storageViews<RequestContext>(testMode.storage, { ...guard, gate: testGate });
 
   // last_used_at: noted per request in a map, written in batches at most once a minute per key.
   const keyUses = storage.recordKeyUse && new KeyUseRecorder({
@@ -98,7 +106,9 @@ export function createMerchantApi(options: MerchantApiOptions): MerchantApi {
   });
 
   const deps: HandlerDeps = {
-    storage: views,
+    // The key's mode, known once it matched, picks the view: a live request costs one comparison.
+    storage: (ctx) => (ctx.mode === 'test' ? testViews(ctx) : views(ctx)),
+    testMode,
     cursors: new CursorCodec(options.cursorSecret),
     resolveBases: createPublicBaseResolver(options),
     tolerance: resolved.timestampTolerance,

@@ -23,7 +23,7 @@ export { isShareableAddress } from './storage/mysql/throttle/shareable-address.j
 export { DEFAULT_PREFIX } from './storage/redis/keys.js';
 
 // Key limits as the CLI reads them from its options (docs/cli.md#keys).
-export { KEY_SCOPES, keyNameProblem, parseAllowFrom, parseScopes } from './storage/key-limits.js';
+export { KEY_SCOPES, keyModeProblem, keyNameProblem, parseAllowFrom, parseScopes } from './storage/key-limits.js';
 export { checkWebhookUrl, resolveWebhookAddress, WebhookAddressError } from './webhooks/address-guard.js';
 // An endpoint's deliveries as the API answers them (`webhook deliveries|redeliver`: the same items and bounds).
 export { decodeDeliveryCursor, DELIVERY_STATES, deliveryJson, encodeDeliveryCursor, MAX_DELIVERY_PAGE, MAX_REDELIVERIES } from './storage/webhook-deliveries.js';
@@ -33,3 +33,4 @@ export type { AttemptEvent, DispatcherHealth } from './webhooks/dispatcher.js';
 export { isWebhookEventType, DEFAULT_SUBSCRIBED_EVENTS, WEBHOOK_EVENT_TYPES } from './webhooks/events.js';
 export { parseDurationMs, parseRetrySchedule } from './webhooks/retry-schedule.js';
 export type { OutboxStats, WebhookOutbox } from './storage/webhook-outbox.js';
+export { DEFAULT_TEST_USERS, MAX_TEST_USERS } from './testmode/dataset.js';

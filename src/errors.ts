@@ -15,6 +15,8 @@ export type MerchantApiErrorCode =
   | 'merchant_disabled'
   | 'insufficient_scope'
   | 'address_not_allowed'
+  | 'test_mode_disabled'
+  | 'test_key_required'
   | 'unknown_parameter'
   | 'invalid_parameter'
   | 'invalid_cursor'
@@ -41,6 +43,8 @@ const statusByCode: Record<MerchantApiErrorCode, number> = {
   merchant_disabled: 403,
   insufficient_scope: 403,
   address_not_allowed: 403,
+  test_mode_disabled: 403,
+  test_key_required: 403,
   unknown_parameter: 400,
   invalid_parameter: 400,
   invalid_cursor: 400,

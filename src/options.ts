@@ -3,6 +3,7 @@
  * and their validation: a bad option throws a `TypeError` naming it when the
  * handler is created, never later on a request.
  */
+import type { TestModeOptions } from './testmode/test-mode.js';
 import { DEFAULTS } from './defaults.js';
 import type { MerchantApiHooks } from './http/hooks.js';
 import { normaliseBasePath } from './http/url.js';
@@ -111,6 +112,12 @@ export interface MerchantApiOptions {
    * must answer from memory. A part that is not ok leaves the instance live.
    */
   healthParts?: () => Record<string, HealthPart> | undefined;
+  /**
+   * Test mode (docs/test-mode.md): requests made with a test key (`test_…`) see the merchant's
+   * generated test dataset, never live data. On by default with 100 users per merchant; `false`
+   * (or `{ enabled: false }`, `TEST_MODE=false`) refuses test keys with 403 `test_mode_disabled`.
+   */
+  testMode?: TestModeOptions | false;
 }
 
 /** A part of `/healthz`'s details: `ok` and, when not, a `problem`; figures of its own beside them (never a secret). */

@@ -4,7 +4,7 @@
  * down. Every bad value is named in one error.
  */
 import { availableParallelism } from 'node:os';
-import { DEFAULTS, LOG_LEVELS, MAX_IPV6_PREFIX, MAX_MAX_SALTS, MIN_IPV6_PREFIX, normaliseAllowedHost, normalisePublicUrl, type ThrottleOptions } from '../cli-internal.js';
+import { DEFAULT_TEST_USERS, DEFAULTS, LOG_LEVELS, MAX_TEST_USERS, MAX_IPV6_PREFIX, MAX_MAX_SALTS, MIN_IPV6_PREFIX, normaliseAllowedHost, normalisePublicUrl, type ThrottleOptions } from '../cli-internal.js';
 import type { ServeOptions } from '../../adapters/node.js';
 import { MasterKeyError, parseMasterKey, type MasterKey } from '../storage/mysql/index.js';
 import { CliUsageError } from './usage-error.js';
@@ -69,6 +69,8 @@ export interface ServerConfig {
   merchantConcurrency: number;
   /** FAIR_SHARE and FAIR_SHARE_CPU: fair sharing of a busy instance between merchants, or false. */
   fairShare: { busyPercent: number } | false;
+  /** TEST_MODE and TEST_MODE_USERS: test keys and the size of each merchant's generated test dataset (docs/test-mode.md), or false. */
+  testMode: { users: number } | false;
   /** MAX_SALTS: salts the memory storage holds at most (one merchant: half). */
   maxSalts: number;
   /** HEADERS_TIMEOUT, REQUEST_TIMEOUT, KEEP_ALIVE_TIMEOUT (ms), MAX_CONNECTIONS and MAX_CONNECTIONS_PER_ADDRESS (IPv6: per IPV6_PREFIX network). */
@@ -183,6 +185,7 @@ export function readServerConfig(env: Env): ServerConfig {
       : false,
     merchantConcurrency: r.int('MERCHANT_CONCURRENCY', DEFAULTS.merchantConcurrency, 1, 10_000),
     fairShare: r.bool('FAIR_SHARE', true) ? { busyPercent: r.int('FAIR_SHARE_CPU', DEFAULTS.fairShareBusyPercent, 1, 1000) } : false,
+    testMode: r.bool('TEST_MODE', true) ? { users: r.int('TEST_MODE_USERS', DEFAULT_TEST_USERS, 0, MAX_TEST_USERS) } : false,
     maxSalts: r.int('MAX_SALTS', DEFAULTS.maxSalts, 2, MAX_MAX_SALTS),
     limits: {
       headersTimeout: r.int('HEADERS_TIMEOUT', DEFAULTS.connectionLimits.headersTimeout, 100, 600_000),

@@ -20,6 +20,7 @@ import { retryPolicy } from './retry.js';
 import { Transport } from './transport.js';
 import { webhooksClient, type WebhooksClient } from './webhooks.js';
 import { keysClient, type KeysClient } from './keys.js';
+import { testModeClient, type TestModeClient } from './test-mode.js';
 import type {
   ChangedUserRecord,
   ChangeEntry,
@@ -80,6 +81,8 @@ export interface MerchantClient {
   readonly keys: KeysClient;
   /** The merchant's webhook endpoints (docs/webhooks.md#endpoints): list, create, remove, rotateSecret, test. Needs the scope `webhooks:manage`. */
   readonly webhooks: WebhooksClient;
+  /** The test simulator (docs/test-mode.md#the-simulator): `events({ type } | { scenario })`, `reset()`. Needs a test key (`test_…`). */
+  readonly test: TestModeClient;
 }
 
 /** The largest `limit` the server takes, and the page size of `users()` and `userPages()` by default. */
@@ -128,10 +131,12 @@ class Client implements MerchantClient {
     this.salt = options.salt;
     this.webhooks = webhooksClient(this.baseUrl, this.transport, () => this.basicAuth());
     this.keys = keysClient(this.baseUrl, this.transport, () => this.basicAuth());
+    this.test = testModeClient(this.baseUrl, this.transport, () => this.basicAuth());
   }
 
   readonly webhooks: WebhooksClient;
   readonly keys: KeysClient;
+  readonly test: TestModeClient;
 
   async validateSignature(options: ValidateSignatureOptions = {}): Promise<SignatureResult> {
     const url = `${this.baseUrl}/validatesignature`;

@@ -51,6 +51,7 @@ export async function errorOf(response: Response, attempt: Attempt, target: Targ
 export function signatureCode(status: number, message: string | undefined): SignatureErrorCode | ErrorDetail['code'] {
   const text = message ?? '';
   if (status === 404 && message === undefined) return 'unknown_merchant';
+  if (status === 403 && text.startsWith('Test mode is turned off')) return 'test_mode_disabled';
   if (status === 403) return text.startsWith('This API key lacks the scope') ? 'insufficient_scope' : text.startsWith('This API key may not be used from this address') ? 'address_not_allowed' : 'merchant_disabled';
   if (status === 429) return 'too_many_requests';
   if (status === 503) return 'storage_unavailable';

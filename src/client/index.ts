@@ -42,3 +42,4 @@ export type {
   UsersQuery,
   ValidateSignatureOptions,
 } from './types.js';
+export type { SimulatedTestEvent, TestEventRequest, TestModeClient } from './test-mode.js';

@@ -5,6 +5,7 @@
 
 import type { AuthFailureReason } from '../auth/merchant-check.js';
 import type { MerchantApiError } from '../errors.js';
+import type { KeyMode } from '../storage/key-limits.js';
 import { forwardedForAddress } from './forwarded-for.js';
 
 export type { AuthFailureReason };
@@ -46,6 +47,12 @@ export interface RequestContext {
   authFailure: AuthFailureReason | undefined;
   /** Which of the merchant's keys matched (its index in `Merchant.keys`), for the key's limits; -1 before one did. */
   keyIndex: number;
+  /**
+   * The mode of the key that matched (docs/test-mode.md): `test` from the moment a test key is
+   * accepted, when every storage call of the request goes to the merchant's test dataset; `live`
+   * before and otherwise. The access log and the metrics label the request with it.
+   */
+  mode: KeyMode;
   /** How long a refusal was deliberately held back (late refusals, src/limits/tarpit.ts), ms: not latency. */
   heldMs?: number;
   /**
@@ -183,6 +190,7 @@ class LazyContext {
     this.errorCode = undefined;
     this.authFailure = undefined;
     this.keyIndex = -1;
+    this.mode = 'live';
     this.#source = source;
   }
 
@@ -217,6 +225,7 @@ function contextOf(method: string, header: (name: string) => string | null, info
     errorCode: undefined,
     authFailure: undefined,
     keyIndex: -1,
+    mode: 'live',
   };
 }
 

@@ -43,6 +43,8 @@ export function accessLogHooks(logger: Logger): MerchantApiHooks {
       onFinish(ctx, summary) {
         let line = `${lineStart()}${requestIdText(ctx.requestId)}${middle(ctx.method, ctx.route, summary.status)}${Math.round(summary.durationMs * 1000) / 1000},"bytes":${summary.bytes}`;
         if (ctx.merchantId !== undefined) line += merchantId(ctx.merchantId);
+        // Only on test requests (docs/test-mode.md#operations): a live line keeps its bytes.
+        if (ctx.mode === 'test') line += ',"mode":"test"';
         if (ctx.clientAddress !== undefined) line += clientAddress(ctx.clientAddress);
         if (ctx.errorCode !== undefined) line += `,"code":${quote(ctx.errorCode)}`;
         if (summary.aborted) line += ',"aborted":true';
@@ -62,6 +64,7 @@ export function accessLogHooks(logger: Logger): MerchantApiHooks {
         bytes: summary.bytes,
       };
       if (ctx.merchantId !== undefined) line.merchant_id = ctx.merchantId;
+      if (ctx.mode === 'test') line.mode = 'test';
       if (ctx.clientAddress !== undefined) line.client_address = ctx.clientAddress;
       if (ctx.errorCode !== undefined) line.code = ctx.errorCode;
       if (summary.aborted) line.aborted = true;

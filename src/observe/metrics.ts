@@ -76,8 +76,8 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
 
   const requests = new Counter({
     name: 'merchant_api_requests_total',
-    help: 'Requests answered, by route pattern, method and status.',
-    labelNames: merchantLabel ? ['route', 'method', 'status', 'merchant'] : ['route', 'method', 'status'],
+    help: 'Requests answered, by route pattern, method, status and the mode of the key (live, or test: docs/test-mode.md).',
+    labelNames: merchantLabel ? ['route', 'method', 'status', 'mode', 'merchant'] : ['route', 'method', 'status', 'mode'],
     registers,
   });
   const duration = new Histogram({
@@ -154,10 +154,10 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       const route = ctx.route ?? 'unmatched';
       const method = METHODS.has(ctx.method) ? ctx.method : 'OTHER';
       const merchant = merchantLabel ? (ctx.merchantId ?? '') : undefined;
-      const key = `${route} ${method} ${summary.status} ${merchant ?? ''}`;
+      const key = `${route} ${method} ${summary.status} ${ctx.mode} ${merchant ?? ''}`;
       let child = requestChildren.get(key);
       if (!child) {
-        const labels: Record<string, string> = { route, method, status: String(summary.status) };
+        const labels: Record<string, string> = { route, method, status: String(summary.status), mode: ctx.mode };
         if (merchant !== undefined) labels.merchant = merchant;
         child = requests.labels(labels);
         requestChildren.set(key, child);

@@ -199,6 +199,7 @@ export function openApiDocument(basePath: string, routes: readonly DocumentedRou
       { name: 'Users', description: "A merchant's users, with HTTP Basic authentication (docs/protocol.md#users)." },
       { name: 'Keys', description: "The merchant's own keys' metadata, never a secret, with HTTP Basic authentication (docs/protocol.md#keys)." },
       { name: 'Webhooks', description: "The merchant's webhook endpoints, with HTTP Basic authentication (docs/webhooks.md#endpoints); the events they receive are under `webhooks`." },
+      { name: 'Test mode', description: 'The simulator of a test key (`test_…`): changes to the merchant\'s test dataset, never to live data (docs/test-mode.md).' },
       { name: 'Service', description: 'Liveness, readiness and this document.' },
     ],
     paths: Object.fromEntries([...byPattern(routes)].map(([pattern, same]) => [pattern, pathItem(same)])),

@@ -19,6 +19,8 @@ export const ERROR_CODES: Record<MerchantApiErrorCode, string> = {
   merchant_disabled: 'a disabled merchant with a valid key',
   insufficient_scope: 'a valid key without the scope the endpoint needs (`users:read` for the users and keys, `webhooks:manage` for `/merchant/webhooks`, `keys:manage` for changing keys), or a key asked to give a scope it lacks itself; the message names the scope',
   address_not_allowed: "a valid key presented from outside its allowlist of networks (counted as a failed authentication)",
+  test_mode_disabled: 'a valid test key (`test_…`) on a server whose operator turned test mode off (`TEST_MODE=false`, docs/test-mode.md)',
+  test_key_required: 'a live key on the test simulator (`/merchant/test/…`), which changes only test datasets: use a test key (docs/test-mode.md)',
   unknown_parameter: 'a parameter the endpoint does not take, one error per name',
   invalid_parameter: 'a bad or repeated value',
   invalid_cursor: 'a cursor this server did not issue for this merchant and these filters',

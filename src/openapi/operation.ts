@@ -47,7 +47,7 @@ export interface DocumentedRoute {
 
 /** What the route table does not say about an operation. */
 export interface OperationDoc {
-  tag: 'Signatures' | 'Users' | 'Keys' | 'Webhooks' | 'Service';
+  tag: 'Signatures' | 'Users' | 'Keys' | 'Webhooks' | 'Test mode' | 'Service';
   description: string;
   parameters?: Json[];
   /** The JSON body a POST reads (OpenAPI `requestBody`). */

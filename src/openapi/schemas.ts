@@ -52,8 +52,8 @@ function userSchema(): Json {
 function keySchema(): Json {
   return {
     type: 'object',
-    description: 'One of the merchant\'s keys that still work (not revoked, not expired): these 7 keys, in this order; never the secret.',
-    required: ['key_id', 'name', 'scopes', 'created_at', 'expires_at', 'last_used_at', 'allow_from'],
+    description: 'One of the merchant\'s keys that still work (not revoked, not expired): these 8 keys, in this order; never the secret.',
+    required: ['key_id', 'name', 'scopes', 'created_at', 'expires_at', 'last_used_at', 'allow_from', 'mode'],
     additionalProperties: false,
     properties: {
       key_id: { type: 'string', pattern: '^key_[0-9a-hjkmnp-tv-z]{12}$', description: 'the public id of the key' },
@@ -63,6 +63,7 @@ function keySchema(): Json {
       expires_at: nullable(timestamp, 'when the key stops working; null: never'),
       last_used_at: nullable(timestamp, 'when the key was last used, to within about a minute; null if not seen in use'),
       allow_from: { type: 'array', maxItems: MAX_ALLOW_FROM, items: { type: 'string' }, description: 'the networks (CIDR) the key may be used from; empty: anywhere' },
+      mode: { type: 'string', enum: ['live', 'test'], description: '`test`: the key reaches the test dataset only, its secret starts with `test_` (docs/test-mode.md); `live`: the live data' },
     },
   };
 }

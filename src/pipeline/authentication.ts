@@ -12,7 +12,8 @@ import type { RequestContext } from '../http/context.js';
 import { HookAnswer, type MerchantApiHooks } from '../http/hooks.js';
 import type { LimitPoints } from '../limits/limit.js';
 import type { HandlerDeps, Route } from '../routes/route.js';
-import type { Merchant } from '../storage/contract.js';
+import { keyModeOf, type Merchant } from '../storage/contract.js';
+import { NO_TEST_KEY_CHANGES, NO_TEST_WEBHOOKS, TEST_MODE_DISABLED } from '../testmode/mode-check.js';
 import type { Answer } from './answer.js';
 import { conditional } from './conditional.js';
 import { idempotencyStep, takesIdempotencyKey } from './idempotency.js';
@@ -34,6 +35,14 @@ export function routeRunner(deps: HandlerDeps, aroundHandler: LimitPoints['aroun
       if (refused !== undefined) throw basicKeyRefused(ctx, refused, scope);
     }
     const merchant = basicOutcome(ctx, checked);
+    // A test key's request sees the test dataset from here on (docs/test-mode.md): `deps.storage(ctx)` reads the mode.
+    if (keyModeOf(merchant, ctx.keyIndex) === 'test') {
+      if (!deps.testMode.enabled) throw TEST_MODE_DISABLED;
+      ctx.mode = 'test';
+      // Before a body is read or a URL resolved; the test view of the storage refuses them too.
+      if (route.scope === 'webhooks:manage') throw NO_TEST_WEBHOOKS;
+      if (route.scope === 'keys:manage') throw NO_TEST_KEY_CHANGES;
+    }
     const release = aroundHandler?.(ctx, merchant.id, route.limit);
     try {
       const hooked = deps.authenticated(ctx, merchant.id);

@@ -48,7 +48,7 @@ export const createKeyDoc: OperationDoc = {
   tag: 'Keys',
   description:
     `Adds a random key. The answer holds the key itself (\`secret\`), shown only this once. A key gives only scopes it has itself. A merchant has at most ${MAX_ACTIVE_KEYS} working keys. ` +
-    `The new key works at once on every instance. ${MANAGE}`,
+    `The new key works at once on every instance. A rotated key keeps its mode. A test key cannot change keys (501). ${MANAGE}`,
   readsQuery: true,
   requestBody: {
     required: true,
@@ -63,6 +63,7 @@ export const createKeyDoc: OperationDoc = {
             scopes: { type: 'array', minItems: 1, uniqueItems: true, items: { type: 'string', enum: [...KEY_SCOPES] }, description: 'What the key may do; each one the calling key has.' },
             allow_from: { ...allowFrom('at least one when given; leave it out for anywhere.'), minItems: 1 },
             ...ends,
+            mode: { type: 'string', enum: ['live', 'test'], default: 'live', description: '`test`: a test key (its secret starts with `test_`) that reaches only the merchant\'s test dataset (docs/test-mode.md); refused with `test_mode_disabled` where the operator turned test mode off.' },
           },
         },
       },

@@ -17,7 +17,8 @@ import { readJsonBody } from '../http/json-body.js';
 import { reply, type Reply } from '../http/responses.js';
 import type { CreatedMerchantKey } from '../storage/contract.js';
 import { canonicalAtMs, cannotGive, MAX_KEY_OVERLAP_MS } from '../storage/key-changes.js';
-import { KEY_SCOPES, keyNameProblem, MAX_ALLOW_FROM, parseAllowFrom, parseScopes, type KeyScope } from '../storage/key-limits.js';
+import { KEY_SCOPES, keyModeProblem, keyNameProblem, MAX_ALLOW_FROM, parseAllowFrom, parseScopes, type KeyMode, type KeyScope } from '../storage/key-limits.js';
+import { TEST_MODE_DISABLED } from '../testmode/mode-check.js';
 import { canonicalTimestamp } from '../storage/timestamps.js';
 import { parseDurationMs } from '../webhooks/retry-schedule.js';
 import { keyJson } from './keys.js';
@@ -91,12 +92,22 @@ function createdJson(key: CreatedMerchantKey, extra: Record<string, unknown> = {
   return `${keyJson(key).slice(0, -1)},${JSON.stringify({ secret: key.secret, ...extra }).slice(1)}`;
 }
 
-/** `POST /merchant/keys` with `{"name", "scopes", "allow_from", "expires_at" | "expires_in"}`: 201, the key with its secret. */
+/** The new key's mode: live unless `"mode": "test"` (docs/test-mode.md); a test key only where test mode is on. */
+function modeOf(value: unknown, deps: HandlerDeps): KeyMode {
+  if (value === undefined) return 'live';
+  const problem = typeof value === 'string' ? keyModeProblem(value) : 'mode must be a string';
+  if (problem !== undefined) throw invalid('mode', `mode: ${problem}.`);
+  if (value === 'test' && !deps.testMode.enabled) throw TEST_MODE_DISABLED;
+  return value as KeyMode;
+}
+
+/** `POST /merchant/keys` with `{"name", "scopes", "allow_from", "expires_at" | "expires_in", "mode"}`: 201, the key with its secret. */
 export async function createKey(ctx: RequestContext, input: RouteInput, deps: HandlerDeps): Promise<Reply> {
   noQuery(input.search);
   const body = await readJsonBody(ctx.request);
-  onlyMembers(body, ['name', 'scopes', 'allow_from', 'expires_at', 'expires_in']);
+  onlyMembers(body, ['name', 'scopes', 'allow_from', 'expires_at', 'expires_in', 'mode']);
   const name = body.name === undefined ? null : nameOf(body.name);
+  const mode = modeOf(body.mode, deps);
   if (!Array.isArray(body.scopes) || body.scopes.length > KEY_SCOPES.length * 4 || body.scopes.some((scope) => typeof scope !== 'string')) {
     throw invalid('scopes', `scopes must be a non-empty array of ${KEY_SCOPES.join(', ')}.`);
   }
@@ -108,7 +119,7 @@ export async function createKey(ctx: RequestContext, input: RouteInput, deps: Ha
   const allowFrom = body.allow_from === undefined ? [] : allowFromOf(body.allow_from, false);
   const expiresAt = endOf(body, deps.now());
   const merchantId = input.merchant!.id;
-  const created = await deps.storage(ctx).createKey({ merchantId, name, scopes, allowFrom, expiresAt, ...merchantChange(ctx, input) });
+  const created = await deps.storage(ctx).createKey({ merchantId, name, scopes, allowFrom, expiresAt, mode, ...merchantChange(ctx, input) });
   deps.logger.info({ event: 'key_added', request_id: ctx.requestId, merchant_id: merchantId, key_id: created.key_id, scopes: created.scopes }, 'key added');
   return one(201, createdJson(created));
 }

@@ -19,7 +19,7 @@ export async function listKeys(ctx: RequestContext, input: RouteInput, deps: Han
   return reply(200, `{"status":"ok","data":[${keys.map(keyJson).join(',')}],"errors":[]}`);
 }
 
-/** The 7 fields in their documented order, whatever order the storage built them in. */
+/** The 8 fields in their documented order, whatever order the storage built them in. */
 export function keyJson(key: KeyInfo): string {
   return JSON.stringify({
     key_id: key.key_id,
@@ -29,6 +29,7 @@ export function keyJson(key: KeyInfo): string {
     expires_at: key.expires_at,
     last_used_at: key.last_used_at,
     allow_from: key.allow_from,
+    mode: key.mode,
   });
 }
 
@@ -37,7 +38,8 @@ export const listKeysDoc: OperationDoc = {
   tag: 'Keys',
   description:
     "The authenticated merchant's keys that still work (not revoked, not expired), oldest first: each key's public id, name, scopes, " +
-    'creation, end, last use (to within about a minute) and the networks it may be used from. Never a secret. Needs a key with the scope ' +
+    'creation, end, last use (to within about a minute), the networks it may be used from and its mode (`live`, or `test`: ' +
+    'it reaches the test dataset only, docs/test-mode.md). Never a secret. Needs a key with the scope ' +
     '`users:read`. Takes no query parameters.',
   readsQuery: true,
   parameters: [],

@@ -12,6 +12,7 @@ import type { DocumentedRoute } from '../openapi/operation.js';
 import type { KeyGate } from '../auth/key-gate.js';
 import type { Logger } from '../observe/logger.js';
 import type { AddressPolicy } from '../webhooks/address-guard.js';
+import type { TestModeDeps } from '../testmode/test-mode.js';
 
 /** What the pipeline hands a handler besides the context. */
 export interface RouteInput {
@@ -31,6 +32,8 @@ export interface RouteInput {
 export interface HandlerDeps {
   /** The storage as this request sees it: bounded in time, watched by the hooks, within the merchant's share. */
   storage(ctx: RequestContext): StorageView;
+  /** Test mode (docs/test-mode.md): whether test keys are accepted, and the test datasets the simulator changes. */
+  testMode: TestModeDeps;
   cursors: CursorCodec;
   resolveBases: PublicBaseResolver;
   /** Accepted distance of `ts` from now, in seconds. */

@@ -9,6 +9,7 @@ import { listKeys, listKeysDoc } from './keys.js';
 import { createKey, revokeKey, rotateKey, updateKey } from './key-changes.js';
 import { createKeyDoc, revokeKeyDoc, rotateKeyDoc, updateKeyDoc } from './key-changes-docs.js';
 import type { Route } from './route.js';
+import { resetTestData, resetTestDataDoc, simulateTestEvents, simulateTestEventsDoc } from './test-simulator.js';
 import { getUser, getUserDoc } from './user.js';
 import { listUsers, listUsersDoc } from './users.js';
 import { validateSignature, validateSignatureDoc } from './validate-signature.js';
@@ -81,6 +82,9 @@ export const ROUTES: readonly Route[] = [
   // An endpoint's deliveries (docs/webhooks.md#deliveries): managing webhooks, scoped as the routes above.
   { id: 'listWebhookDeliveries', method: 'GET', pattern: '/merchant/webhooks/{id}/deliveries', auth: 'basic', scope: 'webhooks:manage', errorShape: 'envelope', summary: "List an endpoint's deliveries", handle: listWebhookDeliveries, openapi: listWebhookDeliveriesDoc },
   { id: 'redeliverWebhook', method: 'POST', pattern: '/merchant/webhooks/{id}/redeliver', auth: 'basic', scope: 'webhooks:manage', errorShape: 'envelope', summary: 'Send deliveries again', handle: redeliverWebhook, openapi: redeliverWebhookDoc },
+  // Test mode's simulator (docs/test-mode.md#the-simulator): test keys only, changing the test dataset only.
+  { id: 'simulateTestEvents', method: 'POST', pattern: '/merchant/test/events', auth: 'basic', errorShape: 'envelope', summary: 'Simulate changes to the test dataset', handle: simulateTestEvents, openapi: simulateTestEventsDoc },
+  { id: 'resetTestData', method: 'POST', pattern: '/merchant/test/reset', auth: 'basic', errorShape: 'envelope', summary: 'Restore the generated test dataset', handle: resetTestData, openapi: resetTestDataDoc },
   { id: 'health', method: 'GET', pattern: '/healthz', auth: 'none', errorShape: 'envelope', summary: 'Liveness: the process answers', handle: healthz, openapi: healthzDoc },
   { id: 'ready', method: 'GET', pattern: '/readyz', auth: 'none', errorShape: 'envelope', summary: 'Readiness: the storage answers', handle: readyz, openapi: readyzDoc },
   { id: 'openApi', method: 'GET', pattern: '/openapi.json', auth: 'none', errorShape: 'envelope', summary: 'This OpenAPI document', handle: openApiDocumentRoute, openapi: openApiDocumentDoc },

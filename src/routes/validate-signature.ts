@@ -11,7 +11,8 @@ import { reply, type Reply } from '../http/responses.js';
 import { canonicalMessage } from '../signing/index.js';
 import { constantTimeHexEqual, hmacSha224Hex } from '../signing/crypto.js';
 import type { PublicBaseResolver } from '../http/public-url.js';
-import { MAX_ID_LENGTH } from '../storage/contract.js';
+import { keyModeOf, MAX_ID_LENGTH } from '../storage/contract.js';
+import { TEST_MODE_DISABLED_MESSAGE } from '../testmode/mode-check.js';
 import { MALFORMED_QUERY, queryParameter, response, schemaRef } from '../openapi/fragments.js';
 import type { OperationDoc } from '../openapi/operation.js';
 import type { HandlerDeps, RouteInput } from './route.js';
@@ -27,6 +28,7 @@ const REPLAYED = reply(400, signatureError('This salt was already used: every re
 const VALID = reply(200, '{"status":"ok","is_valid":true}');
 const ADDRESS_NOT_ALLOWED = reply(403, signatureError('This API key may not be used from this address.'));
 const INSUFFICIENT_SCOPE = reply(403, signatureError('This API key lacks the scope signature, which this endpoint needs.'));
+const TEST_MODE_OFF = reply(403, signatureError(TEST_MODE_DISABLED_MESSAGE));
 /** Only a hex digest of SHA-224's length can match (as `verify` of src/signing/index.ts checks). */
 const HEX_SHA224 = /^[0-9a-fA-F]{56}$/;
 
@@ -88,6 +90,11 @@ export async function validateSignature(ctx: RequestContext, input: RouteInput, 
     if (refused === 'expired') return (ctx.authFailure = 'bad_signature'), (ctx.errorCode = REFUSAL_CODE.mismatch), MISMATCH;
     if (refused === 'address_not_allowed') return (ctx.authFailure = 'address_not_allowed'), (ctx.errorCode = 'address_not_allowed'), ADDRESS_NOT_ALLOWED;
     return (ctx.errorCode = 'insufficient_scope'), INSUFFICIENT_SCOPE;
+  }
+  // A test key signs too (docs/test-mode.md#signing): its salts are then recorded apart from the live ones (the test view's `recordSalt`).
+  if (keyModeOf(verified, signed.keyIndex) === 'test') {
+    if (!deps.testMode.enabled) return (ctx.errorCode = 'test_mode_disabled'), TEST_MODE_OFF;
+    ctx.mode = 'test';
   }
 
   // A signature that verifies is not yet a success: a captured URL, expired or already used, verifies too.

@@ -4,13 +4,13 @@
  * `merchant-api/storage/mysql`. The contract every implementation must meet
  * is `test/suites/storage-contract.ts`.
  */
-import type { KeyLimits, KeyScope } from './key-limits.js';
+import type { KeyLimits, KeyMode, KeyScope } from './key-limits.js';
 import type { ThrottleStore } from './throttle-store.js';
 import type { RedeliveryResult, WebhookDeliveryPage, WebhookDeliveryQuery, WebhookRedelivery } from './webhook-deliveries.js';
 import type { NewWebhookEndpoint, RotatedWebhookSecret, WebhookChangeOptions, WebhookEndpointSummary } from './webhook-endpoints.js';
 import { IDEMPOTENCY_OPERATIONS, type ClaimOutcome, type IdempotencyClaim, type IdempotencyCompletion, type IdempotencyRelease } from './idempotency.js';
 
-export type { KeyLimits, KeyScope } from './key-limits.js';
+export type { KeyLimits, KeyMode, KeyScope } from './key-limits.js';
 
 /** A merchant with the API keys that currently work, in the clear. */
 export interface Merchant {
@@ -43,6 +43,13 @@ export interface KeyInfo {
   expires_at: string | null;
   last_used_at: string | null;
   allow_from: string[];
+  /** `test`: the key reaches the merchant's test dataset only (docs/test-mode.md); every older key is `live`. */
+  mode: KeyMode;
+}
+
+/** The mode of the merchant's key `keyIndex` (the one that matched): `test` only when its limits say so. */
+export function keyModeOf(merchant: Merchant, keyIndex: number): KeyMode {
+  return merchant.keyLimits?.[keyIndex]?.mode === 'test' ? 'test' : 'live';
 }
 
 // The records of a merchant's changes to its own keys (`Storage.createKey` and the rest,
@@ -65,6 +72,8 @@ export interface NewMerchantKey extends KeyChangeOptions {
   allowFrom: readonly string[];
   /** When it stops working, canonical UTC; null: never. */
   expiresAt: string | null;
+  /** `test`: a test key (`test_…`, docs/test-mode.md), reaching the merchant's test dataset only. Absent: live. */
+  mode?: KeyMode;
 }
 
 /** A key added or rotated in: what `GET /merchant/keys` lists of it, and its secret, shown only in this answer. */
@@ -330,6 +339,12 @@ export interface Storage {
    */
   throttleStore?(): ThrottleStore | undefined;
   /**
+   * Optional: where the changes of merchants' test datasets are kept (docs/test-mode.md#what-is-stored),
+   * shared by every instance on this storage (MySQL: `test_user_changes`). Without it each instance
+   * keeps them in its own memory. Asked once per handler.
+   */
+  testChanges?(): TestChangeStore | undefined;
+  /**
    * Optional: stores when keys were last used (`last_used_at`), a later time never replaced by an
    * earlier one. Called off the request path, in batches, at most once a minute per key
    * (src/auth/key-use.ts); without it `last_used_at` stays null.
@@ -384,6 +399,23 @@ export interface Storage {
   completeIdempotencyKey?(completion: IdempotencyCompletion): Promise<void>;
   /** Forgets a claim whose answer is not kept (a 5xx, a 429), so a retry runs; another token changes nothing. */
   releaseIdempotencyKey?(release: IdempotencyRelease): Promise<void>;
+}
+
+/** One user's latest change: its record now, or null when it is no longer shared (a tombstone); `at` canonical. */
+export interface TestChange {
+  shared_user_id: string;
+  record: UserRecord | null;
+  at: string;
+}
+
+/** Where a storage keeps the changes of test datasets (docs/test-mode.md#what-is-stored; memory: `MemoryTestChanges` of test-changes.ts). Every call acts on one merchant's test dataset only. */
+export interface TestChangeStore {
+  /** Every change held for the merchant, the latest per user, in any order. */
+  changes(merchantId: string): Promise<TestChange[]>;
+  /** Stores the changes in order, each replacing the user's earlier one; all or none. */
+  record(merchantId: string, changes: readonly TestChange[]): Promise<void>;
+  /** Forgets every change of the merchant: its dataset is the generated one again. */
+  reset(merchantId: string): Promise<void>;
 }
 
 /** How one part of a storage did at its last use. */

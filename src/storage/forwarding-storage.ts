@@ -13,7 +13,7 @@ import { OPTIONAL_OPERATIONS, STORAGE_OPERATIONS, type Storage, type StorageOper
 export interface ForwardingStorage extends Storage {}
 
 /** What the constructor copies from the inner storage. */
-type Parts = { -readonly [K in 'concurrency' | 'pooledOperations' | 'health' | 'throttleStore' | 'recordKeyUse' | 'cachedMerchant']?: Storage[K] };
+type Parts = { -readonly [K in 'concurrency' | 'pooledOperations' | 'health' | 'throttleStore' | 'recordKeyUse' | 'cachedMerchant' | 'testChanges']?: Storage[K] };
 
 export abstract class ForwardingStorage {
   /** The storage this one wraps. */
@@ -30,6 +30,7 @@ export abstract class ForwardingStorage {
     if (inner.pooledOperations !== undefined) parts.pooledOperations = inner.pooledOperations;
     if (this.health === undefined && inner.health !== undefined) parts.health = () => inner.health!();
     if (this.throttleStore === undefined && inner.throttleStore !== undefined) parts.throttleStore = () => inner.throttleStore!();
+    if (this.testChanges === undefined && inner.testChanges !== undefined) parts.testChanges = () => inner.testChanges!();
     if (this.recordKeyUse === undefined && inner.recordKeyUse !== undefined) parts.recordKeyUse = (uses) => inner.recordKeyUse!(uses);
     // Only where the wrapper reads merchants from the inner storage, as the Redis and replica wrappers do.
     if (this.cachedMerchant === undefined && inner.cachedMerchant !== undefined && this.getMerchant === ForwardingStorage.prototype.getMerchant) parts.cachedMerchant = (id) => inner.cachedMerchant!(id);

@@ -22,6 +22,20 @@ export type KeyScope = 'signature' | 'users:read' | 'webhooks:manage' | 'keys:ma
  */
 export const KEY_SCOPES: readonly KeyScope[] = Object.freeze(['signature', 'users:read', 'webhooks:manage', 'keys:manage']);
 
+/**
+ * Whether a key reaches the merchant's live data or its test dataset (docs/test-mode.md). Every
+ * key that existed before test mode is live; a test key's secret starts with `TEST_KEY_PREFIX`,
+ * so that it is told apart at a glance (in a config file, a log a merchant pastes).
+ */
+export type KeyMode = 'live' | 'test';
+export const KEY_MODES: readonly KeyMode[] = Object.freeze(['live', 'test']);
+export const TEST_KEY_PREFIX = 'test_';
+
+/** Why `text` is no key mode (a sentence), or undefined. */
+export function keyModeProblem(text: string): string | undefined {
+  return (KEY_MODES as readonly string[]).includes(text) ? undefined : `${JSON.stringify(text.slice(0, 40))} is not a key mode (live or test)`;
+}
+
 /** The most networks one key's allowlist may hold, and the longest key name. */
 export const MAX_ALLOW_FROM = 100;
 export const MAX_KEY_NAME_LENGTH = 100;
@@ -35,13 +49,19 @@ export interface KeyLimits {
   readonly allowFrom?: readonly string[];
   /** When the key stops matching, canonical (`YYYY-MM-DDTHH:MM:SS.ffffff+00:00`). */
   readonly expiresAt?: string;
+  /**
+   * `test`: the key reaches the merchant's test dataset only (docs/test-mode.md). Absent: live. Held
+   * here, beside the other facts a request checks once the key matched, so that a merchant whose
+   * keys are all live and unlimited still has no `keyLimits` at all (and costs the check nothing).
+   */
+  readonly mode?: 'test';
 }
 
 /** True when `limits` limits nothing (such a key is stored and checked as a plain key). */
 export function limitsNothing(limits: KeyLimits | undefined): boolean {
   if (limits === undefined) return true;
   const allScopes = limits.scopes === undefined || KEY_SCOPES.every((scope) => limits.scopes!.includes(scope));
-  return allScopes && (limits.allowFrom === undefined || limits.allowFrom.length === 0) && limits.expiresAt === undefined;
+  return allScopes && (limits.allowFrom === undefined || limits.allowFrom.length === 0) && limits.expiresAt === undefined && limits.mode !== 'test';
 }
 
 /** An IP address as 32-bit words: one for IPv4, four for IPv6. */

@@ -16,6 +16,8 @@ const LAYERS = [
   // observe hangs on the hooks; http is the request and its answer, which every layer above reads and writes.
   { name: 'pipeline', path: '^src/pipeline/' },
   { name: 'routes', path: '^src/routes/' },
+  // Test mode (docs/test-mode.md): the test view of a storage and the generated datasets, which the routes choose by the key's mode.
+  { name: 'testmode', path: '^src/testmode/' },
   { name: 'openapi', path: '^src/openapi/' },
   { name: 'limits', path: '^src/limits/' },
   { name: 'observe', path: '^src/observe/' },
@@ -38,7 +40,7 @@ const CLIENT = '^src/client/';
 
 /** What a storage implementation may see: the contract, the base of wrappers, the seed, JSON, the errors and the defaults. */
 const STORAGE_CONTRACT = [
-  '^src/storage/(contract|forwarding-storage|throttle-store|timestamps|order|user-pages|key-limits|key-changes|webhook-outbox|webhook-endpoints|webhook-deliveries|idempotency)\\.ts$',
+  '^src/storage/(contract|forwarding-storage|throttle-store|timestamps|order|user-pages|key-limits|key-changes|webhook-outbox|webhook-endpoints|webhook-deliveries|idempotency|test-changes)\\.ts$',
   '^src/storage/seed/',
   '^src/json/',
   '^src/(errors|defaults)\\.ts$',

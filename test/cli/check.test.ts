@@ -52,7 +52,7 @@ const key = { MERCHANT_API_KEY: main.keys[0] };
 
 describe('merchant-api check', () => {
   const server = useCliServer('node', conformanceSeed());
-  const scoped = useCliServer('node', { merchants: [{ id: 'shop-scoped', status: 'active', keys: [{ key: 'signing-only-key', scopes: ['signature'] }] }], users: [] } as unknown as ReturnType<typeof conformanceSeed>);
+  const scoped = useCliServer('node', { merchants: [{ id: 'shop-scoped', status: 'active', keys: [{ key: 'signing-only-key', scopes: ['signature'] }, { key: 'test_check-key', mode: 'test' }] }], users: [] } as unknown as ReturnType<typeof conformanceSeed>);
   const args = (base = server.url, merchant: string = main.id) => ['--base-url', base, '--merchant-id', merchant];
 
   it('passes against a working server: signature, clock and user list (exit 0)', async () => {
@@ -62,6 +62,14 @@ describe('merchant-api check', () => {
     expect(run.out).toMatch(/ok +signature: this key signs requests the server accepts/);
     expect(run.out).toMatch(/ok +clock: yours agrees with the server's/);
     expect(run.out).toMatch(/ok +user list: this key reads GET \/merchant\/users \(HTTP Basic\); the first page has a user/);
+    expect(run.out).toMatch(/ok +mode: live: this key sees the merchant's live data/);
+    expect(run.out).toMatch(/Everything works/);
+  });
+
+  it('says a test key is one (docs/test-mode.md): its mode, and everything else works with it', async () => {
+    const run = await cli(args(scoped.url, 'shop-scoped'), { MERCHANT_API_KEY: 'test_check-key' });
+    expect(run).toMatchObject({ code: 0, err: '' });
+    expect(run.out).toMatch(/ok +mode: test: this key sees the merchant's test dataset only, never live data/);
     expect(run.out).toMatch(/Everything works/);
   });
 

@@ -83,7 +83,8 @@ describe.skipIf(!available)('key limits, audit trail and erasure through the CLI
 
   it('add-key adds a key beside the others with its name, scopes, end and networks; keys --json shows them', async () => {
     const added = await json(['merchant', 'add-key', 'shop', '--name', 'reports job', '--scopes', 'users:read', '--expires-in', '90d', '--allow-from', '203.0.113.0/24, 2001:db8:42::/48', '--json', '--actor', 'alice']);
-    expect(Object.keys(added)).toEqual(['merchant_id', 'api_key', 'key_id', 'fingerprint', 'expires_at']);
+    expect(Object.keys(added)).toEqual(['merchant_id', 'api_key', 'key_id', 'fingerprint', 'expires_at', 'mode']);
+    expect(added.mode).toBe('live');
     const keys = await json(['merchant', 'keys', 'shop', '--json']);
     expect(keys).toHaveLength(2);
     const key = keys.find((k: { key_id: string }) => k.key_id === added.key_id);
@@ -100,6 +101,26 @@ describe.skipIf(!available)('key limits, audit trail and erasure through the CLI
     expect(await sign('shop', added.api_key, '203.0.113.9')).toBe(403);
     expect(await read('shop', 'shop-original-key')).toBe(200);
     expect(await sign('shop', 'shop-original-key')).toBe(200);
+  });
+
+  it('add-key --mode test adds a test key (test_…) that reads the test dataset only (docs/test-mode.md); keys shows its mode', async () => {
+    const added = await json(['merchant', 'add-key', 'other', '--mode', 'test', '--json']);
+    expect(added).toMatchObject({ merchant_id: 'other', mode: 'test', api_key: expect.stringMatching(/^test_[A-Za-z0-9_-]{43}$/) });
+    const keys = await json(['merchant', 'keys', 'other', '--json']);
+    expect(keys.map((key: { key_id: string; mode: string }) => [key.key_id === added.key_id, key.mode])).toEqual([
+      [false, 'live'],
+      [true, 'test'],
+    ]);
+    expect((await run(['merchant', 'keys', 'other'])).out).toMatch(/\n\S+\s+-\s+test\s/);
+    const list = async (key: string) => (await (await api.fetch(new Request(`${BASE}/merchant/users`, { headers: basic('other', key) }), { clientAddress: '192.0.2.1' })).json()).data.map((u: { shared_user_id: string }) => u.shared_user_id);
+    const testIds = await list(added.api_key);
+    expect(testIds).toHaveLength(100);
+    expect(testIds[0]).toBe('test_user_00001');
+    expect(await list('other-original-key')).toEqual(['o-1', 'o-3']);
+    expect(await sign('other', added.api_key)).toBe(200);
+    const refused = await run(['merchant', 'add-key', 'other', '--mode', 'sandbox']);
+    expect(refused.code).toBe(2);
+    expect(refused.err).toMatch(/--mode: "sandbox" is not a key mode \(live or test\)/);
   });
 
   it('refuses bad options with exit 2, naming the option', async () => {

@@ -193,7 +193,7 @@ describe.skipIf(!available)('keys, merchants and throttle blocks through the CLI
     expect(await directUsers('shop', third.api_key)).toBe(200);
     const afterRoll = JSON.parse((await cli(['merchant', 'keys', 'shop', '--json'])).out) as typeof keys;
     expect(afterRoll[1]).toMatchObject({ active: false, revoked_at: null, expires_at: expect.stringMatching(/\+00:00$/) });
-    expect((await cli(['merchant', 'keys', 'shop'])).out).toMatch(/^KEY ID\s+NAME\s+FINGERPRINT\s+STATE.*\n.*revoked.*\n.*expired.*\n.*active/);
+    expect((await cli(['merchant', 'keys', 'shop'])).out).toMatch(/^KEY ID\s+NAME\s+MODE\s+FINGERPRINT\s+STATE.*\n.*revoked.*\n.*expired.*\n.*active/);
 
     const revoked = await cli(['merchant', 'revoke-key', 'shop', third.key_id]);
     expect(revoked).toMatchObject({ code: 0, out: expect.stringMatching(new RegExp(`Key ${third.key_id} of "shop" revoked`)) });

@@ -74,7 +74,7 @@ describe.skipIf(!available)('merchant-api CLI on MySQL', () => {
   it('migrates, and migrating again changes nothing', async () => {
     expect(await run(['migrate'])).toMatchObject({ code: 0, out: expect.stringMatching(/Applied migration 0001_initial/) });
     expect(await run(['migrate'])).toMatchObject({ code: 0, out: expect.stringMatching(/up to date; nothing to apply/) });
-    expect(await run(['migrate', '--status'])).toMatchObject({ code: 0, out: 'applied  0001_initial\napplied  0002_user_share_filters\napplied  0003_auth_failures\napplied  0004_key_ids\napplied  0005_user_share_updated_at\napplied  0006_replica_heartbeat\napplied  0007_key_limits_audit\napplied  0008_webhooks\napplied  0009_auth_check_reservations\napplied  0010_webhook_event_refs\napplied  0011_auth_failures_census\napplied  0012_webhook_test_budget\napplied  0013_share_removals\napplied  0014_webhook_deliveries_by_endpoint\napplied  0015_idempotency_keys\napplied  0018_webhook_share_batches' });
+    expect(await run(['migrate', '--status'])).toMatchObject({ code: 0, out: 'applied  0001_initial\napplied  0002_user_share_filters\napplied  0003_auth_failures\napplied  0004_key_ids\napplied  0005_user_share_updated_at\napplied  0006_replica_heartbeat\napplied  0007_key_limits_audit\napplied  0008_webhooks\napplied  0009_auth_check_reservations\napplied  0010_webhook_event_refs\napplied  0011_auth_failures_census\napplied  0012_webhook_test_budget\napplied  0013_share_removals\napplied  0014_webhook_deliveries_by_endpoint\napplied  0015_idempotency_keys\napplied  0017_test_mode\napplied  0018_webhook_share_batches' });
   });
 
   it('imports examples/seed.json, and the server answers exactly as the memory storage does', async () => {

@@ -14,6 +14,13 @@ describe('readServerConfig', () => {
     expect(readServerConfig({ FAIR_SHARE_CPU: '80' }).fairShare).toEqual({ busyPercent: 80 });
   });
 
+  it('turns test mode on by default with 100 users per dataset; TEST_MODE=false turns it off, TEST_MODE_USERS sizes it (docs/test-mode.md)', () => {
+    expect(readServerConfig({}).testMode).toEqual({ users: 100 });
+    expect(readServerConfig({ TEST_MODE: 'false' }).testMode).toBe(false);
+    expect(readServerConfig({ TEST_MODE_USERS: '2500' }).testMode).toEqual({ users: 2500 });
+    expect(() => readServerConfig({ TEST_MODE_USERS: '10001' })).toThrow(/TEST_MODE_USERS/);
+  });
+
   it('caps connections per address at 256, with no cap of its own behind a trusted proxy unless given', () => {
     expect(readServerConfig({}).limits.maxConnectionsPerAddress).toBe(256);
     expect(readServerConfig({ TRUST_PROXY: 'true' }).limits.maxConnectionsPerAddress).toBeGreaterThanOrEqual(readServerConfig({}).limits.maxConnections);

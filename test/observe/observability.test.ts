@@ -41,10 +41,13 @@ describe('the route table', () => {
       // The webhook endpoints (docs/webhooks.md#endpoints) and key changes answer in their handler's own way: a
       // POST or PATCH that needs a body, without one, is 415; an id no endpoint or key has, 404 with the handler's message, not the router's.
       const needsBody = (route.method === 'POST' && (route.pattern === '/merchant/webhooks' || route.pattern === '/merchant/keys' || route.pattern.endsWith('/redeliver'))) || route.method === 'PATCH';
+      // The test simulator (docs/test-mode.md) refuses a live key in its handler: 403 test_key_required.
+      const simulator = route.pattern.startsWith('/merchant/test/');
       const byId = route.pattern.startsWith('/merchant/webhooks/') || route.pattern.startsWith('/merchant/keys/');
-      const expected = needsBody ? 415 : byId ? 404 : 200;
+      const expected = needsBody ? 415 : simulator ? 403 : byId ? 404 : 200;
       expect([route.method, route.pattern, response.status]).toEqual([route.method, route.pattern, expected]);
       if (expected === 404) expect(JSON.parse(await response.text()).errors[0].message).toBe(route.pattern.startsWith('/merchant/keys/') ? 'This merchant has no working key with this id.' : 'This merchant has no webhook endpoint with this id.');
+      if (simulator) expect(JSON.parse(await response.text()).errors[0].code).toBe('test_key_required');
     }
     for (const path of ['/', '/merchant', '/merchant/users/a/b', '/healthz/', '/validatesignature/']) {
       expect((await get(api, path, M1)).status).toBe(404);

@@ -75,6 +75,8 @@ describe('health and the OpenAPI document', () => {
       '/merchant/keys',
       '/merchant/keys/{key_id}',
       '/merchant/keys/{key_id}/rotate',
+      '/merchant/test/events',
+      '/merchant/test/reset',
       '/merchant/users',
       '/merchant/users/{shared_user_id}',
       '/merchant/webhooks',

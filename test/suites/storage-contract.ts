@@ -4,6 +4,7 @@
  */
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { MAX_TEST_CHANGES } from '../../src/storage/test-changes.js';
 import { compareCodePoints } from '../../src/storage/order.js';
 import { MAX_ACTIVE_KEYS } from '../../src/storage/key-changes.js';
 import type { NewMerchantKey } from '../../src/storage/contract.js';
@@ -301,13 +302,46 @@ export function storageContract(name: string, create: (seed: Seed, plan?: PagePl
         const keys = await storage.listKeys('keyed');
         expect(keys.map((key) => key.key_id)).toEqual(keyed.keyIds);
         expect(keys.map(({ created_at: _, ...key }) => key)).toEqual([
-          { key_id: keyed.keyIds![0], name: null, scopes: ['signature', 'users:read', 'webhooks:manage', 'keys:manage'], expires_at: null, last_used_at: null, allow_from: [] },
-          { key_id: keyed.keyIds![1], name: 'reporting job', scopes: ['users:read'], expires_at: null, last_used_at: null, allow_from: ['203.0.113.0/24', '2001:db8::/48'] },
-          { key_id: keyed.keyIds![2], name: null, scopes: ['signature', 'users:read', 'webhooks:manage', 'keys:manage'], expires_at: future, last_used_at: null, allow_from: [] },
+          { key_id: keyed.keyIds![0], name: null, scopes: ['signature', 'users:read', 'webhooks:manage', 'keys:manage'], expires_at: null, last_used_at: null, allow_from: [], mode: 'live' },
+          { key_id: keyed.keyIds![1], name: 'reporting job', scopes: ['users:read'], expires_at: null, last_used_at: null, allow_from: ['203.0.113.0/24', '2001:db8::/48'], mode: 'live' },
+          { key_id: keyed.keyIds![2], name: null, scopes: ['signature', 'users:read', 'webhooks:manage', 'keys:manage'], expires_at: future, last_used_at: null, allow_from: [], mode: 'live' },
         ]);
         expect(JSON.stringify(keys)).not.toMatch(/plain-key|limited-key|ending-key/);
         expect(await storage.listKeys('gone-key')).toEqual([]);
         expect(await storage.listKeys('no-such-merchant')).toEqual([]);
+      });
+
+      it('a test key (docs/test-mode.md): its mode in its limits and in listKeys; a live key has none', async () => {
+        const moded = (await storage.getMerchant('moded'))!;
+        expect(moded.keys).toEqual(['live-key-5', 'test_key-6']);
+        expect(moded.keyLimits).toEqual([undefined, { mode: 'test' }]);
+        expect((await storage.listKeys('moded')).map((key) => key.mode)).toEqual(['live', 'test']);
+      });
+
+      it('keeps the changes of test datasets (docs/test-mode.md#what-is-stored): the latest per user, per merchant, until reset, bounded', async () => {
+        expect(storage.testChanges).toBeTypeOf('function');
+        const changes = storage.testChanges!()!;
+        const record = { ...user('moded', 'test_user_00001'), state: null };
+        const { merchant_id: _, ...plain } = record;
+        await changes.record('moded', [
+          { shared_user_id: 'test_user_00001', record: plain, at: '2026-12-01T00:00:00.000001+00:00' },
+          { shared_user_id: 'test_user_00002', record: null, at: '2026-12-01T00:00:00.000002+00:00' },
+        ]);
+        await changes.record('moded', [{ shared_user_id: 'test_user_00001', record: null, at: '2026-12-01T00:00:00.000003+00:00' }]);
+        const held = (await changes.changes('moded')).sort((x, y) => x.at.localeCompare(y.at));
+        expect(held).toEqual([
+          { shared_user_id: 'test_user_00002', record: null, at: '2026-12-01T00:00:00.000002+00:00' },
+          { shared_user_id: 'test_user_00001', record: null, at: '2026-12-01T00:00:00.000003+00:00' },
+        ]);
+        await changes.record('moded', [{ shared_user_id: 'test_user_00001', record: plain, at: '2026-12-01T00:00:00.000004+00:00' }]);
+        expect((await changes.changes('moded')).find((change) => change.shared_user_id === 'test_user_00001')!.record).toEqual(plain);
+        expect(await changes.changes('m1')).toEqual([]);
+        // Past the bound: refused whole, nothing of it stored.
+        const many = Array.from({ length: MAX_TEST_CHANGES }, (_, i) => ({ shared_user_id: `bulk-${i}`, record: null, at: '2026-12-02T00:00:00.000000+00:00' }));
+        await expect(changes.record('moded', many)).rejects.toMatchObject({ code: 'conflict' });
+        expect(await changes.changes('moded')).toHaveLength(2);
+        await changes.reset('moded');
+        expect(await changes.changes('moded')).toEqual([]);
       });
 
       it('records when a key was used, keeping the latest time, and only for that merchant\'s key', async () => {

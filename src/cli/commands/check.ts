@@ -107,6 +107,10 @@ export async function checkCommand(args: string[], io: CliIo, deps: CheckDeps = 
   // authentication against the server's throttle, not two.
   const users = await checkUsers(client, report, merchantId);
   if (users === 'stop') return report.exitCode;
+  // Which data the key reaches (docs/test-mode.md): a test key's secret starts with test_, and the server accepted it.
+  if (users === undefined) {
+    report.line(apiKey.startsWith('test_') ? "  ok       mode: test: this key sees the merchant's test dataset only, never live data" : "  ok       mode: live: this key sees the merchant's live data");
+  }
   // 2. The signature.
   let signature: unknown;
   try {

@@ -19,6 +19,7 @@ import {
   updateMerchantKey,
   type MerchantKeySummary,
 } from '../../storage/mysql/index.js';
+import { keyModeProblem } from '../../cli-internal.js';
 import { ACTOR_OPTION, actorOf } from './actor.js';
 import { KEY_OPTIONS, KEY_OPTIONS_USAGE, keySettingsOf } from './key-options.js';
 import type { CliIo } from '../io.js';
@@ -32,7 +33,9 @@ import { parseDuration } from './duration.js';
 const USAGE = `Usage: merchant-api merchant <subcommand>
   add ID [--disabled] [KEY OPTIONS] [--json]
                                       add a merchant with a new random API key (printed once)
-  add-key ID [KEY OPTIONS] [--json]   add a new random key beside the others (printed once)
+  add-key ID [--mode live|test] [KEY OPTIONS] [--json]
+                                      add a new random key beside the others (printed once);
+                                      --mode test: a test key (test_…), which sees the test dataset only
   disable ID | enable ID              stop or restore access for a merchant
   rotate-key ID [--revoke-old | --expire-old-in DURATION] [KEY OPTIONS] [--json]
                                       add a new key; --revoke-old revokes every older one now,
@@ -40,7 +43,7 @@ const USAGE = `Usage: merchant-api merchant <subcommand>
   update-key ID KEY_ID [KEY OPTIONS] [--no-expiry]
                                       change a key's name, scopes, networks or end
                                       (an empty --name or --allow-from clears it)
-  keys ID [--json]                    the merchant's keys: id, name, scopes, created, last used, expires, networks
+  keys ID [--json]                    the merchant's keys: id, name, mode, scopes, created, last used, expires, networks
   revoke-key ID KEY_ID                revoke one key, named by its id (see keys)
   delete ID [--yes]                   delete a merchant with its keys and user shares (asks first)
   list [--json]                       every merchant with its status and key counts
@@ -146,8 +149,8 @@ async function keys(args: string[], io: CliIo, config: MysqlConfig): Promise<num
       }
       table(
         io,
-        ['KEY ID', 'NAME', 'FINGERPRINT', 'STATE', 'SCOPES', 'CREATED (UTC)', 'LAST USED (UTC)', 'REVOKED (UTC)', 'EXPIRES (UTC)', 'ALLOW FROM'],
-        found.map((k) => [k.key_id, k.name ?? '-', k.fingerprint, state(k), k.scopes.join(','), k.created_at, k.last_used_at ?? '-', k.revoked_at ?? '-', k.expires_at ?? '-', k.allow_from.join(',') || 'anywhere']),
+        ['KEY ID', 'NAME', 'MODE', 'FINGERPRINT', 'STATE', 'SCOPES', 'CREATED (UTC)', 'LAST USED (UTC)', 'REVOKED (UTC)', 'EXPIRES (UTC)', 'ALLOW FROM'],
+        found.map((k) => [k.key_id, k.name ?? '-', k.mode, k.fingerprint, state(k), k.scopes.join(','), k.created_at, k.last_used_at ?? '-', k.revoked_at ?? '-', k.expires_at ?? '-', k.allow_from.join(',') || 'anywhere']),
       );
       return 0;
     }),
@@ -160,20 +163,25 @@ function state(key: MerchantKeySummary): string {
 }
 
 async function addKey(args: string[], io: CliIo, config: MysqlConfig): Promise<number> {
-  const parsed = parse(args, { json: { type: 'boolean' }, ...KEY_OPTIONS, ...ACTOR_OPTION }, 1);
+  const parsed = parse(args, { json: { type: 'boolean' }, mode: { type: 'string' }, ...KEY_OPTIONS, ...ACTOR_OPTION }, 1);
   if (parsed === 'help') return help(io);
   const [id] = parsed.positionals as [string];
-  const settings = keySettingsOf(parsed.values);
+  const mode = parsed.values.mode as string | undefined;
+  // A key's mode is chosen when it is made, and never changed: a live key turned test would keep a secret without the test_ prefix.
+  if (mode !== undefined && keyModeProblem(mode) !== undefined) throw new CliUsageError(`--mode: ${keyModeProblem(mode)}.`);
+  const settings = { ...keySettingsOf(parsed.values), ...(mode === 'test' && { mode: 'test' as const }) };
   const key = config.masterKey();
   return runMysqlCommand(io, 'merchant add-key', () =>
     withDatabase(config, async (db) => {
       const added = await addRandomMerchantKey(db, key, id, settings, actorOf(parsed.values, io));
-      logAdminChange(io, 'merchant_key_added', { merchant_id: id, key_id: added.keyId }, 'key added');
+      const keyMode = settings.mode ?? 'live';
+      logAdminChange(io, 'merchant_key_added', { merchant_id: id, key_id: added.keyId, mode: keyMode }, 'key added');
       if (parsed.values.json) {
-        io.out(JSON.stringify({ merchant_id: id, api_key: added.apiKey, key_id: added.keyId, fingerprint: added.fingerprint, expires_at: added.expiresAt }));
+        io.out(JSON.stringify({ merchant_id: id, api_key: added.apiKey, key_id: added.keyId, fingerprint: added.fingerprint, expires_at: added.expiresAt, mode: keyMode }));
         return 0;
       }
-      io.out(`New API key ${added.keyId} (fingerprint ${added.fingerprint}) for "${id}", shown only now (stored encrypted): ${added.apiKey}`);
+      io.out(`New ${keyMode === 'test' ? 'test ' : ''}API key ${added.keyId} (fingerprint ${added.fingerprint}) for "${id}", shown only now (stored encrypted): ${added.apiKey}`);
+      if (keyMode === 'test') io.out('A test key sees the merchant\'s test dataset only, never live data (docs/test-mode.md).');
       io.out(`It works at once on every running server, beside the merchant's other keys${added.expiresAt === null ? '' : `, until ${added.expiresAt}`}.`);
       return 0;
     }),

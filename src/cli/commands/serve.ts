@@ -156,6 +156,7 @@ async function listen(runtime: ServeRuntime, config: ServerConfig, storage: Stor
       throttle: config.throttle,
       merchantConcurrency: config.merchantConcurrency,
       fairShare: config.fairShare,
+      testMode: config.testMode,
       // `/merchant/webhooks` checks a URL with the rules `webhook add` and the dispatcher apply.
       healthParts,
       webhooks: { allowPrivate: config.mysql.webhooks.allowPrivate, allowHttp: config.mysql.webhooks.allowHttp, maxEndpointsPerMerchant: config.mysql.webhooks.maxEndpointsPerMerchant, retentionMs: config.mysql.webhooks.retentionMs },

@@ -8,13 +8,14 @@ import type { NewWebhookEndpoint, RotatedWebhookSecret, WebhookEndpointSummary }
 import type { WebhookOutbox } from '../webhook-outbox.js';
 import type { RedeliveryResult, WebhookDeliveryPage, WebhookDeliveryQuery, WebhookRedelivery } from '../webhook-deliveries.js';
 import { merchantIdProblem, USER_RECORD_KEYS } from '../contract.js';
-import { KEY_SCOPES, limitsNothing, type KeyScope } from '../key-limits.js';
+import { KEY_SCOPES, limitsNothing, TEST_KEY_PREFIX, type KeyMode, type KeyScope } from '../key-limits.js';
 import { canonicalAtMs, cannotGive, LAST_KEY_MANAGER, MAX_ACTIVE_KEYS, newKeyId, TOO_MANY_KEYS } from '../key-changes.js';
 import type { CreatedMerchantKey, KeyPatch, KeyRotation, NewMerchantKey, RotatedMerchantKey } from '../contract.js';
 import { MerchantApiError, StorageUnavailableError } from '../../errors.js';
 import { parseSeed, type Seed, type SeedMerchant } from '../seed/seed.js';
 import { MemoryUserIndex } from './users.js';
 import { SaltStore, type SaltStoreOptions } from './salts.js';
+import { MemoryTestChanges, type TestChangeStore } from '../test-changes.js';
 import { MemoryWebhooks, type MemoryDeliverySummary, type MemoryWebhookOptions } from './webhooks.js';
 import { MemoryIdempotencyKeys, type MemoryIdempotencyOptions } from './idempotency-keys.js';
 import type { ClaimOutcome, IdempotencyClaim, IdempotencyCompletion, IdempotencyRelease } from '../idempotency.js';
@@ -65,6 +66,8 @@ export class MemoryStorage implements Storage {
   readonly #webhooks: MemoryWebhooks;
   // Idempotency keys in a bounded map of this process (src/storage/memory/idempotency-keys.ts).
   readonly #idempotency: MemoryIdempotencyKeys;
+  // Changes to the merchants' test datasets (docs/test-mode.md#what-is-stored), lost on exit as the users' changes are.
+  readonly #testChanges = new MemoryTestChanges();
   #closed = false;
 
   constructor(seed: Seed | IndexedSeed = { merchants: [], users: [] }, options: MemoryStorageOptions = {}) {
@@ -94,6 +97,7 @@ export class MemoryStorage implements Storage {
         created_at: details?.createdAt ?? null,
         expires_at: details?.limits?.expiresAt ?? null,
         allow_from: [...(details?.limits?.allowFrom ?? [])],
+        mode: details?.limits?.mode ?? 'live',
       });
     });
     this.#merchants.set(merchant.id, {
@@ -145,6 +149,11 @@ export class MemoryStorage implements Storage {
     return { id: merchant.id, status: merchant.status, keys: [...merchant.keys], keyIds: merchant.keyIds, keyLimits: merchant.keyLimits };
   }
 
+  /** Where the handler keeps the changes of this storage's merchants' test datasets. */
+  testChanges(): TestChangeStore {
+    return this.#testChanges;
+  }
+
   async listKeys(merchantId: string): Promise<KeyInfo[]> {
     this.#assertOpen();
     const merchant = this.#merchants.get(merchantId);
@@ -177,7 +186,7 @@ export class MemoryStorage implements Storage {
     if (merchant === undefined) throw new MerchantApiError('unauthorized', UNAUTHORIZED_GONE);
     const working = this.#workingKeys(merchant);
     if (working.length >= MAX_ACTIVE_KEYS) throw TOO_MANY_KEYS;
-    const created = this.#newKey(merchant, request.name, request.scopes, request.allowFrom, request.expiresAt);
+    const created = this.#newKey(merchant, request.name, request.scopes, request.allowFrom, request.expiresAt, request.mode ?? 'live');
     this.#withKeys(merchant, [...working, created.held]);
     return created.answer;
   }
@@ -193,11 +202,11 @@ export class MemoryStorage implements Storage {
     if (lacking !== undefined) throw cannotGive(lacking);
     const overlap = rotation.oldExpiresAt > rotation.now;
     if (overlap && working.length >= MAX_ACTIVE_KEYS) throw TOO_MANY_KEYS;
-    const created = this.#newKey(merchant, old.info.name, old.info.scopes, old.info.allow_from, rotation.expiresAt);
+    const created = this.#newKey(merchant, old.info.name, old.info.scopes, old.info.allow_from, rotation.expiresAt, old.info.mode);
     // An earlier end of the old key stays: a rotation never makes a key last longer.
     const oldEnd = old.info.expires_at !== null && old.info.expires_at < rotation.oldExpiresAt ? old.info.expires_at : rotation.oldExpiresAt;
     const kept = working.filter((key) => key !== old);
-    if (overlap) kept.push(heldKey(old.key, old.keyId, old.info.name, old.info.scopes, old.info.allow_from, old.info.created_at, oldEnd));
+    if (overlap) kept.push(heldKey(old.key, old.keyId, old.info.name, old.info.scopes, old.info.allow_from, old.info.created_at, oldEnd, old.info.mode));
     this.#withKeys(merchant, [...kept, created.held]);
     return { ...created.answer, old_key_id: old.keyId, old_key_expires_at: overlap ? oldEnd : rotation.now };
   }
@@ -224,7 +233,7 @@ export class MemoryStorage implements Storage {
     const key = working.find((held) => held.keyId === keyId);
     if (key === undefined) return undefined;
     const { info } = key;
-    const changed = heldKey(key.key, key.keyId, patch.name !== undefined ? patch.name : info.name, info.scopes, patch.allowFrom ?? info.allow_from, info.created_at, info.expires_at);
+    const changed = heldKey(key.key, key.keyId, patch.name !== undefined ? patch.name : info.name, info.scopes, patch.allowFrom ?? info.allow_from, info.created_at, info.expires_at, info.mode);
     this.#withKeys(merchant, working.map((held) => (held === key ? changed : held)));
     return { ...changed.info, scopes: [...changed.info.scopes], allow_from: [...changed.info.allow_from], last_used_at: this.#lastUsed.get(keyId) ?? null };
   }
@@ -242,11 +251,12 @@ export class MemoryStorage implements Storage {
   }
 
   /** A new random key (its secret answered once), with a key id no key of the merchant has. */
-  #newKey(merchant: HeldMerchant, name: string | null, scopes: readonly KeyScope[], allowFrom: readonly string[], expiresAt: string | null): { held: HeldKey; answer: CreatedMerchantKey } {
-    const secret = randomBytes(32).toString('base64url');
+  #newKey(merchant: HeldMerchant, name: string | null, scopes: readonly KeyScope[], allowFrom: readonly string[], expiresAt: string | null, mode: KeyMode): { held: HeldKey; answer: CreatedMerchantKey } {
+    const random = randomBytes(32).toString('base64url');
+    const secret = mode === 'test' ? `${TEST_KEY_PREFIX}${random}` : random;
     let keyId = newKeyId();
     while (merchant.keyIds.includes(keyId)) keyId = newKeyId();
-    const held = heldKey(secret, keyId, name, scopes, allowFrom, canonicalAtMs(Date.now()), expiresAt);
+    const held = heldKey(secret, keyId, name, scopes, allowFrom, canonicalAtMs(Date.now()), expiresAt, mode);
     return { held, answer: { ...held.info, scopes: [...held.info.scopes], allow_from: [...held.info.allow_from], last_used_at: null, secret } };
   }
 
@@ -408,13 +418,13 @@ export function createMemoryStorage(options: { seed?: unknown } & MemoryStorageO
 }
 
 /** A key as held: its limits (undefined when they limit nothing, as a seed key without any) and what `listKeys` tells. */
-function heldKey(key: string, keyId: string, name: string | null, scopes: readonly KeyScope[], allowFrom: readonly string[], createdAt: string | null, expiresAt: string | null): HeldKey {
-  const limits = { scopes: Object.freeze([...scopes]), ...(allowFrom.length > 0 && { allowFrom: Object.freeze([...allowFrom]) }), ...(expiresAt !== null && { expiresAt }) };
+function heldKey(key: string, keyId: string, name: string | null, scopes: readonly KeyScope[], allowFrom: readonly string[], createdAt: string | null, expiresAt: string | null, mode: KeyMode): HeldKey {
+  const limits = { scopes: Object.freeze([...scopes]), ...(allowFrom.length > 0 && { allowFrom: Object.freeze([...allowFrom]) }), ...(expiresAt !== null && { expiresAt }), ...(mode === 'test' && { mode }) };
   return {
     key,
     keyId,
     limits: limitsNothing(limits) ? undefined : Object.freeze(limits),
-    info: Object.freeze({ key_id: keyId, name, scopes: [...scopes], created_at: createdAt, expires_at: expiresAt, allow_from: [...allowFrom] }),
+    info: Object.freeze({ key_id: keyId, name, scopes: [...scopes], created_at: createdAt, expires_at: expiresAt, allow_from: [...allowFrom], mode }),
   };
 }
 

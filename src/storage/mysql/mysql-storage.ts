@@ -7,6 +7,8 @@ import { sql, type Kysely } from 'kysely';
 import { StorageUnavailableError } from '../../errors.js';
 import type { KeyInfo, KeyUse, Merchant, MerchantLookup, SaltRecord, Storage, UserPageQuery, UserRecord, UserRecordPage } from '../contract.js';
 import { keyInfoOf, keyLimitsOf, recordKeyUses } from './statements/key-rows.js';
+import { MysqlTestChanges } from './statements/test-changes.js';
+import type { TestChangeStore } from '../test-changes.js';
 import { MasterKeyError, openApiKey, parseMasterKey, type MasterKey } from '../sql/key-sealing.js';
 import { MerchantCache } from '../sql/merchant-cache.js';
 import { MerchantDirectory } from '../sql/merchant-directory.js';
@@ -99,6 +101,7 @@ export class MysqlStorage implements Storage {
   #pruning: Promise<void> | undefined;
   #closed = false;
   #throttleStore: MysqlThrottleStore | undefined;
+  #testChanges: MysqlTestChanges | undefined;
 
   constructor(options: MysqlStorageOptions) {
     this.#db = options.db;
@@ -182,7 +185,7 @@ export class MysqlStorage implements Storage {
       const rows = await this.#causal.execute(
         this.#db
           .selectFrom('merchant_keys as k')
-          .select(['k.key_id', 'k.name', 'k.scopes', 'k.allow_from', canonicalColumn<string>('k.created_at').as('created_at'), canonicalColumn('k.expires_at').as('expires_at'), canonicalColumn('k.last_used_at').as('last_used_at')])
+          .select(['k.key_id', 'k.name', 'k.scopes', 'k.allow_from', 'k.mode', canonicalColumn<string>('k.created_at').as('created_at'), canonicalColumn('k.expires_at').as('expires_at'), canonicalColumn('k.last_used_at').as('last_used_at')])
           .where('k.merchant_id', '=', merchantId)
           .where('k.revoked_at', 'is', null)
           .where((eb) => eb.or([eb('k.expires_at', 'is', null), eb('k.expires_at', '>', sql<string>`UTC_TIMESTAMP(6)`)]))
@@ -285,6 +288,11 @@ export class MysqlStorage implements Storage {
   }
 
   /** The throttle's shared counters (table `auth_failures`); one per storage, whatever asks. */
+  /** The changes of merchants' test datasets, in `test_user_changes` (docs/test-mode.md#what-is-stored). */
+  testChanges(): TestChangeStore {
+    return (this.#testChanges ??= new MysqlTestChanges(this.#db));
+  }
+
   throttleStore(): MysqlThrottleStore | undefined {
     if (this.#options.throttleSharing === false || this.#closed) return undefined;
     return (this.#throttleStore ??= new MysqlThrottleStore(this.#db, this.#options.throttleSharing));
@@ -328,7 +336,7 @@ export class MysqlStorage implements Storage {
               // A rolled key works until its end (the cache may hold it up to keyCacheTtlMs longer).
               .on((eb) => eb.or([eb('k.expires_at', 'is', null), eb('k.expires_at', '>', sql<string>`UTC_TIMESTAMP(6)`)])),
           )
-          .select(['m.id', 'm.status', 'k.sealed_key', 'k.key_id', 'k.scopes', 'k.allow_from', canonicalColumn('k.expires_at').as('expires_at')])
+          .select(['m.id', 'm.status', 'k.sealed_key', 'k.key_id', 'k.scopes', 'k.allow_from', 'k.mode', canonicalColumn('k.expires_at').as('expires_at')])
           .where('m.id', '=', id)
           .orderBy('k.id'),
       );
@@ -342,7 +350,7 @@ export class MysqlStorage implements Storage {
       const keys = await Promise.all(keyRows.map((row) => openApiKey(this.#masterKey, first.id, row.sealed_key!)));
       const keyIds = Object.freeze(keyRows.map((row) => row.key_id!));
       // Only a key an operator limited has limits; a merchant without one has no `keyLimits` at all.
-      const limits = keyRows.map((row) => keyLimitsOf(row.scopes, row.allow_from, row.expires_at));
+      const limits = keyRows.map((row) => keyLimitsOf(row.scopes, row.allow_from, row.expires_at, row.mode));
       if (!limits.some((limit) => limit !== undefined)) return { id: first.id, status: first.status, keys, keyIds };
       return { id: first.id, status: first.status, keys, keyIds, keyLimits: Object.freeze(limits) };
     } catch (error) {

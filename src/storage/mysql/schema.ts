@@ -38,6 +38,16 @@ export interface MerchantKeysTable {
   allow_from: ColumnType<string | null, string | null | undefined, string | null>;
   /** When the key was last seen in use, to within a minute (migration 0007). */
   last_used_at: ColumnType<string | null, string | null | undefined, string | null>;
+  /** `live` or `test` (migration 0017; docs/test-mode.md); every older key is live. */
+  mode: ColumnType<'live' | 'test', 'live' | 'test' | undefined, never>;
+}
+
+/** The latest change of each user of a merchant's test dataset (migration 0017): the user's JSON, or NULL once unshared. */
+export interface TestUserChangesTable {
+  merchant_id: string;
+  shared_user_id: string;
+  record: string | null;
+  changed_at: string;
 }
 
 /** One administrative change (migration 0007): never a secret or a user's field. */
@@ -98,6 +108,7 @@ export interface MerchantApiDatabase {
   webhook_deliveries: WebhookDeliveriesTable;
   share_removals: ShareRemovalsTable;
   idempotency_keys: IdempotencyKeysTable;
+  test_user_changes: TestUserChangesTable;
 }
 
 /** A merchant's `Idempotency-Key` (migration 0015): running while `claim_token` is set, answered once `sealed_answer` is. */

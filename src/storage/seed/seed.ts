@@ -6,7 +6,7 @@
  */
 import { MAX_ID_LENGTH, merchantIdProblem, USER_RECORD_KEYS, type UserRecord } from '../contract.js';
 import { canonicalTimestamp } from '../timestamps.js';
-import { keyNameProblem, limitsNothing, parseAllowFrom, parseScopes, type KeyLimits } from '../key-limits.js';
+import { keyModeProblem, keyNameProblem, limitsNothing, parseAllowFrom, parseScopes, TEST_KEY_PREFIX, type KeyLimits } from '../key-limits.js';
 
 export interface SeedMerchant {
   id: string;
@@ -14,7 +14,7 @@ export interface SeedMerchant {
   keys: string[];
   /**
    * What the seed says of each key besides its secret, in the order of `keys`, when it gives a key
-   * as an object (`{"key": ..., "name": ..., "scopes": [...], "allow_from": [...], "expires_at": ...}`);
+   * as an object (`{"key": ..., "name": ..., "scopes": [...], "allow_from": [...], "expires_at": ..., "mode": "test"}`);
    * absent when every key is a plain string (a key with every scope, as before).
    */
   keyDetails?: (SeedKeyDetails | undefined)[];
@@ -28,7 +28,7 @@ export interface SeedKeyDetails {
   limits?: KeyLimits;
 }
 
-const SEED_KEY_FIELDS = new Set(['key', 'key_id', 'name', 'scopes', 'allow_from', 'expires_at', 'created_at']);
+const SEED_KEY_FIELDS = new Set(['key', 'key_id', 'name', 'scopes', 'allow_from', 'expires_at', 'created_at', 'mode']);
 const SEED_KEY_ID = /^key_[0-9a-hjkmnp-tv-z]{12}$/;
 
 /** One key of a seed merchant: a string, or an object with `key` and its details. */
@@ -37,8 +37,11 @@ function parseSeedKey(value: unknown, at: string, problems: string[]): { key: st
   if (!isObject(value)) return problems.push(`${at}: must be a non-empty string or a key object`), undefined;
   const before = problems.length;
   for (const field of Object.keys(value)) if (!SEED_KEY_FIELDS.has(field)) problems.push(`${at}: unknown field ${JSON.stringify(field.slice(0, 40))} (a key has ${[...SEED_KEY_FIELDS].join(', ')})`);
-  const { key, key_id: keyId, name, scopes, allow_from: allowFrom, expires_at: expiresAt, created_at: createdAt } = value;
+  const { key, key_id: keyId, name, scopes, allow_from: allowFrom, expires_at: expiresAt, created_at: createdAt, mode } = value;
   if (typeof key !== 'string' || key.length === 0) problems.push(`${at}.key: must be a non-empty string`);
+  if (mode !== undefined && (typeof mode !== 'string' || keyModeProblem(mode) !== undefined)) problems.push(`${at}.mode: must be "live" or "test"`);
+  // A test key is recognisable at a glance (docs/test-mode.md): the seed's own secrets too.
+  else if (mode === 'test' && typeof key === 'string' && !key.startsWith(TEST_KEY_PREFIX)) problems.push(`${at}.key: a test key must start with "${TEST_KEY_PREFIX}"`);
   if (keyId !== undefined && (typeof keyId !== 'string' || !SEED_KEY_ID.test(keyId))) problems.push(`${at}.key_id: must be "key_" and 12 characters of 0-9 a-z without i, l, o, u`);
   if (name !== undefined && name !== null && (typeof name !== 'string' || keyNameProblem(name) !== undefined)) problems.push(`${at}.name: ${typeof name === 'string' ? keyNameProblem(name) : 'must be a string'}`);
   let parsedScopes: KeyLimits['scopes'];
@@ -62,7 +65,7 @@ function parseSeedKey(value: unknown, at: string, problems: string[]): { key: st
   const end = timestamp(expiresAt, 'expires_at');
   const created = timestamp(createdAt, 'created_at');
   if (problems.length > before) return undefined;
-  const limits: KeyLimits = { ...(parsedScopes && { scopes: parsedScopes }), ...(networks && networks.length > 0 && { allowFrom: networks }), ...(end && { expiresAt: end }) };
+  const limits: KeyLimits = { ...(parsedScopes && { scopes: parsedScopes }), ...(networks && networks.length > 0 && { allowFrom: networks }), ...(end && { expiresAt: end }), ...(mode === 'test' && { mode: 'test' as const }) };
   const details: SeedKeyDetails = {
     ...(keyId !== undefined && { keyId: keyId as string }),
     ...(typeof name === 'string' && { name }),

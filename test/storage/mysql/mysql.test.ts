@@ -351,6 +351,7 @@ describe.skipIf(!available)('MySQL storage', () => {
           { migrationName: '0013_share_removals', direction: 'Up', status: 'Success' },
           { migrationName: '0014_webhook_deliveries_by_endpoint', direction: 'Up', status: 'Success' },
           { migrationName: '0015_idempotency_keys', direction: 'Up', status: 'Success' },
+          { migrationName: '0017_test_mode', direction: 'Up', status: 'Success' },
           { migrationName: '0018_webhook_share_batches', direction: 'Up', status: 'Success' },
         ]);
         expect((await migrateToLatest(scratch.db)).results).toEqual([]);

@@ -14,9 +14,10 @@ import type { MerchantApiDatabase } from '../schema.js';
 import { canonicalColumn, toSqlDatetime } from '../sql-values.js';
 import { KEY_ID_PATTERN, keyFingerprint, newKeyId } from '../../sql/key-ids.js';
 import { retryOnConflict, retryUnlessInTransaction } from '../write-conflicts.js';
-import { KEY_SCOPES, type KeyScope } from '../../key-limits.js';
+import { KEY_SCOPES, TEST_KEY_PREFIX, type KeyMode, type KeyScope } from '../../key-limits.js';
 import { allowFromColumn, keyInfoOf, scopesColumn } from '../statements/key-rows.js';
 import { writeAuditEvent, type AuditValue } from './audit.js';
+import { testSaltNamespace } from '../../test-changes.js';
 
 /** The actor of a change made without one (a program calling these functions): docs/cli.md#the-audit-trail. */
 export const LIBRARY_ACTOR = 'library';
@@ -68,6 +69,8 @@ export interface MerchantKeySummary {
   last_used_at: string | null;
   /** The networks it may be used from (canonical CIDR); empty: anywhere. */
   allow_from: string[];
+  /** `test`: it reaches the test dataset only (docs/test-mode.md); else `live`. */
+  mode: KeyMode;
 }
 
 /** A key added: the key itself (show it once) and how to name it later. */
@@ -92,6 +95,11 @@ export interface KeySettings {
   expiresInSeconds?: number;
   /** The key's public id (a seed's own), else a new random one. */
   keyId?: string;
+  /**
+   * `test`: the key reaches the merchant's test dataset only, and a new random key starts with
+   * `test_` (docs/test-mode.md). Set when a key is made, never changed after: default live.
+   */
+  mode?: KeyMode;
 }
 
 /** The columns `settings` sets (only those it names). */
@@ -112,6 +120,7 @@ export function settingsSummary(settings: KeySettings | undefined, expiresAt?: s
   if (settings?.scopes !== undefined) summary.scopes = [...settings.scopes];
   if (settings?.allowFrom !== undefined) summary.allow_from = [...settings.allowFrom];
   if (expiresAt !== undefined) summary.expires_at = expiresAt;
+  if (settings?.mode === 'test') summary.mode = 'test';
   return summary;
 }
 
@@ -123,6 +132,7 @@ export async function newKeyRow(masterKey: MasterKey, merchantId: string, apiKey
     key_id: settings.keyId ?? newKeyId(),
     fingerprint: keyFingerprint(apiKey),
     revoked_at: null,
+    ...(settings.mode === 'test' && { mode: 'test' as const }),
     ...settingsColumns(settings),
   };
 }
@@ -139,7 +149,8 @@ export async function addMerchantKey(db: Db, masterKey: MasterKey, merchantId: s
  * once) with its end as stored. Throws `merchant_not_found`.
  */
 export async function addRandomMerchantKey(db: Kysely<MerchantApiDatabase>, masterKey: MasterKey, merchantId: string, settings: KeySettings = {}, actor = LIBRARY_ACTOR): Promise<NewKey & { expiresAt: string | null }> {
-  const apiKey = generateApiKey();
+  // A test key is recognisable at a glance (docs/test-mode.md): its secret says so.
+  const apiKey = settings.mode === 'test' ? `${TEST_KEY_PREFIX}${generateApiKey()}` : generateApiKey();
   return retryOnConflict(() => db.transaction().execute(async (trx) => {
     await assertMerchantExists(trx, merchantId, true);
     const added = await addMerchantKey(trx, masterKey, merchantId, apiKey, settings);
@@ -318,6 +329,7 @@ export async function listMerchantKeys(db: Db, masterKey: MasterKey, merchantId:
       'name',
       'scopes',
       'allow_from',
+      'mode',
       sql<number>`revoked_at IS NULL AND (expires_at IS NULL OR expires_at > UTC_TIMESTAMP(6))`.as('active'),
     ])
     .where('merchant_id', '=', merchantId)
@@ -331,7 +343,7 @@ export async function listMerchantKeys(db: Db, masterKey: MasterKey, merchantId:
       await db.updateTable('merchant_keys').set({ fingerprint }).where('id', '=', row.id).execute();
     }
     const info = keyInfoOf({ ...row, created_at: row.created_at });
-    keys.push({ key_id: row.key_id, fingerprint, name: row.name, scopes: info.scopes, created_at: row.created_at, expires_at: row.expires_at, last_used_at: row.last_used_at, revoked_at: row.revoked_at, allow_from: info.allow_from, active: Number(row.active) === 1 });
+    keys.push({ key_id: row.key_id, fingerprint, name: row.name, scopes: info.scopes, created_at: row.created_at, expires_at: row.expires_at, last_used_at: row.last_used_at, revoked_at: row.revoked_at, allow_from: info.allow_from, active: Number(row.active) === 1, mode: info.mode });
   }
   return keys;
 }
@@ -391,6 +403,9 @@ export async function deleteMerchant(db: Kysely<MerchantApiDatabase>, merchantId
     const keys = await trx.deleteFrom('merchant_keys').where('merchant_id', '=', merchantId).executeTakeFirst();
     deleted.keys = Number(keys.numDeletedRows);
     await trx.deleteFrom('used_salts').where('merchant_id', '=', merchantId).execute();
+    // Its test dataset's changes (docs/test-mode.md) and its test salts, kept under their own name.
+    await trx.deleteFrom('test_user_changes').where('merchant_id', '=', merchantId).execute();
+    await trx.deleteFrom('used_salts').where('merchant_id', '=', testSaltNamespace(merchantId)).execute();
     // Webhook events hold the merchant's view of its users: they go with it (its endpoints and their
     // deliveries follow the merchant row by foreign key). Not indexed by merchant: a rare command, a bounded table.
     await trx.deleteFrom('webhook_events').where('merchant_id', '=', merchantId).execute();
@@ -474,6 +489,7 @@ export async function upsertSeedMerchant(trx: Transaction<MerchantApiDatabase>, 
       ...(details?.limits?.scopes !== undefined && { scopes: details.limits.scopes }),
       ...(details?.limits?.allowFrom !== undefined && { allowFrom: details.limits.allowFrom }),
       ...(details?.limits?.expiresAt !== undefined && { expiresAt: details.limits.expiresAt }),
+      ...(details?.limits?.mode === 'test' && { mode: 'test' as const }),
     });
     added.add(key);
     result.keysAdded++;

@@ -29,6 +29,7 @@ import { webhookTestBudget } from './migration-0012.js';
 import { shareRemovals } from './migration-0013.js';
 import { webhookDeliveriesByEndpoint } from './migration-0014.js';
 import { idempotencyKeys } from './migration-0015.js';
+import { testMode } from './migration-0017.js';
 import { webhookShareBatches } from './migration-0018.js';
 import { defineMigration, schemaStep, type MigrationHooks, type MigrationStep, type ResumableMigration } from './resumable.js';
 import { tableExists } from './schema-facts.js';
@@ -149,6 +150,7 @@ export const migrations: Readonly<Record<string, ResumableMigration>> = Object.f
   '0013_share_removals': shareRemovals,
   '0014_webhook_deliveries_by_endpoint': webhookDeliveriesByEndpoint,
   '0015_idempotency_keys': idempotencyKeys,
+  '0017_test_mode': testMode,
   '0018_webhook_share_batches': webhookShareBatches,
 });
 

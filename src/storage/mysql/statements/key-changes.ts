@@ -14,6 +14,7 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { MerchantApiError } from '../../../errors.js';
 import type { CreatedMerchantKey, KeyChangeOptions, KeyInfo, KeyPatch, KeyRotation, NewMerchantKey, RotatedMerchantKey } from '../../contract.js';
+import { TEST_KEY_PREFIX } from '../../key-limits.js';
 import { cannotGive, LAST_KEY_MANAGER, MAX_ACTIVE_KEYS, TOO_MANY_KEYS } from '../../key-changes.js';
 import { generateApiKey, type MasterKey } from '../../sql/key-sealing.js';
 import { LIBRARY_ACTOR, newKeyRow, settingsSummary, workingKeys } from '../admin/merchant-admin.js';
@@ -46,14 +47,14 @@ async function lockMerchant(trx: Trx, merchantId: string): Promise<boolean> {
 
 /** The merchant's working keys, with what the rules read: id, scopes column. */
 function workingRows(trx: Trx, merchantId: string) {
-  return workingKeys(trx, merchantId).select(['k.id', 'k.key_id', 'k.name', 'k.scopes', 'k.allow_from', canonicalColumn('k.expires_at').as('expires_at')]).orderBy('k.id').execute();
+  return workingKeys(trx, merchantId).select(['k.id', 'k.key_id', 'k.name', 'k.scopes', 'k.allow_from', 'k.mode', canonicalColumn('k.expires_at').as('expires_at')]).orderBy('k.id').execute();
 }
 
 /** One key as listed, read in the transaction of its change. */
 async function keyInfo(trx: Trx, keyId: string): Promise<KeyInfo> {
   const row = await trx
     .selectFrom('merchant_keys as k')
-    .select(['k.key_id', 'k.name', 'k.scopes', 'k.allow_from', canonicalColumn<string>('k.created_at').as('created_at'), canonicalColumn('k.expires_at').as('expires_at'), canonicalColumn('k.last_used_at').as('last_used_at')])
+    .select(['k.key_id', 'k.name', 'k.scopes', 'k.allow_from', 'k.mode', canonicalColumn<string>('k.created_at').as('created_at'), canonicalColumn('k.expires_at').as('expires_at'), canonicalColumn('k.last_used_at').as('last_used_at')])
     .where('k.key_id', '=', keyId)
     .executeTakeFirstOrThrow();
   return keyInfoOf(row);
@@ -71,8 +72,9 @@ function managesKeys(scopes: string | null): boolean {
 
 /** `Storage.createKey` on MySQL: undefined when the merchant is gone. */
 export async function createMerchantKey(db: Db, masterKey: MasterKey, request: NewMerchantKey): Promise<CreatedMerchantKey | undefined> {
-  const secret = generateApiKey();
-  const settings = { name: request.name, scopes: request.scopes, allowFrom: request.allowFrom, expiresAt: request.expiresAt };
+  const mode = request.mode ?? 'live';
+  const secret = mode === 'test' ? `${TEST_KEY_PREFIX}${generateApiKey()}` : generateApiKey();
+  const settings = { name: request.name, scopes: request.scopes, allowFrom: request.allowFrom, expiresAt: request.expiresAt, mode };
   const row = await newKeyRow(masterKey, request.merchantId, secret, settings);
   const { actor, keyId } = actorOf(request);
   return change(db, 'key creation', async (trx) => {
@@ -89,7 +91,6 @@ export async function createMerchantKey(db: Db, masterKey: MasterKey, request: N
 export async function rotateMerchantKeyById(db: Db, masterKey: MasterKey, rotation: KeyRotation): Promise<RotatedMerchantKey | undefined> {
   const { merchantId, rotatedKeyId } = rotation;
   if (!isStorableId(merchantId)) return undefined;
-  const secret = generateApiKey();
   const { actor, keyId } = actorOf(rotation);
   const overlap = rotation.oldExpiresAt > rotation.now;
   return change(db, 'key rotation', async (trx) => {
@@ -101,8 +102,9 @@ export async function rotateMerchantKeyById(db: Db, masterKey: MasterKey, rotati
     const lacking = oldInfo.scopes.find((scope) => !rotation.mayGive.includes(scope));
     if (lacking !== undefined) throw cannotGive(lacking);
     if (overlap && working.length >= MAX_ACTIVE_KEYS) throw TOO_MANY_KEYS;
-    // The new key: the old one's name, scopes and networks (sealed here: inside the transaction, a retry seals again).
-    const settings = { name: old.name, scopes: oldInfo.scopes, allowFrom: oldInfo.allow_from, expiresAt: rotation.expiresAt };
+    // The new key: the old one's name, scopes, networks and mode (sealed here: inside the transaction, a retry seals again).
+    const secret = oldInfo.mode === 'test' ? `${TEST_KEY_PREFIX}${generateApiKey()}` : generateApiKey();
+    const settings = { name: old.name, scopes: oldInfo.scopes, allowFrom: oldInfo.allow_from, expiresAt: rotation.expiresAt, mode: oldInfo.mode };
     const row = await newKeyRow(masterKey, merchantId, secret, settings);
     let oldEnd: string;
     if (overlap) {

@@ -30,8 +30,9 @@ function networksOf(column: string | null): string[] {
 }
 
 /** The limits of a key row, or undefined when it has none (`expiresAt` canonical). */
-export function keyLimitsOf(scopes: string | null, allowFrom: string | null, expiresAt: string | null): KeyLimits | undefined {
+export function keyLimitsOf(scopes: string | null, allowFrom: string | null, expiresAt: string | null, mode: string | null = 'live'): KeyLimits | undefined {
   const limits: KeyLimits = {
+    ...(mode === 'test' && { mode: 'test' as const }),
     ...(scopes !== null && { scopes: Object.freeze(scopesOf(scopes)) }),
     ...(allowFrom !== null && allowFrom !== '' && { allowFrom: Object.freeze(networksOf(allowFrom)) }),
     ...(expiresAt !== null && { expiresAt }),
@@ -40,7 +41,7 @@ export function keyLimitsOf(scopes: string | null, allowFrom: string | null, exp
 }
 
 /** A key row (timestamps already canonical) as `KeyInfo`. */
-export function keyInfoOf(row: { key_id: string; name: string | null; scopes: string | null; allow_from: string | null; created_at: string; expires_at: string | null; last_used_at: string | null }): KeyInfo {
+export function keyInfoOf(row: { key_id: string; name: string | null; scopes: string | null; allow_from: string | null; created_at: string; expires_at: string | null; last_used_at: string | null; mode: string }): KeyInfo {
   return {
     key_id: row.key_id,
     name: row.name,
@@ -49,6 +50,7 @@ export function keyInfoOf(row: { key_id: string; name: string | null; scopes: st
     expires_at: row.expires_at,
     last_used_at: row.last_used_at,
     allow_from: networksOf(row.allow_from),
+    mode: row.mode === 'test' ? 'test' : 'live',
   };
 }
 
