@@ -263,6 +263,53 @@ function suite(name: string, setup: () => Promise<{ storage: () => Storage; clea
       expect([added.status, added.body.errors[0].code]).toEqual([501, 'not_implemented']);
     });
 
+    it('keys through the API: a live key makes a test key ("mode": "test") that reads the test dataset, a rotation keeps the mode, and a test key changes no key (501)', async () => {
+      const made = await post(server, '/merchant/keys', LIVE, { name: 'sandbox 2', scopes: ['users:read', 'signature'], mode: 'test' });
+      expect(made.status, made.text).toBe(201);
+      const created = made.body.data[0];
+      expect(created).toMatchObject({ mode: 'test', secret: expect.stringMatching(/^test_/) });
+      const asCreated = basic('tm', created.secret);
+      expect((await get(server, '/merchant/users/test_user_00001', asCreated)).status).toBe(200);
+      expect((await get(server, '/merchant/users/live-1', asCreated)).status).toBe(404);
+      const rotated = await post(server, `/merchant/keys/${created.key_id}/rotate`, LIVE, {});
+      expect(rotated.status, rotated.text).toBe(200);
+      const successor = rotated.body.data[0];
+      expect(successor).toMatchObject({ mode: 'test', secret: expect.stringMatching(/^test_/) });
+      expect((await get(server, '/merchant/users/test_user_00001', basic('tm', successor.secret))).status).toBe(200);
+      // The seed's test key has every scope, keys:manage included: still, it creates, rotates, changes and revokes nothing.
+      const refusals = [
+        await post(server, '/merchant/keys', TEST, { scopes: ['users:read'] }),
+        await post(server, `/merchant/keys/${successor.key_id}/rotate`, TEST, {}),
+        await fetch(`${server.url}/merchant/keys/${successor.key_id}`, { method: 'PATCH', headers: { ...TEST, 'content-type': 'application/json' }, body: JSON.stringify({ name: 'renamed' }) }),
+        await fetch(`${server.url}/merchant/keys/${successor.key_id}`, { method: 'DELETE', headers: TEST }),
+      ];
+      expect(refusals.map((answer) => answer.status)).toEqual([501, 501, 501, 501]);
+      const listed = await get(server, '/merchant/keys', LIVE);
+      expect(listed.body.data.find((key: { key_id: string }) => key.key_id === successor.key_id)).toMatchObject({ name: 'sandbox 2', mode: 'test' });
+      expect((await fetch(`${server.url}/merchant/keys/${successor.key_id}`, { method: 'DELETE', headers: LIVE })).status).toBe(204);
+      // Test mode off: a live key cannot make a test key either.
+      const off = await start(storage, { testMode: false });
+      try {
+        const refused = await post(off, '/merchant/keys', LIVE, { scopes: ['users:read'], mode: 'test' });
+        expect([refused.status, refused.body.errors[0].code]).toEqual([403, 'test_mode_disabled']);
+      } finally {
+        await off.close();
+      }
+    });
+
+    it('an Idempotency-Key sent with a test key is another key than the same text sent with a live key (the stored answers stay apart)', async () => {
+      const shared = `idem-${Math.random().toString(36).slice(2)}`;
+      const reset = await fetch(`${server.url}/merchant/test/reset`, { method: 'POST', headers: { ...TEST, 'idempotency-key': shared } });
+      expect(reset.status).toBe(204);
+      // One namespace for both would answer this 422 idempotency_mismatch (another path, another body).
+      const made = await fetch(`${server.url}/merchant/keys`, { method: 'POST', headers: { ...LIVE, 'idempotency-key': shared, 'content-type': 'application/json' }, body: JSON.stringify({ scopes: ['users:read'] }) });
+      const text = await made.text();
+      expect(made.status, text).toBe(201);
+      expect((await fetch(`${server.url}/merchant/keys/${JSON.parse(text).data[0].key_id}`, { method: 'DELETE', headers: LIVE })).status).toBe(204);
+      const again = await fetch(`${server.url}/merchant/test/reset`, { method: 'POST', headers: { ...TEST, 'idempotency-key': shared } });
+      expect([again.status, again.headers.get('idempotent-replayed')]).toEqual([204, 'true']);
+    });
+
     it('test mode off: a test key is 403 test_mode_disabled everywhere, a live key answers as before', async () => {
       const off = await start(storage, { testMode: false });
       try {
