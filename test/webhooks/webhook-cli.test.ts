@@ -19,6 +19,9 @@ interface Run {
   code: number;
   out: string;
   err: string;
+  /** The admin events it logged (`"admin":true` lines), and the secrets it printed. */
+  admin: string[];
+  secrets: string[];
 }
 
 describe.skipIf(!available)('webhooks through the CLI and serve on MySQL', () => {
@@ -26,16 +29,19 @@ describe.skipIf(!available)('webhooks through the CLI and serve on MySQL', () =>
   let receiver: WebhookReceiver;
   let env: Record<string, string>;
   const servers: ServerProcess[] = [];
-  const adminLines: string[] = [];
-  const secrets = new Set<string>();
 
   const cli = (args: string[], extra: Record<string, string> = {}): Promise<Run> =>
     new Promise((resolve) => {
       execFile(process.execPath, [CLI.node, ...args], { cwd: ROOT, env: { ...process.env, ...CLEAN_ENV, ...env, ...extra } }, (error, stdout, stderr) => {
-        const run = { code: error ? Number((error as { code?: number }).code ?? 1) : 0, out: stdout.trim(), err: stderr.trim() };
-        for (const [, secret] of run.out.matchAll(/(whsec_[A-Za-z0-9+/=]+)/g)) secrets.add(secret!);
-        adminLines.push(...run.err.split('\n').filter((line) => line.startsWith('{') && line.includes('"admin":true')));
-        resolve(run);
+        const out = stdout.trim();
+        const err = stderr.trim();
+        resolve({
+          code: error ? Number((error as { code?: number }).code ?? 1) : 0,
+          out,
+          err,
+          admin: err.split('\n').filter((line) => line.startsWith('{') && line.includes('"admin":true')),
+          secrets: [...out.matchAll(/(whsec_[A-Za-z0-9+/=]+)/g)].map(([, secret]) => secret!),
+        });
       });
     });
   const lifted = { WEBHOOK_ALLOW_PRIVATE: 'true', WEBHOOK_ALLOW_HTTP: 'true' };
@@ -115,7 +121,9 @@ describe.skipIf(!available)('webhooks through the CLI and serve on MySQL', () =>
     expect(deliveries).toHaveLength(1);
   }, 60_000);
 
-  it('rotate-secret sends both signatures until the old one expires; redeliver sends an event again with its id; enable and remove', async () => {
+  // No cap of its own (the file's 120 s is for a hang): its time is that of a few CLI processes,
+  // seconds each at load 20, and one condition wait (the dispatcher's next round, 1 s when idle).
+  it('rotate-secret sends both signatures until the old one expires; redeliver sends an event again with its id', async () => {
     const rotated = await cli(['webhook', 'rotate-secret', endpointId, '--expire-old-in', '1h', '--json']);
     expect(rotated.code).toBe(0);
     const { secret } = JSON.parse(rotated.out) as { secret: string };
@@ -131,15 +139,38 @@ describe.skipIf(!available)('webhooks through the CLI and serve on MySQL', () =>
     expect(receiver.received[2]!.headers['webhook-id']).toBe(eventId);
     expect(receiver.received[2]!.verifiedBy).toEqual([0, 1]);
     expect((await cli(['webhook', 'redeliver', '--endpoint', endpointId, '--since', '2000-01-01T00:00:00Z'])).code).toBe(0);
+  });
+
+  it('enable says when nothing changed, enables a disabled endpoint, refuses an unknown one; remove', async () => {
     expect(await cli(['webhook', 'enable', endpointId])).toMatchObject({ code: 0, out: `Webhook endpoint ${endpointId} was enabled already; nothing changed.` });
     await database.db.updateTable('webhook_endpoints').set({ status: 'disabled', disabled_reason: 'gone' }).where('id', '=', endpointId).execute();
     expect(await cli(['webhook', 'enable', endpointId])).toMatchObject({ code: 0, out: expect.stringMatching(/^Webhook endpoint \S+ enabled\./) });
     expect(await cli(['webhook', 'enable', 'we_nope'])).toMatchObject({ code: 1, err: expect.stringMatching(/No such webhook endpoint/) });
     expect(await cli(['webhook', 'remove', endpointId])).toMatchObject({ code: 0 });
     expect(JSON.parse((await cli(['webhook', 'list', '--json'])).out)).toEqual([]);
-  }, 60_000);
+  });
 
-  it('every webhook admin event was written above, and none holds a secret', () => {
+  // On an endpoint of its own, with no server delivering (a delivery being sent is not
+  // redelivered): whatever the tests above did or failed to do, this one stands alone.
+  it('every webhook admin command logs its event, and none holds a secret', async () => {
+    await Promise.all(servers.splice(0).map((server) => server.stop()));
+    const runs: Run[] = [];
+    const run = async (args: string[], extra: Record<string, string> = {}) => {
+      const done = await cli(args, extra);
+      runs.push(done);
+      expect(done).toMatchObject({ code: 0 });
+      return done;
+    };
+    const { id } = JSON.parse((await run(['webhook', 'add', 'shop', receiver.url, '--json'], lifted)).out) as { id: string };
+    await run(['webhook', 'rotate-secret', id, '--expire-old-in', '1h']);
+    // A user shared: a delivery to the endpoint, pending with no claim on it.
+    await importSeed(database.db, undefined, { merchants: [], users: [user('shop', 'for-the-admin-events')] });
+    await run(['webhook', 'redeliver', '--endpoint', id, '--since', '2000-01-01T00:00:00Z']);
+    await database.db.updateTable('webhook_endpoints').set({ status: 'disabled', disabled_reason: 'gone' }).where('id', '=', id).execute();
+    await run(['webhook', 'enable', id]);
+    await run(['webhook', 'remove', id]);
+    const adminLines = runs.flatMap((done) => done.admin);
+    const secrets = new Set(runs.flatMap((done) => done.secrets));
     expect(new Set(adminLines.map((line) => (JSON.parse(line) as { event: string }).event))).toEqual(new Set(WEBHOOK_ADMIN_EVENTS));
     expect(secrets.size).toBeGreaterThanOrEqual(2);
     for (const line of adminLines) for (const secret of secrets) expect(line).not.toContain(secret);

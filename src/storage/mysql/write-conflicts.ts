@@ -4,14 +4,19 @@
  * committed a conflicting write first (the same salt, the same throttle counter, the same user), so
  * this node's transaction was rolled back at COMMIT. Either way the transaction changed nothing and
  * may run again: run again it meets the winner's row and answers as it would have on one server
- * (a replayed salt, the counter one higher). Retries are bounded, and counted for the metric
- * `merchant_api_storage_write_conflicts_total`. No Kysely or mysql2 import: the command line
+ * (a replayed salt, the counter one higher). Retries are bounded in time, not in number: under
+ * contention on a busy machine (sixty upserts of one throttle row on three nodes, each round trip
+ * slowed by the load) five quick tries all lost, and the failure a request had counted was lost
+ * with a 503; tried for up to CONFLICT_RETRY_MS with growing pauses, each write gets its turn. They
+ * are counted for the metric `merchant_api_storage_write_conflicts_total`. No Kysely or mysql2 import: the command line
  * reads the counts through src/cli-internal.ts.
  */
 import { mysqlErrorCode } from './storage-error.js';
 
-/** Times one write is run again after a conflict; the next conflict is the caller's error (a 503). */
-export const CONFLICT_RETRIES = 4;
+/** How long, ms from its first try, one write is run again after conflicts; a conflict later is the caller's error (a 503). */
+export const CONFLICT_RETRY_MS = 2000;
+/** Longest pause between two tries, ms: the pauses double from 1-2 ms up to this. */
+export const CONFLICT_PAUSE_MAX_MS = 50;
 
 /** Conflicts in this process since it started: retried ones, and those that outlasted the retries. */
 export interface WriteConflictCounts {
@@ -32,23 +37,27 @@ export function isWriteConflict(error: unknown): boolean {
 }
 
 /**
- * Runs `write` (one statement, or one whole transaction) and runs it again, up to `retries` times,
- * while it fails as a write conflict; after a short random pause, so that two nodes retrying the
- * same rows do not meet again in step.
+ * Runs `write` (one statement, or one whole transaction) and runs it again while it fails as a
+ * write conflict, until `budgetMs` after the first try: after a random pause that doubles each
+ * time (half of it fixed, half drawn, at most CONFLICT_PAUSE_MAX_MS), so that writers retrying the
+ * same rows spread out instead of meeting again in step, and a write that keeps losing cannot
+ * spin: at most a few dozen tries in the budget.
  */
-export async function retryOnConflict<T>(write: () => Promise<T>, retries = CONFLICT_RETRIES): Promise<T> {
+export async function retryOnConflict<T>(write: () => Promise<T>, budgetMs = CONFLICT_RETRY_MS): Promise<T> {
+  const deadline = performance.now() + budgetMs;
   for (let attempt = 0; ; attempt++) {
     try {
       return await write();
     } catch (error) {
       if (!isWriteConflict(error)) throw error;
-      if (attempt >= retries) {
+      const ceiling = Math.min(CONFLICT_PAUSE_MAX_MS, 2 ** (attempt + 1));
+      const pause = ceiling / 2 + (Math.random() * ceiling) / 2;
+      if (performance.now() + pause > deadline) {
         counts.failed++;
         throw error;
       }
       counts.retried++;
-      // 0-2 ms, then up to 4, 8, 16 ms: long enough for the winner's write set to apply here.
-      await new Promise((resolve) => setTimeout(resolve, Math.random() * 2 ** (attempt + 1)));
+      await new Promise((resolve) => setTimeout(resolve, pause));
     }
   }
 }

@@ -93,11 +93,23 @@ describe.skipIf(!available)('reads from a real MariaDB replica', () => {
     return { storage: wrapped, changes };
   }
   const firstName = async (s: Storage) => (await s.getUser('m1', 'a-001'))?.first_name;
+  /**
+   * Waits until the beat the replica applied is more than `seconds` old, as the servers tell (one
+   * host, one clock). From then on every reading of a storage finds it too far behind for a
+   * maxLagSeconds of 1: reads that went to the primary on a late reading cannot come back.
+   */
+  const laggingMoreThan = (seconds: number) =>
+    vi.waitFor(async () => {
+      const [row] = (await pair.replica.query('SELECT TIMESTAMPDIFF(MICROSECOND, beat_at, UTC_TIMESTAMP(6)) AS lag FROM merchant_api.replica_heartbeat WHERE id = 1')) as { lag: number }[];
+      expect(Number(row!.lag)).toBeGreaterThan(seconds * 1_000_000);
+    }, { timeout: 30_000, interval: 100 });
 
   it('reads users from the replica while it keeps up, and records salts on the primary', async () => {
     const { storage: s, changes } = storage();
     await vi.waitFor(async () => expect(await firstName(s)).toBe('from the replica'), { timeout: 20_000, interval: 50 });
-    expect(changes[0]).toEqual([true, 'the replica is 0 s behind']);
+    // The move to the replica is told with its lag. On a busy machine the first reading of a fresh
+    // pair may come before the first beat has replicated: reads stay on the primary until it has.
+    expect(changes.find(([usable]) => usable)).toEqual([true, expect.stringMatching(/^the replica is \d+ s behind$/)]);
     // On a busy machine a lag reading may come late and send a read to the primary for a moment.
     await vi.waitFor(async () => {
       const page = await s.listUsers({ merchantId: 'm1', filter: {}, limit: 10 });
@@ -133,8 +145,13 @@ describe.skipIf(!available)('reads from a real MariaDB replica', () => {
     } finally {
       await pair.replica.query('START SLAVE');
     }
-    await vi.waitFor(async () => expect(await listed()).toContain('written-while-stopped'), { timeout: 20_000, interval: 50 });
-    expect(s.readingFromReplica).toBe(true);
+    // Listed once the replica has it, and by the replica: a late lag reading would send the read to the primary, which always had it.
+    await vi.waitFor(async () => {
+      const before = s.readingFromReplica;
+      const names = await listed();
+      expect(before && s.readingFromReplica).toBe(true);
+      expect(names).toContain('written-while-stopped');
+    }, { timeout: 20_000, interval: 50 });
   });
 
   it('reads merchants and keys on the primary: a merchant disabled there is refused at once while the replica still has it active', async () => {
@@ -183,9 +200,22 @@ describe.skipIf(!available)('reads from a real MariaDB replica', () => {
     try {
       await addMerchant(primaryDb, masterKey, 'added-on-the-primary');
       // A write the delayed replica holds back: its lag grows past one second.
-      await vi.waitFor(async () => expect(await firstName(strict.storage)).not.toBe('from the replica'), { timeout: 30_000, interval: 100 });
-      expect(strict.changes.at(-1)![1]).toMatch(/^the replica is \d+ s behind, more than 1$/);
-      expect(await firstName(lenient.storage)).toBe('from the replica');
+      await laggingMoreThan(1.5);
+      await vi.waitFor(async () => {
+        expect(await firstName(strict.storage)).not.toBe('from the replica');
+        expect(strict.storage.readingFromReplica).toBe(false);
+      }, { timeout: 30_000, interval: 100 });
+      // The reason is not read from `strict`: under load its last change may be a late reading's
+      // ("lag unknown", then back at "0 s behind" in the second before the delay showed), and a move
+      // already made is not told again. A storage opened now tells its first reading's verdict (one
+      // that failed under load is asked again of another).
+      await vi.waitFor(async () => {
+        const { changes } = storage({ maxLagSeconds: 1 });
+        await vi.waitFor(() => expect(changes).not.toEqual([]), { timeout: 10_000, interval: 20 });
+        expect(changes[0]).toEqual([false, expect.stringMatching(/^the replica is \d+ s behind, more than 1$/)]);
+      }, { timeout: 30_000, interval: 100 });
+      // The lenient storage reads on from the replica (a reading late under load may send one read to the primary).
+      await vi.waitFor(async () => expect(await firstName(lenient.storage)).toBe('from the replica'), { timeout: 20_000, interval: 50 });
       // Merchants are read on the primary whatever the lag: the one the replica lacks is found.
       expect(await pair.replica.query("SELECT id FROM merchant_api.merchants WHERE id = 'added-on-the-primary'")).toEqual([]);
       expect(await lenient.storage.getMerchant('added-on-the-primary')).toMatchObject({ id: 'added-on-the-primary', status: 'active' });
@@ -243,6 +273,8 @@ describe.skipIf(!available)('reads from a real MariaDB replica', () => {
     try {
       // A second row only the replica has, past the first batch.
       await pair.replica.query("UPDATE merchant_api.users SET first_name = 'second from the replica' WHERE id = (SELECT user_id FROM merchant_api.user_shares WHERE merchant_id = 'm1' AND shared_user_id = 'b-003')");
+      // Not only moved (a late reading moves reads for a moment) but to stay: the replica too far behind.
+      await laggingMoreThan(1.5);
       await vi.waitFor(async () => {
         await s.getUser('m1', 'B-002');
         expect(s.readingFromReplica).toBe(false);
@@ -266,6 +298,13 @@ describe.skipIf(!available)('reads from a real MariaDB replica', () => {
     await pair.replica.query(`STOP SLAVE; CHANGE MASTER TO MASTER_PORT = ${proxy.port}; START SLAVE`);
     try {
       await pair.caughtUp();
+      // Caught up says nothing of the IO thread: the replica may hold every transaction while its
+      // thread is still connecting through the proxy ('Preparing', no lag known). The link frozen
+      // below must be a connected one that believes it keeps up.
+      await vi.waitFor(async () => {
+        const [status] = (await pair.replica.query('SHOW SLAVE STATUS')) as Record<string, unknown>[];
+        expect(status).toMatchObject({ Slave_IO_Running: 'Yes', Slave_SQL_Running: 'Yes', Seconds_Behind_Master: 0 });
+      }, { timeout: 20_000, interval: 50 });
       const { storage: s } = storage({ maxLagSeconds: 1 });
       await vi.waitFor(async () => expect(await firstName(s)).toBe('from the replica'), { timeout: 20_000, interval: 50 });
       proxy.hang();

@@ -16,7 +16,7 @@
  * Instances racing for the same salts can deadlock in InnoDB (seen with two pools racing over
  * duplicates and expired takeovers). InnoDB then rolls back the one statement it chose, which
  * changed nothing: a batch chosen so is recorded salt by salt, and a single statement is run
- * again, at most CONFLICT_RETRIES times, instead of answering 503 for a request that did
+ * again, for up to CONFLICT_RETRY_MS (2 s), instead of answering 503 for a request that did
  * nothing wrong. On a Galera node the same error is a certification failure: another node recorded
  * the same salt (or an overlapping batch) first. Run again, the INSERT meets that row: the loser
  * answers "salt already used", never 503 and never a second success (`write-conflicts.ts`).
