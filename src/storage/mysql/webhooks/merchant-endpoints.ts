@@ -4,7 +4,7 @@
  * scoped to the authenticated merchant, their refusals turned into the API's errors. A storage
  * failure is a `StorageUnavailableError`; another merchant's endpoint is not found, like none.
  */
-import type { Kysely, RawBuilder } from 'kysely';
+import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { CausalReads } from '../causal-reads.js';
 import { MerchantApiError } from '../../../errors.js';
 import type { Storage, WEBHOOK_OPERATIONS } from '../../contract.js';
@@ -37,6 +37,12 @@ async function scoped<T>(what: string, body: () => Promise<T>): Promise<T | unde
 /** `causal`: the listing waits for the cluster's latest commit on a Galera node (a merchant lists what it just added through another node). */
 export function merchantWebhookEndpoints(db: Db, masterKey: MasterKey, causal?: CausalReads): Required<Pick<Storage, (typeof WEBHOOK_OPERATIONS)[number]>> {
   const read = causal && (<R>(query: RawBuilder<R>) => causal.executeRaw(query));
+  // Before the deliveries are read or sent again, a Galera node applies every commit in the cluster:
+  // the events a merchant just caused through another node are listed (and found) here too. After
+  // one wait on the node, every connection to it sees them. Elsewhere: nothing.
+  const catchUp = async (): Promise<void> => {
+    if (causal) await causal.executeRaw(sql`SELECT 1`);
+  };
   return {
     listWebhookEndpoints: async (merchantId: string): Promise<WebhookEndpointSummary[]> => (await scoped('webhook endpoint list', () => listWebhookEndpoints(db, merchantId, read))) ?? [],
     addWebhookEndpoint: async (endpoint: NewWebhookEndpoint) => {
@@ -50,8 +56,14 @@ export function merchantWebhookEndpoints(db: Db, masterKey: MasterKey, causal?: 
     rotateWebhookSecret: (merchantId: string, endpointId: string, expireOldInMs: number, options?: WebhookChangeOptions): Promise<RotatedWebhookSecret | undefined> =>
       scoped('webhook secret rotation', () => rotateWebhookSecret(db, masterKey, endpointId, expireOldInMs, merchantId, options?.actor, options?.keyId)),
     sendWebhookTest: (merchantId: string, endpointId: string): Promise<string | undefined> => scoped('webhook test', () => sendWebhookTest(db, endpointId, merchantId)),
-    listEndpointDeliveries: (query: WebhookDeliveryQuery): Promise<WebhookDeliveryPage | undefined> => scoped('webhook delivery list', () => listEndpointDeliveryPage(db, query)),
+    listEndpointDeliveries: (query: WebhookDeliveryQuery): Promise<WebhookDeliveryPage | undefined> => scoped('webhook delivery list', async () => {
+        await catchUp();
+        return listEndpointDeliveryPage(db, query);
+      }),
     redeliverEndpointDeliveries: (request: WebhookRedelivery): Promise<RedeliveryResult | undefined> =>
-      scoped('webhook redelivery', () => redeliverEndpointDeliveries(db, request, request.actor)),
+      scoped('webhook redelivery', async () => {
+        await catchUp();
+        return redeliverEndpointDeliveries(db, request, request.actor);
+      }),
   };
 }
