@@ -26,7 +26,12 @@ export async function simulateTestEvents(ctx: RequestContext, input: RouteInput,
   const { datasets } = deps.testMode;
   const events = await deps.testMode.guarded(ctx, async () => {
     const made = simulate(merchantId, deps.testMode.users, await datasets.of(merchantId), simulation, deps.now());
-    await datasets.changes.record(merchantId, made.map((event) => event.change));
+    // With their webhook events: the storage queues them for the merchant's test endpoints only (docs/test-mode.md#webhooks).
+    await datasets.changes.record(
+      merchantId,
+      made.map((event) => event.change),
+      made.map((event) => ({ type: event.type, timestamp: event.change.at, data: event.data })),
+    );
     return made;
   });
   deps.logger.info({ event: 'test_events_simulated', request_id: ctx.requestId, merchant_id: merchantId, types: events.map((event) => event.type) }, 'test events simulated');
@@ -92,7 +97,8 @@ export const simulateTestEventsDoc: OperationDoc = {
     "Test keys only. Changes the merchant's test dataset as an import changes live data, and answers the events made, in order, each as a webhook " +
     'would send it (`{"type","timestamp","data"}`). `{"type": "user.shared" | "user.updated" | "user.deactivated" | "user.unshared", "shared_user_id"?}`: one event ' +
     '(without `shared_user_id`: a new user for `user.shared`, else the first user by id it applies to); `{"scenario": "churn"}`: a new user shared, updated twice, ' +
-    'deactivated and unshared. The changes show at once in the listing, `updated_since` and the change feed of the test key (docs/test-mode.md#the-simulator).',
+    'deactivated and unshared. The changes show at once in the listing, `updated_since` and the change feed of the test key (docs/test-mode.md#the-simulator), ' +
+    "and the events are delivered, signed, to the merchant's test endpoints (added with a test key) and to no live endpoint (docs/test-mode.md#webhooks).",
   readsQuery: true,
   requestBody: {
     required: true,
