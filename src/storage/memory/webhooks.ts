@@ -2,8 +2,9 @@
  * The memory storage's webhooks (docs/webhooks.md#on-the-memory-storage): endpoints, and an
  * in-process queue of deliveries that the same dispatcher as on MySQL sends (`WebhookOutbox`), with
  * the same signing, retries and disabling. Nothing of it survives the process: the queue is lost
- * on exit, as the users' changes are. Events come from the storage's changes (`putUser`) and from
- * `webhook.test`.
+ * on exit, as the users' changes are. Events come from the storage's changes (`putUser`, to live
+ * endpoints only), from `webhook.test`, and from the test simulator (`testEvents`, to test
+ * endpoints only: docs/test-mode.md#webhooks).
  *
  * Everything is bounded: endpoints per merchant (the caller's limit, as on MySQL) and in all
  * (`maxEndpoints`); pending deliveries in all (`maxPendingDeliveries`), one merchant holding at most
