@@ -13,6 +13,8 @@ import { silentLogger } from '../../src/observe/logger.js';
 import type { Storage } from '../../src/storage/contract.js';
 import { MemoryStorage } from '../../src/storage/memory/index.js';
 import { importSeed, MysqlStorage, MysqlWebhookOutbox } from '../../src/storage/mysql/index.js';
+import { SHARE_BATCH_FROM } from '../../src/storage/mysql/webhooks/share-batches.js';
+import { sql } from 'kysely';
 import { parseSeed, type Seed } from '../../src/storage/seed/seed.js';
 import type { WebhookOutbox } from '../../src/storage/webhook-outbox.js';
 import { WebhookDispatcher } from '../../src/webhooks/dispatcher.js';
@@ -37,6 +39,11 @@ interface Fixture {
   outbox: WebhookOutbox;
   /** A change of live data, as the storage's own import makes it: a new user `id` shared with `tw`. */
   liveShare(id: string): Promise<void>;
+  /**
+   * MySQL: an import sharing `count` new users at once (past `SHARE_BATCH_FROM`, so one batch row,
+   * expanded by the dispatcher's claims), answering how many `user.shared` deliveries each endpoint got.
+   */
+  batchShare?(count: number): Promise<(endpointId: string) => Promise<number>>;
   cleanup(): Promise<void>;
 }
 
@@ -152,6 +159,15 @@ function suite(name: string, setup: () => Promise<Fixture>, skip = false) {
       expect(liveReceiver.received.filter((r) => r.event.type === 'webhook.test')).toEqual([]);
     });
 
+    // MySQL's own path: the memory storage has no batch rows.
+    if (name === 'MySQL') it('an import\'s batch of shares (one outbox row, expanded later) reaches the live endpoint only', async () => {
+      const deliveries = await fixture.batchShare!(SHARE_BATCH_FROM);
+      // Expanded in full (a step writes every endpoint's deliveries of its shares at once): the test endpoint got none.
+      await vi.waitFor(async () => expect(await deliveries(liveEndpoint.id)).toBe(SHARE_BATCH_FROM), { timeout: 30_000 });
+      expect(await deliveries(testEndpoint.id)).toBe(0);
+      expect(testReceiver.received.filter((r) => String(r.event.data.shared_user_id).startsWith('batch-'))).toEqual([]);
+    });
+
     it('a test key removes its test endpoint; the live one stays', async () => {
       expect((await call('DELETE', `/merchant/webhooks/${testEndpoint.id}`, TEST)).status).toBe(204);
       expect((await call('GET', '/merchant/webhooks', TEST)).body.data).toEqual([]);
@@ -181,6 +197,18 @@ suite(
       storage: mysql,
       outbox: new MysqlWebhookOutbox({ db: database.db, masterKey: database.masterKey }),
       liveShare: async (id) => void (await importSeed(database!.db, undefined, { merchants: [], users: [user('tw', id)] })),
+      batchShare: async (count) => {
+        const users = Array.from({ length: count }, (_, i) => user('tw', `batch-${String(i).padStart(4, '0')}`));
+        await importSeed(database!.db, undefined, { merchants: [], users });
+        // Written as one batch row, not an event per share: the path under test.
+        const { rows } = await sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM webhook_share_batches`.execute(database!.db);
+        expect(Number(rows[0]!.n)).toBe(1);
+        return async (endpointId) => {
+          const { rows: found } = await sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM webhook_deliveries d INNER JOIN webhook_events e ON e.id = d.event_id
+            WHERE d.endpoint_id = ${endpointId} AND e.type = 'user.shared' AND e.shared_user_id LIKE 'batch-%'`.execute(database!.db);
+          return Number(found[0]!.n);
+        };
+      },
       cleanup: async () => database!.drop(),
     };
   },
