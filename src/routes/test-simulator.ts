@@ -6,7 +6,7 @@
  */
 import { MerchantApiError } from '../errors.js';
 import type { RequestContext } from '../http/context.js';
-import { readJsonBody } from '../http/json-body.js';
+import { MAX_JSON_BODY_BYTES, readJsonBody } from '../http/json-body.js';
 import { parseQuery } from '../http/query.js';
 import { reply, type Reply } from '../http/responses.js';
 import { printable } from '../listing/printable.js';
@@ -89,7 +89,11 @@ const eventSchema: Json = {
   required: ['type', 'timestamp', 'data'],
   properties: { type: { type: 'string', enum: [...SIMULATED_EVENT_TYPES] }, timestamp: { type: 'string' }, data: { type: 'object' } },
 };
-const testKeyRequired = response('A live key: the simulator changes test datasets only (`test_key_required`); or test mode is off (`test_mode_disabled`).', envelopeError(['test_key_required', 'test_mode_disabled']));
+const testKeyRequired = response(
+  'The merchant is disabled (its key is right), the key lacks the scope `users:read` (`insufficient_scope`, the message names it) or may not be used from this address (`address_not_allowed`); ' +
+    'a live key: the simulator changes test datasets only (`test_key_required`); or test mode is off (`test_mode_disabled`).',
+  envelopeError(['merchant_disabled', 'insufficient_scope', 'address_not_allowed', 'test_key_required', 'test_mode_disabled']),
+);
 
 export const simulateTestEventsDoc: OperationDoc = {
   tag: 'Test mode',
@@ -123,6 +127,8 @@ export const simulateTestEventsDoc: OperationDoc = {
     }),
     '403': testKeyRequired,
     '404': response('`shared_user_id` names no user of the test dataset.', envelopeError(['not_found'])),
+    '413': response(`The body is larger than ${MAX_JSON_BODY_BYTES} bytes.`, envelopeError(['payload_too_large'])),
+    '415': response('The body is not sent as `Content-Type: application/json`.', envelopeError(['unsupported_media_type'])),
     '409': response('A share of a user shared already, a deactivation of one deactivated already, or a test dataset holding changes to 1000 users (reset it).', envelopeError(['conflict'])),
   },
 };
