@@ -6,7 +6,7 @@
  */
 import { MerchantApiError } from '../errors.js';
 import type { RequestContext } from '../http/context.js';
-import { readJsonBody } from '../http/json-body.js';
+import { MAX_JSON_BODY_BYTES, readJsonBody } from '../http/json-body.js';
 import { parseQuery } from '../http/query.js';
 import { reply, type Reply } from '../http/responses.js';
 import { printable } from '../listing/printable.js';
@@ -26,7 +26,12 @@ export async function simulateTestEvents(ctx: RequestContext, input: RouteInput,
   const { datasets } = deps.testMode;
   const events = await deps.testMode.guarded(ctx, async () => {
     const made = simulate(merchantId, deps.testMode.users, await datasets.of(merchantId), simulation, deps.now());
-    await datasets.changes.record(merchantId, made.map((event) => event.change));
+    // With their webhook events: the storage queues them for the merchant's test endpoints only (docs/test-mode.md#webhooks).
+    await datasets.changes.record(
+      merchantId,
+      made.map((event) => event.change),
+      made.map((event) => ({ type: event.type, timestamp: event.change.at, data: event.data })),
+    );
     return made;
   });
   deps.logger.info({ event: 'test_events_simulated', request_id: ctx.requestId, merchant_id: merchantId, types: events.map((event) => event.type) }, 'test events simulated');
@@ -84,7 +89,11 @@ const eventSchema: Json = {
   required: ['type', 'timestamp', 'data'],
   properties: { type: { type: 'string', enum: [...SIMULATED_EVENT_TYPES] }, timestamp: { type: 'string' }, data: { type: 'object' } },
 };
-const testKeyRequired = response('A live key: the simulator changes test datasets only (`test_key_required`); or test mode is off (`test_mode_disabled`).', envelopeError(['test_key_required', 'test_mode_disabled']));
+const testKeyRequired = response(
+  'The merchant is disabled (its key is right), the key lacks the scope `users:read` (`insufficient_scope`, the message names it) or may not be used from this address (`address_not_allowed`); ' +
+    'a live key: the simulator changes test datasets only (`test_key_required`); or test mode is off (`test_mode_disabled`).',
+  envelopeError(['merchant_disabled', 'insufficient_scope', 'address_not_allowed', 'test_key_required', 'test_mode_disabled']),
+);
 
 export const simulateTestEventsDoc: OperationDoc = {
   tag: 'Test mode',
@@ -92,7 +101,8 @@ export const simulateTestEventsDoc: OperationDoc = {
     "Test keys only. Changes the merchant's test dataset as an import changes live data, and answers the events made, in order, each as a webhook " +
     'would send it (`{"type","timestamp","data"}`). `{"type": "user.shared" | "user.updated" | "user.deactivated" | "user.unshared", "shared_user_id"?}`: one event ' +
     '(without `shared_user_id`: a new user for `user.shared`, else the first user by id it applies to); `{"scenario": "churn"}`: a new user shared, updated twice, ' +
-    'deactivated and unshared. The changes show at once in the listing, `updated_since` and the change feed of the test key (docs/test-mode.md#the-simulator).',
+    'deactivated and unshared. The changes show at once in the listing, `updated_since` and the change feed of the test key (docs/test-mode.md#the-simulator), ' +
+    "and the events are delivered, signed, to the merchant's test endpoints (added with a test key) and to no live endpoint (docs/test-mode.md#webhooks).",
   readsQuery: true,
   requestBody: {
     required: true,
@@ -117,6 +127,8 @@ export const simulateTestEventsDoc: OperationDoc = {
     }),
     '403': testKeyRequired,
     '404': response('`shared_user_id` names no user of the test dataset.', envelopeError(['not_found'])),
+    '413': response(`The body is larger than ${MAX_JSON_BODY_BYTES} bytes.`, envelopeError(['payload_too_large'])),
+    '415': response('The body is not sent as `Content-Type: application/json`.', envelopeError(['unsupported_media_type'])),
     '409': response('A share of a user shared already, a deactivation of one deactivated already, or a test dataset holding changes to 1000 users (reset it).', envelopeError(['conflict'])),
   },
 };

@@ -41,7 +41,7 @@ const JSON_400 = 'a body that is not a JSON object (`malformed_request`), a memb
 
 export const listWebhooksDoc: OperationDoc = {
   tag: 'Webhooks',
-  description: "The merchant's webhook endpoints, oldest first. Never a secret. Takes no query parameters.",
+  description: "The merchant's webhook endpoints of the key's mode, oldest first: a live key's live endpoints, a test key's test endpoints (docs/test-mode.md#webhooks). Never a secret. Takes no query parameters.",
   readsQuery: true,
   badRequest: `A query parameter (this endpoint takes none; \`unknown_parameter\` per name), or ${MALFORMED_QUERY}`,
   badRequestCodes: ['unknown_parameter', 'malformed_request'],
@@ -52,7 +52,7 @@ export const createWebhookDoc: OperationDoc = {
   tag: 'Webhooks',
   description:
     'Adds an endpoint. Its URL must be `https` and resolve to public addresses only (checked now and at every attempt). ' +
-    'The answer holds its signing secret, shown only this once (docs/webhooks.md#verifying).',
+    'The answer holds its signing secret, shown only this once (docs/webhooks.md#verifying). Added with a test key, it is a test endpoint: it receives the test simulator\'s events only, and only a test key manages it (docs/test-mode.md#webhooks).',
   readsQuery: true,
   requestBody: {
     required: true,

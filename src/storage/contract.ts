@@ -7,7 +7,7 @@
 import type { KeyLimits, KeyMode, KeyScope } from './key-limits.js';
 import type { ThrottleStore } from './throttle-store.js';
 import type { RedeliveryResult, WebhookDeliveryPage, WebhookDeliveryQuery, WebhookRedelivery } from './webhook-deliveries.js';
-import type { NewWebhookEndpoint, RotatedWebhookSecret, WebhookChangeOptions, WebhookEndpointSummary } from './webhook-endpoints.js';
+import type { NewWebhookEndpoint, RotatedWebhookSecret, WebhookChangeOptions, WebhookEndpointMode, WebhookEndpointSummary } from './webhook-endpoints.js';
 import { IDEMPOTENCY_OPERATIONS, type ClaimOutcome, type IdempotencyClaim, type IdempotencyCompletion, type IdempotencyRelease } from './idempotency.js';
 
 export type { KeyLimits, KeyMode, KeyScope } from './key-limits.js';
@@ -355,9 +355,11 @@ export interface Storage {
    * Each acts only on `merchantId`'s endpoints: another merchant's id is not found. A storage
    * without them answers those paths 501 `not_implemented` (the guard says so); the MySQL and memory storages have them.
    * A change's `actor` (`NewWebhookEndpoint.actor`, `WebhookChangeOptions`) is for a storage's audit trail.
+   * Each acts on one mode's endpoints (`mode`, default `live`; the test view of test-mode passes
+   * `test`): an endpoint of the other mode is not found (docs/test-mode.md#webhooks).
    */
   /** The merchant's endpoints, oldest first; never a secret. */
-  listWebhookEndpoints?(merchantId: string): Promise<WebhookEndpointSummary[]>;
+  listWebhookEndpoints?(merchantId: string, mode?: WebhookEndpointMode): Promise<WebhookEndpointSummary[]>;
   /** Adds an endpoint (its URL already checked); its secret is in the answer, the only time it is shown. A merchant at its limit: 409 `conflict`. */
   addWebhookEndpoint?(endpoint: NewWebhookEndpoint): Promise<WebhookEndpointSummary & { secret: string }>;
   /** Removes an endpoint with its deliveries: false when the merchant has none with this id. */
@@ -365,7 +367,7 @@ export interface Storage {
   /** A new secret, the old one still signing for `expireOldInMs`; undefined when the merchant has no endpoint with this id. */
   rotateWebhookSecret?(merchantId: string, endpointId: string, expireOldInMs: number, options?: WebhookChangeOptions): Promise<RotatedWebhookSecret | undefined>;
   /** Queues a `webhook.test` event for the endpoint; its event id, or undefined when not found. A disabled endpoint: 409 `conflict`. */
-  sendWebhookTest?(merchantId: string, endpointId: string): Promise<string | undefined>;
+  sendWebhookTest?(merchantId: string, endpointId: string, mode?: WebhookEndpointMode): Promise<string | undefined>;
   /** One page of an endpoint's deliveries, newest first, bounded (`src/storage/webhook-deliveries.ts`); undefined when the merchant has no endpoint with this id. */
   listEndpointDeliveries?(query: WebhookDeliveryQuery): Promise<WebhookDeliveryPage | undefined>;
   /** Sends an endpoint's deliveries again (of one event, or the oldest `max` since a time), audited; undefined when not found. A disabled endpoint: 409 `conflict`. */
@@ -408,12 +410,26 @@ export interface TestChange {
   at: string;
 }
 
+/** A simulated change as a webhook event (`src/testmode/simulator.ts`): sent as every event is, `{"type","timestamp","data"}`. */
+export interface TestWebhookEvent {
+  type: 'user.shared' | 'user.updated' | 'user.deactivated' | 'user.unshared';
+  /** The change's time, canonical: the body's `timestamp`. */
+  timestamp: string;
+  /** The event's `data`, JSON text (`userEventData`, `unsharedEventData`). */
+  data: string;
+}
+
 /** Where a storage keeps the changes of test datasets (docs/test-mode.md#what-is-stored; memory: `MemoryTestChanges` of test-changes.ts). Every call acts on one merchant's test dataset only. */
 export interface TestChangeStore {
   /** Every change held for the merchant, the latest per user, in any order. */
   changes(merchantId: string): Promise<TestChange[]>;
-  /** Stores the changes in order, each replacing the user's earlier one; all or none. */
-  record(merchantId: string, changes: readonly TestChange[]): Promise<void>;
+  /**
+   * Stores the changes in order, each replacing the user's earlier one; all or none. `events`: the
+   * webhook events they are, queued with them (in the same transaction where the store has one)
+   * for the merchant's enabled test endpoints that receive their type, and for no live endpoint
+   * (docs/test-mode.md#webhooks); a store without webhooks ignores them.
+   */
+  record(merchantId: string, changes: readonly TestChange[], events?: readonly TestWebhookEvent[]): Promise<void>;
   /** Forgets every change of the merchant: its dataset is the generated one again. */
   reset(merchantId: string): Promise<void>;
 }

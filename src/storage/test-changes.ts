@@ -7,9 +7,9 @@
  */
 import { createHash } from 'node:crypto';
 import { MerchantApiError } from '../errors.js';
-import type { TestChange, TestChangeStore } from './contract.js';
+import type { TestChange, TestChangeStore, TestWebhookEvent } from './contract.js';
 
-export type { TestChange, TestChangeStore } from './contract.js';
+export type { TestChange, TestChangeStore, TestWebhookEvent } from './contract.js';
 
 /**
  * The most users one merchant's test dataset may hold a change for. A simulator call past it is
@@ -26,17 +26,24 @@ export function tooManyTestChanges(): MerchantApiError {
 /** Test changes in process memory: the memory storage's, and any storage's without a place of its own. */
 export class MemoryTestChanges implements TestChangeStore {
   readonly #byMerchant = new Map<string, Map<string, TestChange>>();
+  readonly #queueEvents: ((merchantId: string, events: readonly TestWebhookEvent[]) => void) | undefined;
+
+  /** `queueEvents`: where the simulator's webhook events go once stored (the memory storage's test endpoints); without it they go nowhere. */
+  constructor(queueEvents?: (merchantId: string, events: readonly TestWebhookEvent[]) => void) {
+    this.#queueEvents = queueEvents;
+  }
 
   async changes(merchantId: string): Promise<TestChange[]> {
     return [...(this.#byMerchant.get(merchantId)?.values() ?? [])];
   }
 
-  async record(merchantId: string, changes: readonly TestChange[]): Promise<void> {
+  async record(merchantId: string, changes: readonly TestChange[], events: readonly TestWebhookEvent[] = []): Promise<void> {
     const held = this.#byMerchant.get(merchantId) ?? new Map<string, TestChange>();
     const added = new Set(changes.map((change) => change.shared_user_id).filter((id) => !held.has(id)));
     if (held.size + added.size > MAX_TEST_CHANGES) throw tooManyTestChanges();
     for (const change of changes) held.set(change.shared_user_id, { ...change });
     this.#byMerchant.set(merchantId, held);
+    if (events.length > 0) this.#queueEvents?.(merchantId, events);
   }
 
   async reset(merchantId: string): Promise<void> {

@@ -11,6 +11,7 @@
  * may share one creation time).
  */
 import { MerchantApiError } from '../errors.js';
+import type { WebhookEndpointMode } from './webhook-endpoints.js';
 
 /** What a delivery may be: waiting (or being sent), sent, given up on, stopped with its endpoint. */
 export const DELIVERY_STATES = ['pending', 'delivered', 'failed', 'cancelled'] as const;
@@ -53,6 +54,8 @@ export interface DeliveryCursor {
 export interface WebhookDeliveryQuery {
   merchantId: string;
   endpointId: string;
+  /** The endpoint's mode (the test view sets `test`); default `live`: one of the other mode is not found. */
+  mode?: WebhookEndpointMode;
   state?: DeliveryState;
   /** 1 to `MAX_DELIVERY_PAGE`. */
   limit: number;
@@ -69,6 +72,8 @@ export interface WebhookDeliveryPage {
 export interface WebhookRedelivery {
   merchantId: string;
   endpointId: string;
+  /** The endpoint's mode (the test view sets `test`); default `live`: one of the other mode is not found. */
+  mode?: WebhookEndpointMode;
   /** `after`: the `next` of the previous call with this `since`, to go on from. */
   target: { eventId: string } | { since: string; after?: DeliveryCursor };
   /** Most deliveries requeued (`MAX_REDELIVERIES` from the API). */

@@ -6,6 +6,14 @@
 import { randomBytes } from 'node:crypto';
 import { MerchantApiError } from '../errors.js';
 
+/**
+ * Whose events an endpoint receives (docs/test-mode.md#webhooks): one added with a live key is
+ * `live` and receives the changes of live data only; one added with a test key is `test` and
+ * receives the simulator's events only. Every operation acts on one mode's endpoints: the other
+ * mode's are not found, as another merchant's are not.
+ */
+export type WebhookEndpointMode = 'live' | 'test';
+
 /** An endpoint as listed: never its secret. */
 export interface WebhookEndpointSummary {
   id: string;
@@ -24,8 +32,10 @@ export interface NewWebhookEndpoint {
   merchantId: string;
   url: string;
   events: readonly string[];
-  /** The most endpoints the merchant may have; one more is 409 `conflict`. */
+  /** The most endpoints the merchant may have in this mode; one more is 409 `conflict`. */
   maxPerMerchant: number;
+  /** `test` when added with a test key (the test view of the storage sets it); default `live`. */
+  mode?: WebhookEndpointMode;
   /** Who the audit trail records the change as (a storage that keeps one): `merchant:ID key:KEY_ID` from the API. */
   actor?: string;
   /** The id of the API key that made the change (from the API), for the audit row's `key_id`. */
@@ -34,6 +44,8 @@ export interface NewWebhookEndpoint {
 
 /** The options of an endpoint change (`removeWebhookEndpoint`, `rotateWebhookSecret`). */
 export interface WebhookChangeOptions {
+  /** The mode of the endpoints acted on (the test view sets `test`); default `live`: an endpoint of the other mode is not found. */
+  mode?: WebhookEndpointMode;
   /** Who the audit trail records the change as (a storage that keeps one): `merchant:ID key:KEY_ID` from the API. */
   actor?: string;
   /** The id of the API key that made the change (from the API), for the audit row's `key_id`. */

@@ -13,12 +13,6 @@ export const TEST_KEY_REQUIRED = new MerchantApiError(
   'The test simulator changes only test datasets: call it with a test key (test_…). A live key never changes or reaches test data.',
 );
 
-/** The refusal of the webhook endpoints to a test key, until test endpoints exist (docs/test-mode.md#webhooks): it never reaches a live endpoint. */
-export const NO_TEST_WEBHOOKS = new MerchantApiError(
-  'not_implemented',
-  'Webhook endpoints cannot be managed with a test key on this server: a test key never reaches the live endpoints. Use a live key for /merchant/webhooks.',
-);
-
 /**
  * The refusal of the key changes to a test key: a test key never creates, rotates, changes or
  * revokes a key, so it can never make or end a live one. A live key with `keys:manage` makes test

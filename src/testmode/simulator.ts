@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { MerchantApiError } from '../errors.js';
 import { MAX_ID_LENGTH, type ChangedUserRecord, type UserRecord } from '../storage/contract.js';
 import type { TestChange } from '../storage/test-changes.js';
+import { unsharedEventData, userEventData } from '../storage/webhook-outbox.js';
 import { formatEpochSeconds } from '../storage/timestamps.js';
 import { unsharedEventBody, userEventBody } from '../webhooks/events.js';
 import { generateTestUsers } from './dataset.js';
@@ -29,6 +30,8 @@ export interface SimulatedEvent {
   type: SimulatedEventType;
   /** `{"type","timestamp","data"}`, as docs/webhooks.md#events writes every event. */
   body: string;
+  /** The body's `data`, JSON text: what the webhook sends (`TestWebhookEvent`), byte for byte the body's. */
+  data: string;
 }
 
 /**
@@ -76,7 +79,7 @@ function apply(merchantId: string, users: number, records: Map<string, ChangedUs
   const { updated_at: _, ...record } = held;
   const at = stamp();
   if (type === 'user.unshared') {
-    return { type, change: { shared_user_id: record.shared_user_id, record: null, at }, body: unsharedEventBody(at, record.shared_user_id, at) };
+    return { type, change: { shared_user_id: record.shared_user_id, record: null, at }, body: unsharedEventBody(at, record.shared_user_id, at), data: unsharedEventData(record.shared_user_id, at) };
   }
   if (type === 'user.deactivated') {
     if (record.deactivated_at !== null) throw new MerchantApiError('conflict', `The test user ${JSON.stringify(record.shared_user_id)} is deactivated already.`);
@@ -86,7 +89,7 @@ function apply(merchantId: string, users: number, records: Map<string, ChangedUs
 }
 
 function event(type: Exclude<SimulatedEventType, 'user.unshared'>, id: string, record: UserRecord, at: string): SimulatedEvent {
-  return { type, change: { shared_user_id: id, record, at }, body: userEventBody(type, at, { ...record, updated_at: at }) };
+  return { type, change: { shared_user_id: id, record, at }, body: userEventBody(type, at, { ...record, updated_at: at }), data: userEventData({ ...record, updated_at: at }) };
 }
 
 /** A user the event may act on when none is named: the first by id, active for a deactivation. */

@@ -11,7 +11,9 @@
  * filters, orders, `updated_since` and cursors behave exactly as on a live listing; the change
  * feed's tombstones are the stored unshares.
  */
-import { NO_TEST_KEY_CHANGES, NO_TEST_WEBHOOKS } from './mode-check.js';
+import { NO_TEST_KEY_CHANGES } from './mode-check.js';
+import type { RedeliveryResult, WebhookDeliveryPage, WebhookDeliveryQuery, WebhookRedelivery } from '../storage/webhook-deliveries.js';
+import type { NewWebhookEndpoint, RotatedWebhookSecret, WebhookChangeOptions, WebhookEndpointSummary } from '../storage/webhook-endpoints.js';
 import type { ChangedUserRecord, SaltRecord, ShareRemoval, Storage, UserPageQuery, UserRecord, UserRecordPage } from '../storage/contract.js';
 import { ForwardingStorage } from '../storage/forwarding-storage.js';
 import type { ClaimOutcome, IdempotencyClaim, IdempotencyCompletion, IdempotencyRelease } from '../storage/idempotency.js';
@@ -136,26 +138,29 @@ export class TestModeStorage extends ForwardingStorage {
     return record;
   }
 
-  override listWebhookEndpoints(): never {
-    throw NO_TEST_WEBHOOKS;
+  // Webhook endpoints: the merchant's test endpoints only (docs/test-mode.md#webhooks). Every call
+  // names the mode, so a test key adds test endpoints and never finds a live one (nor a live key a
+  // test one: the live storage's default is `live`). Each is the inner storage's when it has it.
+  override listWebhookEndpoints(merchantId: string): Promise<WebhookEndpointSummary[]> {
+    return this.inner.listWebhookEndpoints!(merchantId, 'test');
   }
-  override addWebhookEndpoint(): never {
-    throw NO_TEST_WEBHOOKS;
+  override addWebhookEndpoint(endpoint: NewWebhookEndpoint): Promise<WebhookEndpointSummary & { secret: string }> {
+    return this.inner.addWebhookEndpoint!({ ...endpoint, mode: 'test' });
   }
-  override removeWebhookEndpoint(): never {
-    throw NO_TEST_WEBHOOKS;
+  override removeWebhookEndpoint(merchantId: string, endpointId: string, options?: WebhookChangeOptions): Promise<boolean> {
+    return this.inner.removeWebhookEndpoint!(merchantId, endpointId, { ...options, mode: 'test' });
   }
-  override rotateWebhookSecret(): never {
-    throw NO_TEST_WEBHOOKS;
+  override rotateWebhookSecret(merchantId: string, endpointId: string, expireOldInMs: number, options?: WebhookChangeOptions): Promise<RotatedWebhookSecret | undefined> {
+    return this.inner.rotateWebhookSecret!(merchantId, endpointId, expireOldInMs, { ...options, mode: 'test' });
   }
-  override sendWebhookTest(): never {
-    throw NO_TEST_WEBHOOKS;
+  override sendWebhookTest(merchantId: string, endpointId: string): Promise<string | undefined> {
+    return this.inner.sendWebhookTest!(merchantId, endpointId, 'test');
   }
-  override listEndpointDeliveries(): never {
-    throw NO_TEST_WEBHOOKS;
+  override listEndpointDeliveries(query: WebhookDeliveryQuery): Promise<WebhookDeliveryPage | undefined> {
+    return this.inner.listEndpointDeliveries!({ ...query, mode: 'test' });
   }
-  override redeliverEndpointDeliveries(): never {
-    throw NO_TEST_WEBHOOKS;
+  override redeliverEndpointDeliveries(request: WebhookRedelivery): Promise<RedeliveryResult | undefined> {
+    return this.inner.redeliverEndpointDeliveries!({ ...request, mode: 'test' });
   }
 
   // Key changes: refused before the handler runs (src/pipeline/authentication.ts), and here again.

@@ -122,6 +122,32 @@ export function storageContract(name: string, create: (seed: Seed, plan?: PagePl
         expect(await storage.listWebhookEndpoints!('m2')).toEqual([]);
       });
 
+      it('acts on one mode\'s endpoints: a test endpoint is not found in the live mode (the default), a live one not in the test mode; each mode has its own limit', async (ctx) => {
+        if (!has()) return ctx.skip();
+        const live = await add('m2', 'https://hooks.example.com/live', 1);
+        const test = await storage.addWebhookEndpoint!({ merchantId: 'm2', url: 'https://hooks.example.com/test', events: ['user.shared'], maxPerMerchant: 1, mode: 'test' });
+        expect((await storage.listWebhookEndpoints!('m2')).map((e) => e.id)).toEqual([live.id]);
+        expect((await storage.listWebhookEndpoints!('m2', 'live')).map((e) => e.id)).toEqual([live.id]);
+        expect((await storage.listWebhookEndpoints!('m2', 'test')).map((e) => e.id)).toEqual([test.id]);
+        for (const [id, mode] of [
+          [test.id, 'live'],
+          [live.id, 'test'],
+        ] as const) {
+          expect(await storage.sendWebhookTest!('m2', id, mode)).toBeUndefined();
+          expect(await storage.rotateWebhookSecret!('m2', id, 0, { mode })).toBeUndefined();
+          expect(await storage.listEndpointDeliveries!({ merchantId: 'm2', endpointId: id, limit: 10, mode })).toBeUndefined();
+          expect(await storage.redeliverEndpointDeliveries!({ merchantId: 'm2', endpointId: id, target: { eventId: 'evt_none' }, max: 10, mode })).toBeUndefined();
+          expect(await storage.removeWebhookEndpoint!('m2', id, { mode })).toBe(false);
+        }
+        // Without a mode, the live one: a test endpoint is not found.
+        expect(await storage.sendWebhookTest!('m2', test.id)).toBeUndefined();
+        expect(await storage.removeWebhookEndpoint!('m2', test.id)).toBe(false);
+        expect(await storage.sendWebhookTest!('m2', test.id, 'test')).toMatch(/^evt_/);
+        expect(await storage.removeWebhookEndpoint!('m2', test.id, { mode: 'test' })).toBe(true);
+        expect(await storage.removeWebhookEndpoint!('m2', live.id)).toBe(true);
+        expect(await storage.listWebhookEndpoints!('m2', 'test')).toEqual([]);
+      });
+
       it('lists webhook deliveries by merchant: the filter holds only that merchant\'s, ids compared by case', async (ctx) => {
         if (!has() || subject.listWebhookDeliveries === undefined) return ctx.skip();
         const ofM1 = await add('M1', 'https://hooks.example.com/deliveries-M1');

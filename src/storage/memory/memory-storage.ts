@@ -4,7 +4,7 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import type { KeyInfo, KeyLimits, KeyUse, Merchant, SaltRecord, Storage, UserPageQuery, UserRecord, UserRecordPage } from '../contract.js';
-import type { NewWebhookEndpoint, RotatedWebhookSecret, WebhookEndpointSummary } from '../webhook-endpoints.js';
+import type { NewWebhookEndpoint, RotatedWebhookSecret, WebhookChangeOptions, WebhookEndpointMode, WebhookEndpointSummary } from '../webhook-endpoints.js';
 import type { WebhookOutbox } from '../webhook-outbox.js';
 import type { RedeliveryResult, WebhookDeliveryPage, WebhookDeliveryQuery, WebhookRedelivery } from '../webhook-deliveries.js';
 import { merchantIdProblem, USER_RECORD_KEYS } from '../contract.js';
@@ -66,8 +66,9 @@ export class MemoryStorage implements Storage {
   readonly #webhooks: MemoryWebhooks;
   // Idempotency keys in a bounded map of this process (src/storage/memory/idempotency-keys.ts).
   readonly #idempotency: MemoryIdempotencyKeys;
-  // Changes to the merchants' test datasets (docs/test-mode.md#what-is-stored), lost on exit as the users' changes are.
-  readonly #testChanges = new MemoryTestChanges();
+  // Changes to the merchants' test datasets (docs/test-mode.md#what-is-stored), lost on exit as the users' changes are;
+  // the simulator's events go to the merchant's test endpoints in this storage's queue.
+  readonly #testChanges = new MemoryTestChanges((merchantId, events) => this.#webhooks.testEvents(merchantId, events));
   #closed = false;
 
   constructor(seed: Seed | IndexedSeed = { merchants: [], users: [] }, options: MemoryStorageOptions = {}) {
@@ -295,9 +296,9 @@ export class MemoryStorage implements Storage {
   // Webhook endpoints (docs/webhooks.md#on-the-memory-storage): the operations of the contract, each on
   // the merchant's own endpoints only; the queue the dispatcher sends from is `webhookOutbox`.
 
-  async listWebhookEndpoints(merchantId: string): Promise<WebhookEndpointSummary[]> {
+  async listWebhookEndpoints(merchantId: string, mode?: WebhookEndpointMode): Promise<WebhookEndpointSummary[]> {
     this.#assertOpen();
-    return this.#webhooks.list(merchantId);
+    return this.#webhooks.list(merchantId, mode);
   }
 
   /** Adds an endpoint (its URL checked by the caller, as `/merchant/webhooks` does; every attempt checks it again). */
@@ -308,19 +309,19 @@ export class MemoryStorage implements Storage {
     return this.#webhooks.add(endpoint);
   }
 
-  async removeWebhookEndpoint(merchantId: string, endpointId: string): Promise<boolean> {
+  async removeWebhookEndpoint(merchantId: string, endpointId: string, options?: WebhookChangeOptions): Promise<boolean> {
     this.#assertOpen();
-    return this.#webhooks.remove(merchantId, endpointId);
+    return this.#webhooks.remove(merchantId, endpointId, options?.mode);
   }
 
-  async rotateWebhookSecret(merchantId: string, endpointId: string, expireOldInMs: number): Promise<RotatedWebhookSecret | undefined> {
+  async rotateWebhookSecret(merchantId: string, endpointId: string, expireOldInMs: number, options?: WebhookChangeOptions): Promise<RotatedWebhookSecret | undefined> {
     this.#assertOpen();
-    return this.#webhooks.rotate(merchantId, endpointId, expireOldInMs);
+    return this.#webhooks.rotate(merchantId, endpointId, expireOldInMs, options?.mode);
   }
 
-  async sendWebhookTest(merchantId: string, endpointId: string): Promise<string | undefined> {
+  async sendWebhookTest(merchantId: string, endpointId: string, mode?: WebhookEndpointMode): Promise<string | undefined> {
     this.#assertOpen();
-    return this.#webhooks.test(merchantId, endpointId);
+    return this.#webhooks.test(merchantId, endpointId, mode);
   }
 
   async listEndpointDeliveries(query: WebhookDeliveryQuery): Promise<WebhookDeliveryPage | undefined> {

@@ -2,8 +2,9 @@
  * The memory storage's webhooks (docs/webhooks.md#on-the-memory-storage): endpoints, and an
  * in-process queue of deliveries that the same dispatcher as on MySQL sends (`WebhookOutbox`), with
  * the same signing, retries and disabling. Nothing of it survives the process: the queue is lost
- * on exit, as the users' changes are. Events come from the storage's changes (`putUser`) and from
- * `webhook.test`.
+ * on exit, as the users' changes are. Events come from the storage's changes (`putUser`, to live
+ * endpoints only), from `webhook.test`, and from the test simulator (`testEvents`, to test
+ * endpoints only: docs/test-mode.md#webhooks).
  *
  * Everything is bounded: endpoints per merchant (the caller's limit, as on MySQL) and in all
  * (`maxEndpoints`); pending deliveries in all (`maxPendingDeliveries`), one merchant holding at most
@@ -21,8 +22,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { MerchantApiError, StorageUnavailableError } from '../../errors.js';
-import type { ChangedUserRecord, UserRecord } from '../contract.js';
-import { newWebhookEndpointId, newWebhookSecret, rotationOverlapMessage, takeWebhookTest, webhookTestRefused, type NewWebhookEndpoint, type RotatedWebhookSecret, type WebhookEndpointSummary } from '../webhook-endpoints.js';
+import type { ChangedUserRecord, TestWebhookEvent, UserRecord } from '../contract.js';
+import { newWebhookEndpointId, newWebhookSecret, rotationOverlapMessage, takeWebhookTest, webhookTestRefused, type NewWebhookEndpoint, type RotatedWebhookSecret, type WebhookEndpointMode, type WebhookEndpointSummary } from '../webhook-endpoints.js';
 import { newerFirst, REDELIVER_DISABLED, type RedeliveryResult, type WebhookDelivery, type WebhookDeliveryPage, type WebhookDeliveryQuery, type WebhookRedelivery, DELIVERY_SCAN } from '../webhook-deliveries.js';
 import { newEventId, userEventData, type AttemptRecord, type ClaimOptions, type DueDelivery, type OutboxStats, type WebhookOutbox } from '../webhook-outbox.js';
 
@@ -45,6 +46,8 @@ export const MEMORY_WEBHOOK_DEFAULTS = { maxEndpoints: 10_000, maxPendingDeliver
 interface Endpoint {
   id: string;
   merchantId: string;
+  /** `test`: added with a test key, receives the simulator's events only; `live`: the changes of live data only. */
+  mode: WebhookEndpointMode;
   url: string;
   events: readonly string[];
   status: 'enabled' | 'disabled';
@@ -135,17 +138,18 @@ export class MemoryWebhooks implements WebhookOutbox {
 
   // The endpoint operations of the storage contract (`Storage.listWebhookEndpoints` and the rest).
 
-  list(merchantId: string): WebhookEndpointSummary[] {
-    return (this.#byMerchant.get(merchantId) ?? []).map(summary);
+  list(merchantId: string, mode: WebhookEndpointMode = 'live'): WebhookEndpointSummary[] {
+    return (this.#byMerchant.get(merchantId) ?? []).filter((endpoint) => endpoint.mode === mode).map(summary);
   }
 
-  add({ merchantId, url, events, maxPerMerchant }: NewWebhookEndpoint): WebhookEndpointSummary & { secret: string } {
+  add({ merchantId, url, events, maxPerMerchant, mode = 'live' }: NewWebhookEndpoint): WebhookEndpointSummary & { secret: string } {
     const own = this.#byMerchant.get(merchantId) ?? [];
-    if (own.length >= maxPerMerchant) throw new MerchantApiError('conflict', `A merchant has at most ${maxPerMerchant} webhook endpoints.`);
+    if (own.filter((endpoint) => endpoint.mode === mode).length >= maxPerMerchant) throw new MerchantApiError('conflict', `A merchant has at most ${maxPerMerchant} webhook endpoints.`);
     if (this.#endpoints.size >= this.#o.maxEndpoints) throw new MerchantApiError('conflict', `This server holds at most ${this.#o.maxEndpoints} webhook endpoints in all.`);
     const endpoint: Endpoint = {
       id: newWebhookEndpointId(),
       merchantId,
+      mode,
       url,
       events: Object.freeze([...events]),
       status: 'enabled',
@@ -166,8 +170,8 @@ export class MemoryWebhooks implements WebhookOutbox {
   }
 
   /** Removes the endpoint with its deliveries, pending or finished. */
-  remove(merchantId: string, endpointId: string): boolean {
-    const endpoint = this.#own(merchantId, endpointId);
+  remove(merchantId: string, endpointId: string, mode?: WebhookEndpointMode): boolean {
+    const endpoint = this.#own(merchantId, endpointId, mode);
     if (endpoint === undefined) return false;
     this.#endpoints.delete(endpoint.id);
     const rest = this.#byMerchant.get(merchantId)!.filter((e) => e !== endpoint);
@@ -183,8 +187,8 @@ export class MemoryWebhooks implements WebhookOutbox {
    * rotation's overlap still runs: that is a 409 (at most two secrets sign, and the earlier one's end
    * was promised). Without, the current one stops at once and a running overlap goes on to its end.
    */
-  rotate(merchantId: string, endpointId: string, expireOldInMs: number): RotatedWebhookSecret | undefined {
-    const endpoint = this.#own(merchantId, endpointId);
+  rotate(merchantId: string, endpointId: string, expireOldInMs: number, mode?: WebhookEndpointMode): RotatedWebhookSecret | undefined {
+    const endpoint = this.#own(merchantId, endpointId, mode);
     if (endpoint === undefined) return undefined;
     const now = Date.now();
     const overlapRunning = endpoint.previousSecret !== null && endpoint.previousExpiresAt > now;
@@ -205,8 +209,8 @@ export class MemoryWebhooks implements WebhookOutbox {
    * Queues a `webhook.test` for one endpoint; a disabled one is 409; past the endpoint's test budget
    * 429 (as on MySQL: `takeWebhookTest`); a merchant holding its half of the queue 429, a full queue 503.
    */
-  test(merchantId: string, endpointId: string): string | undefined {
-    const endpoint = this.#own(merchantId, endpointId);
+  test(merchantId: string, endpointId: string, mode?: WebhookEndpointMode): string | undefined {
+    const endpoint = this.#own(merchantId, endpointId, mode);
     if (endpoint === undefined) return undefined;
     if (endpoint.status !== 'enabled') throw new MerchantApiError('conflict', 'The webhook endpoint is disabled; enable it first.');
     const now = Date.now();
@@ -221,7 +225,8 @@ export class MemoryWebhooks implements WebhookOutbox {
 
   /** Enables an endpoint again (after a 410 or days of failures); what was cancelled stays cancelled. */
   enable(merchantId: string, endpointId: string): boolean {
-    const endpoint = this.#own(merchantId, endpointId);
+    // The operator's command: an endpoint of either mode.
+    const endpoint = this.#own(merchantId, endpointId, 'any');
     if (endpoint === undefined) return false;
     endpoint.status = 'enabled';
     endpoint.disabledReason = null;
@@ -240,19 +245,20 @@ export class MemoryWebhooks implements WebhookOutbox {
 
   /** Whether any enabled endpoint of `merchantId`, an active merchant, receives events (a change costs nothing more when none does). */
   hasSubscribers(merchantId: string): boolean {
-    return !this.#held.has(merchantId) && this.#byMerchant.get(merchantId)?.some((endpoint) => endpoint.status === 'enabled') === true;
+    return !this.#held.has(merchantId) && this.#byMerchant.get(merchantId)?.some((endpoint) => endpoint.mode === 'live' && endpoint.status === 'enabled') === true;
   }
 
   /**
    * The events of one change of a user shared with `merchantId` (`before`: the record held until
    * now, undefined for a new share): `user.shared`, `user.deactivated` (`deactivated_at` set), else
-   * `user.updated`, as the MySQL import decides; one delivery per enabled endpoint that receives it.
+   * `user.updated`, as the MySQL import decides; one delivery per enabled live endpoint that receives
+   * it (a test endpoint never receives a change of live data).
    */
   userChanged(merchantId: string, before: UserRecord | undefined, after: ChangedUserRecord): void {
     const endpoints = this.#byMerchant.get(merchantId);
     if (endpoints === undefined || this.#held.has(merchantId)) return;
     const type = before === undefined ? 'user.shared' : before.deactivated_at === null && after.deactivated_at !== null ? 'user.deactivated' : 'user.updated';
-    const receivers = endpoints.filter((endpoint) => endpoint.status === 'enabled' && endpoint.events.includes(type));
+    const receivers = endpoints.filter((endpoint) => endpoint.mode === 'live' && endpoint.status === 'enabled' && endpoint.events.includes(type));
     if (receivers.length === 0) return;
     const now = Date.now();
     // The event's time is the change's: `timestamp` equals the record's `updated_at`.
@@ -260,6 +266,25 @@ export class MemoryWebhooks implements WebhookOutbox {
     for (const endpoint of receivers) {
       if (this.#hasRoom(merchantId)) this.#queue(event, endpoint, now);
       else this.#drop(merchantId, endpoint.id);
+    }
+  }
+
+  /**
+   * The simulator's events of `merchantId` (docs/test-mode.md#webhooks), in order: one delivery per
+   * enabled test endpoint that receives the type, and none to a live endpoint. Bounded as a change's
+   * events are: a delivery that finds no room is dropped and counted.
+   */
+  testEvents(merchantId: string, events: readonly TestWebhookEvent[]): void {
+    const endpoints = this.#byMerchant.get(merchantId);
+    if (endpoints === undefined || this.#held.has(merchantId)) return;
+    const now = Date.now();
+    for (const { type, timestamp, data } of events) {
+      const event: WebhookEvent = { id: newEventId(), merchantId, type, timestamp, data };
+      for (const endpoint of endpoints) {
+        if (endpoint.mode !== 'test' || endpoint.status !== 'enabled' || !endpoint.events.includes(type)) continue;
+        if (this.#hasRoom(merchantId)) this.#queue(event, endpoint, now);
+        else this.#drop(merchantId, endpoint.id);
+      }
     }
   }
 
@@ -279,7 +304,7 @@ export class MemoryWebhooks implements WebhookOutbox {
    * `limit`, looking at most `DELIVERY_SCAN` of them; undefined when the merchant has no such endpoint.
    */
   deliveryPage(query: WebhookDeliveryQuery): WebhookDeliveryPage | undefined {
-    const endpoint = this.#own(query.merchantId, query.endpointId);
+    const endpoint = this.#own(query.merchantId, query.endpointId, query.mode);
     if (endpoint === undefined) return undefined;
     const after = query.after;
     const scanned = this.#deliveriesOf(endpoint)
@@ -299,7 +324,7 @@ export class MemoryWebhooks implements WebhookOutbox {
    * to its attempt. A disabled endpoint is 409; the queue's bounds hold (a merchant at its half: 429).
    */
   redeliver(request: WebhookRedelivery): RedeliveryResult | undefined {
-    const endpoint = this.#own(request.merchantId, request.endpointId);
+    const endpoint = this.#own(request.merchantId, request.endpointId, request.mode);
     if (endpoint === undefined) return undefined;
     if (endpoint.status !== 'enabled') throw REDELIVER_DISABLED;
     const { target } = request;
@@ -459,10 +484,11 @@ export class MemoryWebhooks implements WebhookOutbox {
     this.#pending = 0;
   }
 
-  #own(merchantId: string, endpointId: string): Endpoint | undefined {
+  /** `mode`: the API's operations act on one mode's endpoints (default `live`); `any` for the operator's. */
+  #own(merchantId: string, endpointId: string, mode: WebhookEndpointMode | 'any' = 'live'): Endpoint | undefined {
     const endpoint = this.#endpoints.get(endpointId);
-    // Another merchant's endpoint is not found, as one that does not exist.
-    return endpoint?.merchantId === merchantId ? endpoint : undefined;
+    // Another merchant's endpoint, or one of the other mode, is not found, as one that does not exist.
+    return endpoint?.merchantId === merchantId && (mode === 'any' || endpoint.mode === mode) ? endpoint : undefined;
   }
 
   #hasRoom(merchantId: string): boolean {

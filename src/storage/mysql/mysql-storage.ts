@@ -209,11 +209,11 @@ export class MysqlStorage implements Storage {
   }
 
   // A merchant's webhook endpoints (`/merchant/webhooks`, docs/webhooks.md#endpoints), scoped to it.
-  readonly listWebhookEndpoints: NonNullable<Storage['listWebhookEndpoints']> = (merchantId) => this.#webhooks().listWebhookEndpoints(merchantId);
+  readonly listWebhookEndpoints: NonNullable<Storage['listWebhookEndpoints']> = (merchantId, mode) => this.#webhooks().listWebhookEndpoints(merchantId, mode);
   readonly addWebhookEndpoint: NonNullable<Storage['addWebhookEndpoint']> = (endpoint) => this.#webhooks().addWebhookEndpoint(endpoint);
   readonly removeWebhookEndpoint: NonNullable<Storage['removeWebhookEndpoint']> = (merchantId, id, options) => this.#webhooks().removeWebhookEndpoint(merchantId, id, options);
   readonly rotateWebhookSecret: NonNullable<Storage['rotateWebhookSecret']> = (merchantId, id, ms, options) => this.#webhooks().rotateWebhookSecret(merchantId, id, ms, options);
-  readonly sendWebhookTest: NonNullable<Storage['sendWebhookTest']> = (merchantId, id) => this.#webhooks().sendWebhookTest(merchantId, id);
+  readonly sendWebhookTest: NonNullable<Storage['sendWebhookTest']> = (merchantId, id, mode) => this.#webhooks().sendWebhookTest(merchantId, id, mode);
   readonly listEndpointDeliveries: NonNullable<Storage['listEndpointDeliveries']> = (query) => this.#webhooks().listEndpointDeliveries(query);
   readonly redeliverEndpointDeliveries: NonNullable<Storage['redeliverEndpointDeliveries']> = (request) => this.#webhooks().redeliverEndpointDeliveries(request);
   #webhookEndpoints: ReturnType<typeof merchantWebhookEndpoints> | undefined;

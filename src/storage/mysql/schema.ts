@@ -135,6 +135,8 @@ export interface ShareRemovalsTable {
 export interface WebhookEndpointsTable {
   id: string;
   merchant_id: string;
+  /** `test`: added with a test key, receives the simulator's events only (migration 0017); existing endpoints are `live`. */
+  mode: ColumnType<'live' | 'test', 'live' | 'test' | undefined, never>;
   url: string;
   /** Event types it receives, comma-separated. */
   events: string;

@@ -6,7 +6,10 @@
  *   per user (`record` the user's JSON, or NULL for a share removed: the change feed's tombstone).
  *   The generated users themselves are never stored. No foreign key to `merchants`, as
  *   `share_removals` has none: a merchant's deletion deletes its rows (merchant-admin.ts).
- * Two steps, each checked before it runs, so a migrate stopped part-way is completed by the next.
+ * - `webhook_endpoints.mode`: `live` or `test`. Every endpoint that exists is live (the default) and
+ *   receives what it received before; one added with a test key is `test` and receives the
+ *   simulator's events only (docs/test-mode.md#webhooks).
+ * Three steps, each checked before it runs, so a migrate stopped part-way is completed by the next.
  */
 import { sql, type Kysely } from 'kysely';
 import { defineMigration, schemaStep } from './resumable.js';
@@ -42,8 +45,24 @@ export const testMode = defineMigration('0017_test_mode', {
     ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci`).execute(db);
       },
     ),
+    schemaStep(
+      'add webhook_endpoints.mode',
+      (db) => columnsExist(db, 'webhook_endpoints', 'mode'),
+      async (db) => {
+        await sql.raw(`ALTER TABLE webhook_endpoints ADD COLUMN mode ENUM('live','test') CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT 'live'`).execute(db);
+      },
+    ),
   ],
   down: [
+    {
+      name: 'drop webhook_endpoints.mode',
+      undone: (db) => columnsAbsent(db, 'webhook_endpoints', 'mode'),
+      run: async (db) => {
+        // The test endpoints go first: kept, they would become live endpoints receiving live data.
+        await sql.raw(`DELETE FROM webhook_endpoints WHERE mode = 'test'`).execute(db);
+        await sql.raw('ALTER TABLE webhook_endpoints DROP COLUMN mode').execute(db);
+      },
+    },
     {
       name: 'drop test_user_changes',
       run: async (db: Kysely<any>) => {

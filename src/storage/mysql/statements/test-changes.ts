@@ -4,9 +4,10 @@
  * made through one instance is seen through all. At most `MAX_TEST_CHANGES` users per merchant:
  * every test request reads them all.
  */
-import { sql, type Kysely } from 'kysely';
+import { sql, type Kysely, type Transaction } from 'kysely';
 import { MerchantApiError } from '../../../errors.js';
-import { MAX_TEST_CHANGES, tooManyTestChanges, type TestChange, type TestChangeStore } from '../../test-changes.js';
+import { MAX_TEST_CHANGES, tooManyTestChanges, type TestChange, type TestChangeStore, type TestWebhookEvent } from '../../test-changes.js';
+import { newEventId } from '../../webhook-outbox.js';
 import type { UserRecord } from '../../contract.js';
 import type { MerchantApiDatabase } from '../schema.js';
 import { canonicalColumn, toSqlDatetime } from '../sql-values.js';
@@ -30,8 +31,13 @@ export class MysqlTestChanges implements TestChangeStore {
     }
   }
 
-  /** In one transaction, after counting the merchant's rows under a lock: two simulators at once cannot pass the bound together. */
-  async record(merchantId: string, changes: readonly TestChange[]): Promise<void> {
+  /**
+   * In one transaction, after counting the merchant's rows under a lock: two simulators at once
+   * cannot pass the bound together. The events go into the outbox in the same transaction (as an
+   * import's do), for the merchant's test endpoints only: a change is stored with its events or not
+   * at all, and the dispatcher sends them as it sends every event.
+   */
+  async record(merchantId: string, changes: readonly TestChange[], events: readonly TestWebhookEvent[] = []): Promise<void> {
     if (changes.length === 0) return;
     try {
       await retryOnConflict(() =>
@@ -46,6 +52,7 @@ export class MysqlTestChanges implements TestChangeStore {
             await sql`INSERT INTO test_user_changes (merchant_id, shared_user_id, record, changed_at) VALUES (${merchantId}, ${change.shared_user_id}, ${record}, ${at})
               ON DUPLICATE KEY UPDATE record = VALUES(record), changed_at = VALUES(changed_at)`.execute(trx);
           }
+          if (events.length > 0) await writeTestEvents(trx, merchantId, events);
         }),
       );
     } catch (error) {
@@ -60,5 +67,31 @@ export class MysqlTestChanges implements TestChangeStore {
     } catch (error) {
       throw storageError(error, 'test change reset');
     }
+  }
+}
+
+/**
+ * The simulator's events of `merchantId`, in order, each with a delivery per enabled test endpoint
+ * of an active merchant that receives its type (docs/test-mode.md#webhooks); nothing when there is
+ * none. `created_at` is the change's time, the body's `timestamp` as for every event; the event
+ * ids are time-ordered, so the dispatcher sends them in order. `shared_user_id` stays NULL: a test
+ * user is no share, and an erasure of a live share must never meet a test event.
+ */
+async function writeTestEvents(trx: Transaction<MerchantApiDatabase>, merchantId: string, events: readonly TestWebhookEvent[]): Promise<void> {
+  const { rows: endpoints } = await sql<{ id: string; events: string; now: string }>`SELECT e.id, e.events, DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%d %H:%i:%s.%f') AS now
+    FROM webhook_endpoints e INNER JOIN merchants m ON m.id = e.merchant_id
+    WHERE e.merchant_id = ${merchantId} AND e.mode = 'test' AND e.status = 'enabled' AND m.status = 'active'`.execute(trx);
+  if (endpoints.length === 0) return;
+  const now = endpoints[0]!.now;
+  for (const event of events) {
+    const receivers = endpoints.filter((endpoint) => endpoint.events.split(',').includes(event.type));
+    if (receivers.length === 0) continue;
+    const at = toSqlDatetime(event.timestamp);
+    const id = newEventId(Date.parse(event.timestamp));
+    await trx.insertInto('webhook_events').values({ id, merchant_id: merchantId, shared_user_id: null, type: event.type, data: event.data, created_at: at }).execute();
+    await trx
+      .insertInto('webhook_deliveries')
+      .values(receivers.map((endpoint) => ({ event_id: id, endpoint_id: endpoint.id, merchant_id: merchantId, next_attempt_at: now, created_at: now })))
+      .execute();
   }
 }

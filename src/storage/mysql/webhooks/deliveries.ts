@@ -17,15 +17,16 @@ import { writeAuditEvent } from '../admin/audit.js';
 import { LIBRARY_ACTOR } from '../admin/merchant-admin.js';
 import { fromSqlDatetime, toSqlDatetime } from '../sql-values.js';
 import { retryOnConflict } from '../write-conflicts.js';
-import { WebhookAdminError } from './endpoints.js';
+import { endpointScope, WebhookAdminError } from './endpoints.js';
+import type { WebhookEndpointMode } from '../../webhook-endpoints.js';
 
 type Db = Kysely<MerchantApiDatabase>;
 
 const CANONICAL = '%Y-%m-%dT%H:%i:%s.%f+00:00';
 
 /** The endpoint `id` (of `merchantId` when given) and its status; undefined when there is none. */
-async function endpointStatus(db: Db, id: string, merchantId: string | undefined, lock = false): Promise<string | undefined> {
-  const scope = merchantId === undefined ? sql`` : sql`AND merchant_id = ${merchantId}`;
+async function endpointStatus(db: Db, id: string, merchantId: string | undefined, mode: WebhookEndpointMode | undefined, lock = false): Promise<string | undefined> {
+  const scope = endpointScope(merchantId, mode);
   const { rows } = await sql<{ status: string }>`SELECT status FROM webhook_endpoints WHERE id = ${id} ${scope} ${lock ? sql`FOR UPDATE` : sql``}`.execute(db);
   return rows[0]?.status;
 }
@@ -49,8 +50,8 @@ function newerThan(after: DeliveryCursor | undefined) {
  * after `after`. In a `state`, at most `DELIVERY_SCAN` deliveries are looked at: a page may come
  * back short with a `next` cursor. Throws `endpoint_not_found` for no such endpoint (of `merchantId`).
  */
-export async function listEndpointDeliveryPage(db: Db, query: { endpointId: string; merchantId?: string; state?: DeliveryState; limit: number; after?: DeliveryCursor }): Promise<WebhookDeliveryPage> {
-  if ((await endpointStatus(db, query.endpointId, query.merchantId)) === undefined) throw new WebhookAdminError('endpoint_not_found', 'No such webhook endpoint.');
+export async function listEndpointDeliveryPage(db: Db, query: { endpointId: string; merchantId?: string; mode?: WebhookEndpointMode; state?: DeliveryState; limit: number; after?: DeliveryCursor }): Promise<WebhookDeliveryPage> {
+  if ((await endpointStatus(db, query.endpointId, query.merchantId, query.mode)) === undefined) throw new WebhookAdminError('endpoint_not_found', 'No such webhook endpoint.');
   const scan = query.state === undefined ? query.limit + 1 : DELIVERY_SCAN;
   // The index alone gives the order and the bound; the state is read from each row looked at.
   const { rows: scanned } = await sql<{ id: string | number; created: string; state: string }>`SELECT id, DATE_FORMAT(created_at, ${CANONICAL}) AS created, state
@@ -76,13 +77,13 @@ export async function listEndpointDeliveryPage(db: Db, query: { endpointId: stri
  */
 export async function redeliverEndpointDeliveries(
   db: Db,
-  request: { endpointId: string; merchantId?: string; target: { eventId: string } | { since: string; after?: DeliveryCursor }; max: number; keyId?: string },
+  request: { endpointId: string; merchantId?: string; mode?: WebhookEndpointMode; target: { eventId: string } | { since: string; after?: DeliveryCursor }; max: number; keyId?: string },
   actor: string = LIBRARY_ACTOR,
 ): Promise<RedeliveryResult> {
   const { endpointId, target, max } = request;
   return retryOnConflict(() => db.transaction().execute(async (trx) => {
     // The endpoint's row locked first, as every endpoint change does: a removal or a disabling waits.
-    const status = await endpointStatus(trx, endpointId, request.merchantId, true);
+    const status = await endpointStatus(trx, endpointId, request.merchantId, request.mode, true);
     if (status === undefined) throw new WebhookAdminError('endpoint_not_found', 'No such webhook endpoint.');
     if (status !== 'enabled') throw new WebhookAdminError('endpoint_disabled', 'The webhook endpoint is disabled; enable it first.');
     const which = 'eventId' in target ? sql`AND event_id = ${target.eventId}` : sql`AND created_at >= ${toSqlDatetime(target.since)} ${newerThan(target.after)}`;

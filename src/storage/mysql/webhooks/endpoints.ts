@@ -13,7 +13,7 @@
  */
 import { sql, type Kysely, type RawBuilder, type Transaction } from 'kysely';
 import { sealApiKey, type MasterKey } from '../../sql/key-sealing.js';
-import { newWebhookEndpointId, newWebhookSecret, rotationOverlapMessage, takeWebhookTest } from '../../webhook-endpoints.js';
+import { newWebhookEndpointId, newWebhookSecret, rotationOverlapMessage, takeWebhookTest, type WebhookEndpointMode } from '../../webhook-endpoints.js';
 import { newEventId, type WebhookEndpointSummary } from '../../webhook-outbox.js';
 import type { MerchantApiDatabase } from '../schema.js';
 import { DEFAULTS } from '../../../defaults.js';
@@ -25,6 +25,16 @@ import type { WebhookDelivery } from '../../webhook-deliveries.js';
 import { deliveryColumns, deliveryOf, type DeliveryRow } from './delivery-rows.js';
 
 type Db = Kysely<MerchantApiDatabase>;
+
+/**
+ * The endpoints an operation may act on: of `merchantId` when given, and of `mode` when given (the
+ * API always gives it: a test key acts on test endpoints only, a live key on live ones,
+ * docs/test-mode.md#webhooks; the operator's CLI gives none and reaches both).
+ */
+export function endpointScope(merchantId: string | undefined, mode: WebhookEndpointMode | undefined): RawBuilder<unknown> {
+  const merchant = merchantId === undefined ? sql`` : sql`AND merchant_id = ${merchantId}`;
+  return mode === undefined ? merchant : sql`${merchant} AND mode = ${mode}`;
+}
 
 /** An endpoint operation that cannot be done, with a `code` callers switch on. */
 export class WebhookAdminError extends Error {
@@ -63,24 +73,25 @@ export function auditedUrl(url: string): string {
  * the secret is shown. At most `maxPerMerchant` endpoints per merchant (the merchant row is locked,
  * so two adds at once cannot both take the last place). Audited as `webhook_endpoint_added`.
  */
-export async function addWebhookEndpoint(db: Db, masterKey: MasterKey, merchantId: string, url: string, events: readonly string[], maxPerMerchant: number = DEFAULTS.webhooks.maxEndpointsPerMerchant, actor: string = LIBRARY_ACTOR, keyId?: string): Promise<WebhookEndpointSummary & { secret: string }> {
+export async function addWebhookEndpoint(db: Db, masterKey: MasterKey, merchantId: string, url: string, events: readonly string[], maxPerMerchant: number = DEFAULTS.webhooks.maxEndpointsPerMerchant, actor: string = LIBRARY_ACTOR, keyId?: string, mode: WebhookEndpointMode = 'live'): Promise<WebhookEndpointSummary & { secret: string }> {
   return retryOnConflict(() => db.transaction().execute(async (trx) => {
     const merchant = await sql<{ id: string }>`SELECT id FROM merchants WHERE id = ${merchantId} FOR UPDATE`.execute(trx);
     if (merchant.rows.length === 0) throw new WebhookAdminError('merchant_not_found', 'No such merchant.');
-    const { rows } = await sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM webhook_endpoints WHERE merchant_id = ${merchantId}`.execute(trx);
+    // The bound is per mode: test endpoints never take a live one's place.
+    const { rows } = await sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM webhook_endpoints WHERE merchant_id = ${merchantId} AND mode = ${mode}`.execute(trx);
     if (Number(rows[0]!.n) >= maxPerMerchant) throw new WebhookAdminError('too_many_endpoints', `A merchant has at most ${maxPerMerchant} webhook endpoints.`);
     const id = newWebhookEndpointId();
     const secret = newWebhookSecret();
-    await trx.insertInto('webhook_endpoints').values({ id, merchant_id: merchantId, url, events: events.join(','), sealed_secret: await sealApiKey(masterKey, merchantId, secret) }).execute();
+    await trx.insertInto('webhook_endpoints').values({ id, merchant_id: merchantId, mode, url, events: events.join(','), sealed_secret: await sealApiKey(masterKey, merchantId, secret) }).execute();
     const { rows: created } = await sql<Parameters<typeof summary>[0]>`SELECT ${summaryColumns} FROM webhook_endpoints WHERE id = ${id}`.execute(trx);
-    await writeAuditEvent(trx, actor, { action: 'webhook_endpoint_added', merchantId, keyId, summary: { endpoint_id: id, url_origin: auditedUrl(url), events: [...events] } });
+    await writeAuditEvent(trx, actor, { action: 'webhook_endpoint_added', merchantId, keyId, summary: { endpoint_id: id, url_origin: auditedUrl(url), events: [...events], ...(mode === 'test' && { mode }) } });
     return { ...summary(created[0]!), secret };
   }));
 }
 
 /** Endpoints, of one merchant or all, oldest first; never a secret. */
-export async function listWebhookEndpoints(db: Db, merchantId?: string, read?: <R>(query: RawBuilder<R>) => Promise<R[]>): Promise<WebhookEndpointSummary[]> {
-  const where = merchantId === undefined ? sql`` : sql`WHERE merchant_id = ${merchantId}`;
+export async function listWebhookEndpoints(db: Db, merchantId?: string, read?: <R>(query: RawBuilder<R>) => Promise<R[]>, mode?: WebhookEndpointMode): Promise<WebhookEndpointSummary[]> {
+  const where = sql`WHERE 1 = 1 ${endpointScope(merchantId, mode)}`;
   const query = sql<Parameters<typeof summary>[0]>`SELECT ${summaryColumns} FROM webhook_endpoints ${where} ORDER BY created_at, id`;
   // `read`: the merchant's own listing waits on a Galera node for every commit in the cluster (causal-reads.ts),
   // so an endpoint it just added through another node is listed.
@@ -89,8 +100,8 @@ export async function listWebhookEndpoints(db: Db, merchantId?: string, read?: <
 }
 
 /** The endpoint `id` (of `merchantId` when given), locked for the change; not found throws. */
-async function lockedEndpoint(trx: Transaction<MerchantApiDatabase>, id: string, merchantId: string | undefined): Promise<{ merchant_id: string; url: string; status: string; sealed_secret: string }> {
-  const scope = merchantId === undefined ? sql`` : sql`AND merchant_id = ${merchantId}`;
+async function lockedEndpoint(trx: Transaction<MerchantApiDatabase>, id: string, merchantId: string | undefined, mode?: WebhookEndpointMode): Promise<{ merchant_id: string; url: string; status: string; sealed_secret: string }> {
+  const scope = endpointScope(merchantId, mode);
   const { rows } = await sql<{ merchant_id: string; url: string; status: string; sealed_secret: string }>`SELECT merchant_id, url, status, sealed_secret FROM webhook_endpoints WHERE id = ${id} ${scope} FOR UPDATE`.execute(trx);
   const row = rows[0];
   if (row === undefined) throw new WebhookAdminError('endpoint_not_found', 'No such webhook endpoint.');
@@ -98,9 +109,9 @@ async function lockedEndpoint(trx: Transaction<MerchantApiDatabase>, id: string,
 }
 
 /** Removes an endpoint and its deliveries (the events stay until pruned). Audited as `webhook_endpoint_removed`. */
-export async function removeWebhookEndpoint(db: Db, id: string, merchantId?: string, actor: string = LIBRARY_ACTOR, keyId?: string): Promise<void> {
+export async function removeWebhookEndpoint(db: Db, id: string, merchantId?: string, actor: string = LIBRARY_ACTOR, keyId?: string, mode?: WebhookEndpointMode): Promise<void> {
   await retryOnConflict(() => db.transaction().execute(async (trx) => {
-    const row = await lockedEndpoint(trx, id, merchantId);
+    const row = await lockedEndpoint(trx, id, merchantId, mode);
     await sql`DELETE FROM webhook_endpoints WHERE id = ${id}`.execute(trx);
     await writeAuditEvent(trx, actor, { action: 'webhook_endpoint_removed', merchantId: row.merchant_id, keyId, summary: { endpoint_id: id, url_origin: auditedUrl(row.url) } });
   }));
@@ -113,9 +124,9 @@ export async function removeWebhookEndpoint(db: Db, id: string, merchantId?: str
  * given: a rotation with an overlap while one runs throws `rotation_overlapping` (naming its end);
  * one without replaces the current secret and leaves the running overlap as it is.
  */
-export async function rotateWebhookSecret(db: Db, masterKey: MasterKey, id: string, expireOldInMs: number, merchantId?: string, actor: string = LIBRARY_ACTOR, keyId?: string): Promise<{ secret: string; oldExpiresAt: string | null }> {
+export async function rotateWebhookSecret(db: Db, masterKey: MasterKey, id: string, expireOldInMs: number, merchantId?: string, actor: string = LIBRARY_ACTOR, keyId?: string, mode?: WebhookEndpointMode): Promise<{ secret: string; oldExpiresAt: string | null }> {
   return retryOnConflict(() => db.transaction().execute(async (trx) => {
-    const row = await lockedEndpoint(trx, id, merchantId);
+    const row = await lockedEndpoint(trx, id, merchantId, mode);
     const { rows: overlap } = await sql<{ running: number | string | null; ends: string | null }>`SELECT previous_sealed_secret IS NOT NULL AND previous_expires_at > UTC_TIMESTAMP(6) AS running,
       DATE_FORMAT(previous_expires_at, '%Y-%m-%dT%H:%i:%s.%f+00:00') AS ends FROM webhook_endpoints WHERE id = ${id}`.execute(trx);
     const running = Number(overlap[0]!.running) === 1;
@@ -158,9 +169,9 @@ export async function enableWebhookEndpoint(db: Db, id: string, merchantId?: str
  * endpoint's test budget only (`takeWebhookTest`, counted in its row on the database's clock, so
  * across instances): past it, `too_many_tests` with the seconds until one more fits.
  */
-export async function sendWebhookTest(db: Db, id: string, merchantId?: string): Promise<string> {
+export async function sendWebhookTest(db: Db, id: string, merchantId?: string, mode?: WebhookEndpointMode): Promise<string> {
   return retryOnConflict(() => db.transaction().execute(async (trx) => {
-    const scope = merchantId === undefined ? sql`` : sql`AND merchant_id = ${merchantId}`;
+    const scope = endpointScope(merchantId, mode);
     const { rows } = await sql<{ merchant_id: string; status: string; now: string; budget_ahead_us: number | string | null }>`SELECT merchant_id, status, DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%d %H:%i:%s.%f') AS now,
         TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), test_budget_until) AS budget_ahead_us
       FROM webhook_endpoints WHERE id = ${id} ${scope} FOR UPDATE`.execute(trx);

@@ -2,14 +2,15 @@
  * The webhook operations of the storage contract (`Storage.listWebhookEndpoints` and the rest),
  * for `/merchant/webhooks`: the endpoint functions of `endpoints.ts`, which the CLI uses too, each
  * scoped to the authenticated merchant, their refusals turned into the API's errors. A storage
- * failure is a `StorageUnavailableError`; another merchant's endpoint is not found, like none.
+ * failure is a `StorageUnavailableError`; another merchant's endpoint is not found, like none, and
+ * so is one of the other mode (`live` unless the test view of the storage says `test`).
  */
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { CausalReads } from '../causal-reads.js';
 import { MerchantApiError } from '../../../errors.js';
 import type { Storage, WEBHOOK_OPERATIONS } from '../../contract.js';
 import type { MasterKey } from '../../sql/key-sealing.js';
-import { webhookTestRefused, type NewWebhookEndpoint, type RotatedWebhookSecret, type WebhookChangeOptions, type WebhookEndpointSummary } from '../../webhook-endpoints.js';
+import { webhookTestRefused, type NewWebhookEndpoint, type RotatedWebhookSecret, type WebhookChangeOptions, type WebhookEndpointMode, type WebhookEndpointSummary } from '../../webhook-endpoints.js';
 import type { MerchantApiDatabase } from '../schema.js';
 import { storageError } from '../sql-values.js';
 import { listEndpointDeliveryPage, redeliverEndpointDeliveries } from './deliveries.js';
@@ -44,26 +45,27 @@ export function merchantWebhookEndpoints(db: Db, masterKey: MasterKey, causal?: 
     if (causal) await causal.executeRaw(sql`SELECT 1`);
   };
   return {
-    listWebhookEndpoints: async (merchantId: string): Promise<WebhookEndpointSummary[]> => (await scoped('webhook endpoint list', () => listWebhookEndpoints(db, merchantId, read))) ?? [],
+    listWebhookEndpoints: async (merchantId: string, mode: WebhookEndpointMode = 'live'): Promise<WebhookEndpointSummary[]> => (await scoped('webhook endpoint list', () => listWebhookEndpoints(db, merchantId, read, mode))) ?? [],
     addWebhookEndpoint: async (endpoint: NewWebhookEndpoint) => {
-      const added = await scoped('webhook endpoint add', () => addWebhookEndpoint(db, masterKey, endpoint.merchantId, endpoint.url, endpoint.events, endpoint.maxPerMerchant, endpoint.actor, endpoint.keyId));
+      const added = await scoped('webhook endpoint add', () => addWebhookEndpoint(db, masterKey, endpoint.merchantId, endpoint.url, endpoint.events, endpoint.maxPerMerchant, endpoint.actor, endpoint.keyId, endpoint.mode ?? 'live'));
       // The merchant was deleted while it asked: as any request of a merchant that is gone.
       if (added === undefined) throw new MerchantApiError('unauthorized', 'Valid merchant credentials are required (HTTP Basic: merchant id and API key).');
       return added;
     },
     removeWebhookEndpoint: async (merchantId: string, endpointId: string, options?: WebhookChangeOptions): Promise<boolean> =>
-      (await scoped('webhook endpoint remove', () => removeWebhookEndpoint(db, endpointId, merchantId, options?.actor, options?.keyId).then(() => true))) ?? false,
+      (await scoped('webhook endpoint remove', () => removeWebhookEndpoint(db, endpointId, merchantId, options?.actor, options?.keyId, options?.mode ?? 'live').then(() => true))) ?? false,
     rotateWebhookSecret: (merchantId: string, endpointId: string, expireOldInMs: number, options?: WebhookChangeOptions): Promise<RotatedWebhookSecret | undefined> =>
-      scoped('webhook secret rotation', () => rotateWebhookSecret(db, masterKey, endpointId, expireOldInMs, merchantId, options?.actor, options?.keyId)),
-    sendWebhookTest: (merchantId: string, endpointId: string): Promise<string | undefined> => scoped('webhook test', () => sendWebhookTest(db, endpointId, merchantId)),
-    listEndpointDeliveries: (query: WebhookDeliveryQuery): Promise<WebhookDeliveryPage | undefined> => scoped('webhook delivery list', async () => {
+      scoped('webhook secret rotation', () => rotateWebhookSecret(db, masterKey, endpointId, expireOldInMs, merchantId, options?.actor, options?.keyId, options?.mode ?? 'live')),
+    sendWebhookTest: (merchantId: string, endpointId: string, mode: WebhookEndpointMode = 'live'): Promise<string | undefined> => scoped('webhook test', () => sendWebhookTest(db, endpointId, merchantId, mode)),
+    listEndpointDeliveries: (query: WebhookDeliveryQuery): Promise<WebhookDeliveryPage | undefined> =>
+      scoped('webhook delivery list', async () => {
         await catchUp();
-        return listEndpointDeliveryPage(db, query);
+        return listEndpointDeliveryPage(db, { ...query, mode: query.mode ?? 'live' });
       }),
     redeliverEndpointDeliveries: (request: WebhookRedelivery): Promise<RedeliveryResult | undefined> =>
       scoped('webhook redelivery', async () => {
         await catchUp();
-        return redeliverEndpointDeliveries(db, request, request.actor);
+        return redeliverEndpointDeliveries(db, { ...request, mode: request.mode ?? 'live' }, request.actor);
       }),
   };
 }

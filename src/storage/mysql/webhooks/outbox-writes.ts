@@ -51,7 +51,8 @@ export function canonicalStamp(stamp: string): string {
  * locking read, so it is the latest committed whatever the transaction read before (a `merchant
  * disable` that committed after the import's first batch is seen by its next one), and a disable
  * waits for the change that read it; only merchants with an endpoint are read, so an import where
- * none has one costs nothing more. Endpoint rows are read without a lock: the dispatcher's claims
+ * none has one costs nothing more. Only live endpoints: a change of live data never reaches a test
+ * endpoint (docs/test-mode.md#webhooks), nor a batch row made of them (`share-batches.ts`). Endpoint rows are read without a lock: the dispatcher's claims
  * and records lock them, and must not wait for an import.
  */
 export async function subscribedEndpoints(db: Db, merchantIds: Iterable<string>): Promise<Map<string, Array<{ id: string; events: Set<string> }>>> {
@@ -59,7 +60,7 @@ export async function subscribedEndpoints(db: Db, merchantIds: Iterable<string>)
   const found = new Map<string, Array<{ id: string; events: Set<string> }>>();
   for (let i = 0; i < ids.length; i += 1000) {
     const { rows } = await sql<{ id: string; merchant_id: string; events: string }>`SELECT id, merchant_id, events FROM webhook_endpoints
-      WHERE merchant_id IN (${sql.join(ids.slice(i, i + 1000))}) AND status = 'enabled'`.execute(db);
+      WHERE merchant_id IN (${sql.join(ids.slice(i, i + 1000))}) AND status = 'enabled' AND mode = 'live'`.execute(db);
     for (const row of rows) {
       const list = found.get(row.merchant_id) ?? [];
       list.push({ id: row.id, events: new Set(row.events.split(',')) });

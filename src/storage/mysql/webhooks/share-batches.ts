@@ -101,7 +101,8 @@ interface PendingShare {
 async function writeSharedEvents(trx: Transaction<MerchantApiDatabase>, shares: readonly PendingShare[], stamp: string, endpoints: string): Promise<number> {
   if (shares.length === 0) return 0;
   const ids = endpoints.split(',').filter((id) => id !== '');
-  const { rows: found } = ids.length === 0 ? { rows: [] } : await sql<{ id: string; status: string }>`SELECT id, status FROM webhook_endpoints WHERE id IN (${sql.join(ids)})`.execute(trx);
+  // Live endpoints only, as the batch row was written with (`subscribedEndpoints`): said again here, so no row can reach a test endpoint.
+  const { rows: found } = ids.length === 0 ? { rows: [] } : await sql<{ id: string; status: string }>`SELECT id, status FROM webhook_endpoints WHERE id IN (${sql.join(ids)}) AND mode = 'live'`.execute(trx);
   // A removed endpoint's deliveries went with it: it gets none, and without one an event is not kept.
   if (found.length === 0) return 0;
   const at = Date.parse(`${stamp.replace(' ', 'T')}Z`);
