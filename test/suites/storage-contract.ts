@@ -411,6 +411,7 @@ export function storageContract(name: string, create: (seed: Seed, plan?: PagePl
           expires_at: end,
           last_used_at: null,
           allow_from: ['203.0.113.0/24'],
+          mode: 'live',
           secret: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/),
         });
         const merchant = (await storage.getMerchant('m2'))!;
