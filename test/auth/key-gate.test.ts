@@ -177,7 +177,7 @@ describe('GET /merchant/keys', () => {
     // The keys past their end are not listed (the storage's clock is the real one: both ended in 2023).
     expect(body.data).toHaveLength(4);
     expect(body.data.map((key: { name: string | null }) => key.name)).toEqual([null, 'checkout', 'reports', null]);
-    expect(Object.keys(body.data[0])).toEqual(['key_id', 'name', 'scopes', 'created_at', 'expires_at', 'last_used_at', 'allow_from']);
+    expect(Object.keys(body.data[0])).toEqual(['key_id', 'name', 'scopes', 'created_at', 'expires_at', 'last_used_at', 'allow_from', 'mode']);
     expect(body.data[3].allow_from).toEqual(['203.0.113.0/24', '2001:db8:42::/48']);
     expect(text).not.toMatch(/-key/);
   });

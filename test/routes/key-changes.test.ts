@@ -86,7 +86,7 @@ function suite(name: string, make: () => Promise<Env>, skip = false): void {
       const created = await send('ka', 'ka-full', 'POST', '/merchant/keys', { name: 'ci job', scopes: ['users:read'], allow_from: ['127.0.0.1', '::1'], expires_in: '30d' });
       expect(created.status).toBe(201);
       const [key] = created.body.data;
-      expect(Object.keys(key)).toEqual(['key_id', 'name', 'scopes', 'created_at', 'expires_at', 'last_used_at', 'allow_from', 'secret']);
+      expect(Object.keys(key)).toEqual(['key_id', 'name', 'scopes', 'created_at', 'expires_at', 'last_used_at', 'allow_from', 'mode', 'secret']);
       expect(key).toMatchObject({ key_id: expect.stringMatching(/^key_[0-9a-hjkmnp-tv-z]{12}$/), name: 'ci job', scopes: ['users:read'], last_used_at: null, allow_from: ['127.0.0.1/32', '::1/128'], secret: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/) });
       expect(Math.abs(Date.parse(key.expires_at) - Date.now() - 30 * 86_400_000)).toBeLessThan(120_000);
       expect(await users('ka', key.secret, 0)).toBe(200);
@@ -190,7 +190,7 @@ function suite(name: string, make: () => Promise<Env>, skip = false): void {
       const rotation = await send('ka', 'ka-full', 'POST', `/merchant/keys/${made.key_id}/rotate`, { expire_old_in: '24h' }, 1);
       expect(rotation.status).toBe(200);
       const rotated = rotation.body.data[0];
-      expect(Object.keys(rotated)).toEqual(['key_id', 'name', 'scopes', 'created_at', 'expires_at', 'last_used_at', 'allow_from', 'secret', 'old_key_id', 'old_key_expires_at']);
+      expect(Object.keys(rotated)).toEqual(['key_id', 'name', 'scopes', 'created_at', 'expires_at', 'last_used_at', 'allow_from', 'mode', 'secret', 'old_key_id', 'old_key_expires_at']);
       expect(rotated).toMatchObject({ name: 'reports', scopes: ['users:read'], allow_from: ['127.0.0.0/8'], expires_at: null, old_key_id: made.key_id });
       expect(Math.abs(Date.parse(rotated.old_key_expires_at) - Date.now() - 86_400_000)).toBeLessThan(120_000);
       for (const instance of [0, 1]) {
@@ -217,7 +217,7 @@ function suite(name: string, make: () => Promise<Env>, skip = false): void {
       const made = (await send('ka', 'ka-full', 'POST', '/merchant/keys', { scopes: ['users:read'] })).body.data[0];
       const patched = await send('ka', 'ka-full', 'PATCH', `/merchant/keys/${made.key_id}`, { name: 'elsewhere', allow_from: ['198.51.100.0/24'] });
       expect(patched.status).toBe(200);
-      expect(patched.body.data).toEqual([{ key_id: made.key_id, name: 'elsewhere', scopes: ['users:read'], created_at: made.created_at, expires_at: null, last_used_at: null, allow_from: ['198.51.100.0/24'] }]);
+      expect(patched.body.data).toEqual([{ key_id: made.key_id, name: 'elsewhere', scopes: ['users:read'], created_at: made.created_at, expires_at: null, last_used_at: null, allow_from: ['198.51.100.0/24'], mode: 'live' }]);
       const outside = await send('ka', made.secret, 'GET', '/merchant/users');
       expect([outside.status, outside.body.errors[0].code]).toEqual([403, 'address_not_allowed']);
       expect((await send('ka', 'ka-full', 'PATCH', `/merchant/keys/${made.key_id}`, { allow_from: [], name: null })).body.data[0]).toMatchObject({ name: null, allow_from: [] });
