@@ -287,12 +287,12 @@ export class MysqlStorage implements Storage {
     }
   }
 
-  /** The throttle's shared counters (table `auth_failures`); one per storage, whatever asks. */
   /** The changes of merchants' test datasets, in `test_user_changes` (docs/test-mode.md#what-is-stored). */
   testChanges(): TestChangeStore {
-    return (this.#testChanges ??= new MysqlTestChanges(this.#db));
+    return (this.#testChanges ??= new MysqlTestChanges(this.#db, this.#causal));
   }
 
+  /** The throttle's shared counters (table `auth_failures`); one per storage, whatever asks. */
   throttleStore(): MysqlThrottleStore | undefined {
     if (this.#options.throttleSharing === false || this.#closed) return undefined;
     return (this.#throttleStore ??= new MysqlThrottleStore(this.#db, this.#options.throttleSharing));

@@ -46,12 +46,29 @@ function onRandomNodes(storages: readonly Storage[]): Storage {
   // What a node holds in memory is that node's: the synchronous answer comes from the node that last
   // read the merchant, as a server's own storage answers from its own cache.
   const readBy = new Map<string, Storage>();
+  // A merchant's keys changed through one instance: that instance sees the change at once, another
+  // within its key cache's time (docs/protocol.md#managing-keys). The merchant is read from the
+  // instance that changed its keys last, as a client that made the change asks it again.
+  const changedBy = new Map<string, Storage>();
+  for (const operation of ['createKey', 'rotateKey', 'revokeKey', 'updateKey'] as const) {
+    random[operation] = (first: unknown, ...rest: unknown[]) => {
+      const node = pick();
+      changedBy.set(typeof first === 'string' ? first : (first as { merchantId: string }).merchantId, node);
+      return (node[operation] as (...a: unknown[]) => unknown)(first, ...rest);
+    };
+  }
   random.getMerchant = (id: string, options?: unknown) => {
-    const node = pick();
+    const node = changedBy.get(id) ?? pick();
     readBy.set(id, node);
     return node.getMerchant(id, options as Parameters<Storage['getMerchant']>[1]);
   };
   random.cachedMerchant = (id: string) => (readBy.get(id) ?? pick()).cachedMerchant!(id);
+  // The test datasets' changes: each call on a random node too.
+  const stores = storages.map((storage) => storage.testChanges!()!);
+  const randomStore = Object.fromEntries(
+    (['changes', 'record', 'reset'] as const).map((method) => [method, (...args: unknown[]) => (stores[Math.floor(Math.random() * stores.length)]![method] as (...a: unknown[]) => unknown)(...args)]),
+  );
+  random.testChanges = () => randomStore;
   return random as unknown as Storage;
 }
 

@@ -4,6 +4,7 @@
  * made through one instance is seen through all. At most `MAX_TEST_CHANGES` users per merchant:
  * every test request reads them all.
  */
+import type { CausalReads } from '../causal-reads.js';
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { MerchantApiError } from '../../../errors.js';
 import { MAX_TEST_CHANGES, tooManyTestChanges, type TestChange, type TestChangeStore, type TestWebhookEvent } from '../../test-changes.js';
@@ -15,16 +16,20 @@ import { storageError } from '../storage-error.js';
 import { retryOnConflict } from '../write-conflicts.js';
 
 export class MysqlTestChanges implements TestChangeStore {
-  constructor(private readonly db: Kysely<MerchantApiDatabase>) {}
+  /** `causal`: on a Galera node, the read waits for every commit in the cluster (a simulator call just answered through another node is seen). */
+  constructor(
+    private readonly db: Kysely<MerchantApiDatabase>,
+    private readonly causal?: CausalReads,
+  ) {}
 
   async changes(merchantId: string): Promise<TestChange[]> {
     try {
-      const rows = await this.db
+      const query = this.db
         .selectFrom('test_user_changes')
         .select(['shared_user_id', 'record', canonicalColumn<string>('changed_at').as('changed_at')])
         .where('merchant_id', '=', merchantId)
-        .limit(MAX_TEST_CHANGES + 1)
-        .execute();
+        .limit(MAX_TEST_CHANGES + 1);
+      const rows = this.causal === undefined ? await query.execute() : await this.causal.execute(query);
       return rows.map((row) => ({ shared_user_id: row.shared_user_id, record: row.record === null ? null : (JSON.parse(row.record) as UserRecord), at: row.changed_at }));
     } catch (error) {
       throw storageError(error, 'test change read');
