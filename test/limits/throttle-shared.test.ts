@@ -9,6 +9,7 @@
 import { sql } from 'kysely';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createMerchantApi, type MerchantApiOptions } from '../../src/api.js';
+import { StorageUnavailableError } from '../../src/errors.js';
 import { silentLogger, type Logger } from '../../src/observe/logger.js';
 import { MemoryStorage } from '../../src/storage/memory/index.js';
 import { createMysqlKysely, importSeed, MysqlStorage } from '../../src/storage/mysql/index.js';
@@ -237,6 +238,36 @@ describe.skipIf(!available)('the throttle shared by two instances on MySQL', () 
       await vi.waitFor(() => expect(lines.some((line) => line.event === 'throttle_store_recovered')).toBe(true), { timeout: 5000 });
       expect((await a.call('/merchant/users/a-001', basic('m2', 'wrong'), address)).status).toBe(401);
       await vi.waitFor(async () => expect(await pairRow(address, 'm2')).toMatchObject({ failures: 1 }));
+    } finally {
+      await proxy.stop();
+    }
+  });
+
+  it('closes cleanly when MySQL resets a throttle write under way: the storage waits for it, and never rejects with a raw driver error', async () => {
+    // Found under load: the test above may end (and reset the proxy) while its last failure's census
+    // admission still runs; the pool's end then queued a QUIT behind it, which got the raw ECONNRESET.
+    const target = new URL(MYSQL_URL);
+    const proxy = new TcpProxy(target.hostname, Number(target.port || 3306));
+    await proxy.start();
+    const proxied = new URL(urlOf(database.name));
+    proxied.hostname = '127.0.0.1';
+    proxied.port = String(proxy.port);
+    const a = instance({ url: proxied.toString(), sharing: { pollIntervalMs: 60_000 } });
+    const store = a.storage.throttleStore()!;
+    const rules = new FailureThrottle({}).rules;
+    try {
+      // A connection open through the proxy, idle in the pool for the write below.
+      await store.recordFailure({ address: '203.0.113.30', merchantId: 'm1', now: NOW }, rules);
+      proxy.hang();
+      const write = store.recordFailure({ address: '203.0.113.31', merchantId: 'm1', now: NOW }, rules).then(() => 'answered', (error: unknown) => error);
+      // On the wire (the proxy drops it): the pool's end now finds the statement running on its connection.
+      await vi.waitFor(() => expect(proxy.droppedBytes).toBeGreaterThan(0));
+      const closing = a.storage.close().then(() => 'closed', (error: unknown) => error);
+      // Everything close() does without waiting on MySQL has run (without the wait, the pool's end was asked for).
+      await new Promise((resolve) => setImmediate(resolve));
+      await proxy.stop();
+      expect(await write).toBeInstanceOf(StorageUnavailableError);
+      expect(await closing).toBe('closed');
     } finally {
       await proxy.stop();
     }

@@ -12,6 +12,7 @@ export class TcpProxy {
   #server: Server | undefined;
   #port = 0;
   #hanging = false;
+  #dropped = 0;
   readonly #sockets = new Set<Socket>();
 
   constructor(
@@ -50,6 +51,11 @@ export class TcpProxy {
     this.#hanging = true;
   }
 
+  /** Bytes dropped while hanging, so far: a test waits on it to know a statement is on the wire. */
+  get droppedBytes(): number {
+    return this.#dropped;
+  }
+
   /** Forwards again on the same connections; bytes dropped meanwhile stay lost. */
   resume(): void {
     this.#hanging = false;
@@ -68,7 +74,7 @@ export class TcpProxy {
     }
     // Bytes are dropped, not buffered, while hanging: like a network that lost them.
     const forward = (to: Socket) => (chunk: Buffer) => {
-      if (this.#hanging) return;
+      if (this.#hanging) return void (this.#dropped += chunk.length);
       if (this.delayMs === 0) to.write(chunk);
       else setTimeout(() => to.writable && to.write(chunk), this.delayMs);
     };

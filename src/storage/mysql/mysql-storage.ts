@@ -304,7 +304,8 @@ export class MysqlStorage implements Storage {
     await this.#throttleStore?.close();
     await this.#pruning;
     await this.#directory.reading;
-    if (this.#options.destroyOnClose) await this.#db.destroy();
+    // A connection that failed while it ended rejects the pool's end with the driver's own error: wrapped as every other.
+    if (this.#options.destroyOnClose) await this.#db.destroy().catch((error: unknown) => Promise.reject(storageError(error, 'pool end')));
   }
 
   /** Forgets cached keys: of one merchant, or all (the next lookup reads MySQL). */

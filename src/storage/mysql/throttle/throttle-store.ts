@@ -52,6 +52,12 @@ export class MysqlThrottleStore implements ThrottleStore {
   #lastPrune = -Infinity;
   #timer: ReturnType<typeof setTimeout> | undefined;
   #running: Promise<void> | undefined;
+  /**
+   * Queries under way (writes and reads the handlers asked for), so that `close()` waits for them:
+   * the storage ends the pool right after, and mysql2's end queues a QUIT behind a statement still
+   * running, which then gets that statement's raw driver error (a reset connection) instead of ending.
+   */
+  readonly #inFlight = new Set<Promise<unknown>>();
   #closed = false;
 
   constructor(db: Kysely<any>, options: MysqlThrottleOptions = {}) {
@@ -103,17 +109,30 @@ export class MysqlThrottleStore implements ThrottleStore {
     return this.#query('throttle pruning', () => pruneAuthFailures(this.#db, this.#batchSize, this.#maxBatches), true);
   }
 
-  /** Stops reading and waits for a read under way. */
+  /** Stops reading and waits for a read and the queries under way (each bounded by the pool's query timeout). */
   async close(): Promise<void> {
     this.#closed = true;
     clearTimeout(this.#timer);
     this.#timer = undefined;
     await this.#running;
+    // Their failures went to their callers already.
+    await Promise.allSettled(this.#inFlight);
+  }
+
+  /** `#attempts`, counted in `#inFlight` while it runs. */
+  async #query<T>(operation: string, run: () => Promise<T>, idempotent = false): Promise<T> {
+    if (this.#closed) throw new StorageUnavailableError('The MySQL storage is closed.');
+    const running = this.#attempts(operation, run, idempotent);
+    this.#inFlight.add(running);
+    try {
+      return await running;
+    } finally {
+      this.#inFlight.delete(running);
+    }
   }
 
   /** `idempotent`: the whole of `run` may run again after a deadlock (a transaction, or one statement). */
-  async #query<T>(operation: string, run: () => Promise<T>, idempotent = false): Promise<T> {
-    if (this.#closed) throw new StorageUnavailableError('The MySQL storage is closed.');
+  async #attempts<T>(operation: string, run: () => Promise<T>, idempotent: boolean): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       try {
         return await run();
