@@ -5,7 +5,7 @@
  * never a live user; the simulator (test keys only) and its reset; `/validatesignature` with salts
  * kept apart; `testMode: false` refusing test keys.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { serve } from '../../adapters/node.js';
 import { createMerchantApi, type MerchantApiOptions } from '../../src/api.js';
 import { silentLogger } from '../../src/observe/logger.js';
@@ -95,6 +95,10 @@ function suite(name: string, setup: () => Promise<{ storage: () => Storage; clea
       cleanup = made.cleanup;
       storage = made.storage();
       server = await start(storage, { publicUrl: undefined });
+      // A signature's ts is in whole seconds, and a request signed before the replay store began
+      // (in the second the storage was made) is refused: the tests sign from the next second on.
+      const started = Date.now();
+      await vi.waitFor(() => expect(Math.floor(Date.now() / 1000) * 1000).toBeGreaterThan(started));
     });
     afterAll(async () => {
       await server?.close();
