@@ -31,7 +31,7 @@ function ok(description: string, item: Json): Json {
 
 const keyIdParameter: Json = { name: 'key_id', in: 'path', required: true, description: 'The key\'s public id (`key_...`, as `GET /merchant/keys` lists it).', schema: { type: 'string', minLength: 1 } };
 const notFound = response('This merchant has no working key with this id (revoked, past its end, never made, or another merchant\'s: the same answer).', envelopeError(['not_found']));
-const notImplemented = response('The storage behind this server cannot change keys (a storage of its own without the optional key operations; the memory and MySQL storages have them).', envelopeError(['not_implemented']));
+const notImplemented = response('The calling key is a test key, which changes no key (docs/test-mode.md#test-keys), or the storage behind this server cannot change keys (a storage of its own without the optional key operations; the memory and MySQL storages have them).', envelopeError(['not_implemented']));
 const jsonBodyErrors = {
   '413': response(`The body is larger than ${MAX_JSON_BODY_BYTES} bytes.`, envelopeError(['payload_too_large'])),
   '415': response('The body is not sent as `Content-Type: application/json`.', envelopeError(['unsupported_media_type'])),
