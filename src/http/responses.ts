@@ -10,18 +10,29 @@ export type ErrorShape = 'signature' | 'envelope';
 
 export interface Reply {
   status: number;
-  /** JSON text, or JSON text in pieces for an answer streamed as it is read. */
-  body: string | AsyncIterable<string>;
+  /**
+   * JSON text, whole (as text, or as its UTF-8 bytes where they were needed
+   * anyway: a page's records are encoded once for the body and its tag), or
+   * JSON text in pieces for an answer streamed as it is read.
+   */
+  body: WholeBody | AsyncIterable<string>;
   headers?: Record<string, string>;
   /**
    * On a route with `etag`: what the tag is of, when the body changes on
    * every answer though what it says does not (a page's freshly sealed
    * cursor); the tag is then weak (docs/protocol.md#conditional-requests).
    */
-  validator?: string;
+  validator?: WholeBody;
 }
 
-export function reply(status: number, body: string | AsyncIterable<string>, headers?: Record<string, string>): Reply {
+/** A body known whole before the answer starts: JSON text or its UTF-8 bytes. */
+export type WholeBody = string | Uint8Array<ArrayBuffer>;
+
+export function isWholeBody(body: Reply['body']): body is WholeBody {
+  return typeof body === 'string' || body instanceof Uint8Array;
+}
+
+export function reply(status: number, body: Reply['body'], headers?: Record<string, string>): Reply {
   return headers === undefined ? { status, body } : { status, body, headers };
 }
 
@@ -41,7 +52,7 @@ export function toResponse(reply: Reply, head: boolean, extra?: Record<string, s
     done?.(0, false);
     return new Response(null, { status: reply.status, headers });
   }
-  if (typeof body === 'string') {
+  if (isWholeBody(body)) {
     fixLength(headers, body, head, done);
     return new Response(head ? null : body, { status: reply.status, headers });
   }
@@ -65,8 +76,8 @@ export function replyHeaders(reply: Reply, extra?: Record<string, string>): Reco
 }
 
 /** Content-Length of a whole body, known here once (Node's server would otherwise measure it again); `done` learns the bytes sent: none for HEAD. */
-export function fixLength(headers: Record<string, string>, body: string, head: boolean, done?: (bytes: number, aborted: boolean) => void): void {
-  const length = byteLength(body);
+export function fixLength(headers: Record<string, string>, body: WholeBody, head: boolean, done?: (bytes: number, aborted: boolean) => void): void {
+  const length = wholeLength(body);
   headers['content-length'] = String(length);
   done?.(head ? 0 : length, false);
 }
@@ -133,3 +144,24 @@ const NativeBuffer = (globalThis as { Buffer?: { byteLength(text: string): numbe
 
 /** UTF-8 length of a string: Node's and Bun's native count where there is one, else by encoding. */
 export const byteLength: (text: string) => number = NativeBuffer ? (text) => NativeBuffer.byteLength(text) : (text) => utf8.encode(text).byteLength;
+
+/** The length in bytes of a whole body as sent. */
+export function wholeLength(body: WholeBody): number {
+  return typeof body === 'string' ? byteLength(body) : body.byteLength;
+}
+
+/** The UTF-8 bytes of a large JSON text, to be joined into a body (and a tag) with `joinBytes` without encoding it twice. */
+export function utf8Bytes(text: string): Uint8Array<ArrayBuffer> {
+  return utf8.encode(text);
+}
+
+/** `before`, `middle` and `after` as one UTF-8 byte array: the short texts encoded, the bytes copied. */
+export function joinBytes(before: string, middle: Uint8Array, after: string): Uint8Array<ArrayBuffer> {
+  const head = utf8.encode(before);
+  const tail = utf8.encode(after);
+  const joined = new Uint8Array(head.byteLength + middle.byteLength + tail.byteLength);
+  joined.set(head);
+  joined.set(middle, head.byteLength);
+  joined.set(tail, head.byteLength + middle.byteLength);
+  return joined;
+}

@@ -8,7 +8,7 @@
  */
 import type { RequestContext } from '../http/context.js';
 import type { MerchantApiHooks } from '../http/hooks.js';
-import { byteLength, toResponse, type Reply } from '../http/responses.js';
+import { isWholeBody, toResponse, wholeLength, type Reply, type WholeBody } from '../http/responses.js';
 import { describeError, type Logger } from '../observe/logger.js';
 
 /** A reply, and what to call once its body is handed over (a limit's slot to give back). */
@@ -28,7 +28,7 @@ export type Respond = (ctx: RequestContext, answer: Answer | Response, head: boo
 export interface DirectReply {
   status: number;
   headers: Record<string, string>;
-  body: string | undefined;
+  body: WholeBody | undefined;
 }
 
 /**
@@ -109,12 +109,12 @@ export function responder(logger: Logger, hooks: MerchantApiHooks, inFlight: Set
     },
     direct(ctx, answer, head, started, secure) {
       noteAuthFailure(ctx);
-      if (onResponse || answer instanceof Response || typeof answer.body !== 'string' || answer.status === 204) return asResponse(ctx, answer, head, started, false, secure);
+      if (onResponse || answer instanceof Response || !isWholeBody(answer.body) || answer.status === 204) return asResponse(ctx, answer, head, started, false, secure);
       // A 304 here rather than as a Response: @hono/node-server gives a bodiless Response a text/plain type.
       if (answer.status === 304) return notModified(ctx, answer, started, secure);
       // The headers of toResponse for a whole body, in the same order, built in one object: no
       // Response, no object of extra headers copied in, no finishing callback.
-      const length = byteLength(answer.body);
+      const length = wholeLength(answer.body);
       let headers: Record<string, string>;
       if (answer.headers === undefined && !secure && ctx.rateLimit === undefined) {
         // The common answer: one object of its final size, made at once.

@@ -12,11 +12,12 @@
  */
 import type { RequestContext } from '../http/context.js';
 import { entityTag } from '../signing/crypto.js';
+import { isWholeBody } from '../http/responses.js';
 import type { Answer } from './answer.js';
 
 /** The answer with its `ETag`, or the 304 that replaces it when the client already holds that body. */
 export function conditional(ctx: RequestContext, answer: Answer): Answer {
-  if (answer.status !== 200 || typeof answer.body !== 'string') return answer;
+  if (answer.status !== 200 || !isWholeBody(answer.body)) return answer;
   const opaque = entityTag(answer.validator ?? answer.body);
   const tag = answer.validator === undefined ? opaque : `W/${opaque}`;
   const headers = answer.headers === undefined ? { etag: tag } : { ...answer.headers, etag: tag };
