@@ -1,7 +1,7 @@
 /** The OpenAPI operations of the `/merchant/keys` changes (src/routes/key-changes.ts), besides what the route table and every route share. */
-import { MAX_JSON_BODY_BYTES } from '../http/json-body.js';
 import { envelopeError } from '../openapi/error-codes.js';
 import { MALFORMED_QUERY, response, schemaRef } from '../openapi/fragments.js';
+import { JSON_BODY_ERRORS } from '../openapi/json-body-errors.js';
 import type { Json, OperationDoc } from '../openapi/operation.js';
 import { MAX_ACTIVE_KEYS, MAX_KEY_OVERLAP_MS } from '../storage/key-changes.js';
 import { KEY_SCOPES, MAX_ALLOW_FROM, MAX_KEY_NAME_LENGTH } from '../storage/key-limits.js';
@@ -32,10 +32,6 @@ function ok(description: string, item: Json): Json {
 const keyIdParameter: Json = { name: 'key_id', in: 'path', required: true, description: 'The key\'s public id (`key_...`, as `GET /merchant/keys` lists it).', schema: { type: 'string', minLength: 1 } };
 const notFound = response('This merchant has no working key with this id (revoked, past its end, never made, or another merchant\'s: the same answer).', envelopeError(['not_found']));
 const notImplemented = response('The calling key is a test key, which changes no key (docs/test-mode.md#test-keys), or the storage behind this server cannot change keys (a storage of its own without the optional key operations; the memory and MySQL storages have them).', envelopeError(['not_implemented']));
-const jsonBodyErrors = {
-  '413': response(`The body is larger than ${MAX_JSON_BODY_BYTES} bytes.`, envelopeError(['payload_too_large'])),
-  '415': response('The body is not sent as `Content-Type: application/json`.', envelopeError(['unsupported_media_type'])),
-};
 const giving = (what: string): Json =>
   response(
     `The merchant is disabled (its key is right), the key lacks the scope \`keys:manage\` or may not be used from this address (\`address_not_allowed\`), or ${what} a scope the calling key lacks itself (\`insufficient_scope\`; the message names the scope): a key gives only scopes it has.`,
@@ -75,7 +71,7 @@ export const createKeyDoc: OperationDoc = {
     '201': response('The key, with its secret.', ok('The key added.', withSecret())),
     '403': giving('the body asks for'),
     '409': response(`The merchant has ${MAX_ACTIVE_KEYS} working keys, the most it may have.`, envelopeError(['conflict'])),
-    ...jsonBodyErrors,
+    ...JSON_BODY_ERRORS,
     '501': notImplemented,
   },
 };
@@ -106,7 +102,7 @@ export const rotateKeyDoc: OperationDoc = {
     '403': giving('the key rotated has'),
     '404': notFound,
     '409': response(`With \`expire_old_in\`: the merchant has ${MAX_ACTIVE_KEYS} working keys, the most it may have (rotate without an overlap, or revoke a key first).`, envelopeError(['conflict'])),
-    ...jsonBodyErrors,
+    ...JSON_BODY_ERRORS,
     '501': notImplemented,
   },
 };
@@ -125,7 +121,7 @@ export const updateKeyDoc: OperationDoc = {
   responses: {
     '200': response('The key after the change.', ok('The key.', schemaRef('Key'))),
     '404': notFound,
-    ...jsonBodyErrors,
+    ...JSON_BODY_ERRORS,
     '501': notImplemented,
   },
 };

@@ -6,12 +6,13 @@
  */
 import { MerchantApiError } from '../errors.js';
 import type { RequestContext } from '../http/context.js';
-import { MAX_JSON_BODY_BYTES, readJsonBody } from '../http/json-body.js';
+import { readJsonBody } from '../http/json-body.js';
 import { parseQuery } from '../http/query.js';
 import { reply, type Reply } from '../http/responses.js';
 import { printable } from '../listing/printable.js';
 import { envelopeError } from '../openapi/error-codes.js';
 import { MALFORMED_QUERY, response } from '../openapi/fragments.js';
+import { JSON_BODY_ERRORS } from '../openapi/json-body-errors.js';
 import type { Json, OperationDoc } from '../openapi/operation.js';
 import { TEST_KEY_REQUIRED } from '../testmode/mode-check.js';
 import { SCENARIOS, SIMULATED_EVENT_TYPES, sharedUserIdProblem, simulate, type ScenarioName, type Simulation, type SimulatedEventType } from '../testmode/simulator.js';
@@ -127,8 +128,7 @@ export const simulateTestEventsDoc: OperationDoc = {
     }),
     '403': testKeyRequired,
     '404': response('`shared_user_id` names no user of the test dataset.', envelopeError(['not_found'])),
-    '413': response(`The body is larger than ${MAX_JSON_BODY_BYTES} bytes.`, envelopeError(['payload_too_large'])),
-    '415': response('The body is not sent as `Content-Type: application/json`.', envelopeError(['unsupported_media_type'])),
+    ...JSON_BODY_ERRORS,
     '409': response('A share of a user shared already, a deactivation of one deactivated already, or a test dataset holding changes to 1000 users (reset it).', envelopeError(['conflict'])),
   },
 };

@@ -1,7 +1,7 @@
 /** The OpenAPI operations of an endpoint's deliveries (src/routes/webhook-deliveries.ts), besides what the route table and every route share. */
-import { MAX_JSON_BODY_BYTES } from '../http/json-body.js';
 import { envelopeError } from '../openapi/error-codes.js';
 import { MALFORMED_QUERY, queryParameter, response } from '../openapi/fragments.js';
+import { JSON_BODY_ERRORS } from '../openapi/json-body-errors.js';
 import type { Json, OperationDoc } from '../openapi/operation.js';
 import { DEFAULT_DELIVERY_PAGE, DELIVERY_SCAN, DELIVERY_STATES, MAX_DELIVERY_PAGE, MAX_REDELIVERIES } from '../storage/webhook-deliveries.js';
 import { WEBHOOK_EVENT_TYPES } from '../webhooks/events.js';
@@ -114,8 +114,7 @@ export const redeliverWebhookDoc: OperationDoc = {
     '202': response('Queued.', { type: 'object', additionalProperties: false, required: ['status', 'data', 'errors'], properties: { status: { const: 'ok' }, data: { type: 'array', minItems: 1, maxItems: 1, items: redelivered }, errors: { type: 'array', maxItems: 0 } } }),
     '404': notFound('This merchant has no endpoint with this id, or the endpoint has no delivery of this `event_id`: of another merchant is the same answer.'),
     '409': response('The endpoint is disabled (by a 410 or days of failures): an operator enables it again.', envelopeError(['conflict'])),
-    '413': response(`The body is larger than ${MAX_JSON_BODY_BYTES} bytes.`, envelopeError(['payload_too_large'])),
-    '415': response('The body is not sent as `Content-Type: application/json`.', envelopeError(['unsupported_media_type'])),
+    ...JSON_BODY_ERRORS,
     '501': notImplemented,
   },
 };

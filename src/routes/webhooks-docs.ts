@@ -1,7 +1,7 @@
 /** The OpenAPI operations of `/merchant/webhooks` (src/routes/webhooks.ts), besides what the route table and every route share. */
-import { MAX_JSON_BODY_BYTES } from '../http/json-body.js';
 import { envelopeError } from '../openapi/error-codes.js';
 import { MALFORMED_QUERY, response } from '../openapi/fragments.js';
+import { JSON_BODY_ERRORS } from '../openapi/json-body-errors.js';
 import type { Json, OperationDoc } from '../openapi/operation.js';
 import { DEFAULT_SUBSCRIBED_EVENTS } from '../webhooks/events.js';
 import { MAX_WEBHOOK_URL_LENGTH } from './webhooks.js';
@@ -33,10 +33,6 @@ const idParameter: Json = { name: 'id', in: 'path', required: true, description:
 
 const notFound = response('This merchant has no endpoint with this id: one of another merchant is the same answer.', envelopeError(['not_found']));
 const notImplemented = response('The storage behind this server keeps no webhooks (a storage of its own without the optional webhook operations; the memory and MySQL storages have them).', envelopeError(['not_implemented']));
-const jsonBodyErrors = {
-  '413': response(`The body is larger than ${MAX_JSON_BODY_BYTES} bytes.`, envelopeError(['payload_too_large'])),
-  '415': response('The body is not sent as `Content-Type: application/json`.', envelopeError(['unsupported_media_type'])),
-};
 const JSON_400 = 'a body that is not a JSON object (`malformed_request`), a member it does not take (`unknown_parameter`), a bad value (`invalid_parameter`), a query parameter (it takes none), or';
 
 export const listWebhooksDoc: OperationDoc = {
@@ -72,7 +68,7 @@ export const createWebhookDoc: OperationDoc = {
   responses: {
     '201': response('The endpoint, with its secret.', ok('The endpoint added.', { ...endpoint, required: [...(endpoint.required as string[]), 'secret'], properties: { ...(endpoint.properties as Json), secret: { type: 'string', pattern: '^whsec_' } } }, 1)),
     '409': response('The merchant has the most endpoints it may have (default 10).', envelopeError(['conflict'])),
-    ...jsonBodyErrors,
+    ...JSON_BODY_ERRORS,
     '501': notImplemented,
   },
 };
@@ -112,7 +108,7 @@ export const rotateWebhookSecretDoc: OperationDoc = {
     ),
     '404': notFound,
     '409': response("An earlier rotation's overlap is still running (the message names its end): rotate with an overlap after then, or now without one.", envelopeError(['conflict'])),
-    ...jsonBodyErrors,
+    ...JSON_BODY_ERRORS,
     '501': notImplemented,
   },
 };
