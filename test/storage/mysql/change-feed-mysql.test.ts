@@ -121,6 +121,24 @@ describe.skipIf(!available && process.env.CI !== 'true')('the change feed on MyS
     expect(copyOf(client)).toEqual(await everything(auth));
   });
 
+  it('a removal stamped ahead of the clock (a clock set back since): the next import and the next removal stamp after it', async () => {
+    const { shop } = await newMerchants();
+    await put(shop, 'gone');
+    await put(shop, 'stays');
+    await put(shop, 'later-gone');
+    await eraseShares(database.db, [{ merchantId: shop, sharedUserId: 'gone' }]);
+    // The removal was stamped while the server's clock was an hour ahead; every share is older.
+    await sql`UPDATE share_removals SET removed_at = UTC_TIMESTAMP(6) + INTERVAL 1 HOUR WHERE merchant_id = ${shop}`.execute(database.db);
+    const removedAt = async (id: string) => (await sql<{ at: string }>`SELECT DATE_FORMAT(removed_at, '%Y-%m-%d %H:%i:%s.%f') AS at FROM share_removals WHERE merchant_id = ${shop} AND shared_user_id = ${id}`.execute(database.db)).rows[0]!.at;
+    const updatedAt = async (id: string) => (await sql<{ at: string }>`SELECT DATE_FORMAT(updated_at, '%Y-%m-%d %H:%i:%s.%f') AS at FROM user_shares WHERE merchant_id = ${shop} AND shared_user_id = ${id}`.execute(database.db)).rows[0]!.at;
+    const ahead = await removedAt('gone');
+    // A sync loop that read past the tombstone would miss a change stamped before it.
+    await put(shop, 'stays', { city: 'Köln' });
+    expect(await updatedAt('stays') > ahead).toBe(true);
+    await eraseShares(database.db, [{ merchantId: shop, sharedUserId: 'later-gone' }]);
+    expect(await removedAt('later-gone') > await updatedAt('stays')).toBe(true);
+  });
+
   it('an import writes no tombstone; the feed without include_removed is unchanged', async () => {
     const { shop, auth } = await newMerchants();
     await importSeed(database.db, undefined, { merchants: [], users: Array.from({ length: 50 }, (_, i) => user(shop, `u-${i}`)) });

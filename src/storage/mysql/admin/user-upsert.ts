@@ -28,6 +28,7 @@ import { insertNewUsers, loadData, UserBatch, type IdAllocation } from './new-us
 import { userColumns } from './user-rows.js';
 import { USER_FIELDS, USER_FIELD_MAX_LENGTH, type MerchantApiDatabase } from '../schema.js';
 import { canonicalColumn } from '../sql-values.js';
+import { nextChangeStamp } from '../statements/change-stamp.js';
 import { subscribedEndpoints, userReference, writeEvents, type ShareChange } from '../webhooks/outbox-writes.js';
 import { materializeEventsOf } from '../webhooks/event-records.js';
 import { writePendingShareEvents, writeShareBatches } from '../webhooks/share-batches.js';
@@ -182,17 +183,15 @@ async function sharingMerchants(trx: Trx, userIds: string[]): Promise<string[]> 
 
 /**
  * The batch's `updated_at` (`DATETIME(6)` text), with the rows of `merchantIds` locked (every
- * merchant whose shares the batch writes): the server's UTC time, or 1 µs past the latest stamp of
- * those merchants if that is not earlier (a clock set back).
+ * merchant whose shares the batch writes): the latest of their `nextChangeStamp`s, so that it
+ * sorts after every share and removal of each (a clock set back since).
  */
 async function changeStamp(trx: Trx, merchantIds: ReadonlySet<string>): Promise<string> {
   if (merchantIds.size === 0) return (await sql<{ now: string }>`SELECT DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%d %H:%i:%s.%f') AS now`.execute(trx)).rows[0]!.now;
   let stamp = '';
   for (const id of merchantIds) {
-    // A locking read: the latest committed stamp, not the transaction's snapshot.
-    const { rows } = await sql<{ stamp: string }>`SELECT DATE_FORMAT(GREATEST(UTC_TIMESTAMP(6), COALESCE(MAX(updated_at) + INTERVAL 1 MICROSECOND, UTC_TIMESTAMP(6))), '%Y-%m-%d %H:%i:%s.%f') AS stamp
-      FROM user_shares WHERE merchant_id = ${id} LOCK IN SHARE MODE`.execute(trx);
-    if (rows[0]!.stamp > stamp) stamp = rows[0]!.stamp;
+    const next = await nextChangeStamp(trx, id);
+    if (next > stamp) stamp = next;
   }
   return stamp;
 }

@@ -7,6 +7,7 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
 import type { ShareRemoval, UserPageQuery } from '../../contract.js';
 import { canonicalColumn, toSqlDatetime } from '../sql-values.js';
+import { nextChangeStamp } from './change-stamp.js';
 
 /** The id of a merchant's horizon row: no shared id is empty. */
 const HORIZON = '';
@@ -14,16 +15,13 @@ const HORIZON = '';
 /**
  * Records that `sharedUserIds` stopped being shared with `merchantId`, in the erasure's
  * transaction. Like an import batch (admin/user-upsert.ts), it first locks the merchant's row, so
- * the merchant's writers take turns, and stamps the server's UTC time, or 1 µs past the merchant's
- * latest `updated_at` if that is not earlier (a clock set back): a removal that commits after a
+ * the merchant's writers take turns, and stamps `nextChangeStamp`: a removal that commits after a
  * listing read its pages sorts after everything that listing saw, and an import after it stamps later.
  */
 export async function writeShareRemovals(trx: Transaction<any>, merchantId: string, sharedUserIds: readonly string[]): Promise<void> {
   if (sharedUserIds.length === 0) return;
   await sql`SELECT id FROM merchants WHERE id = ${merchantId} FOR UPDATE`.execute(trx);
-  const { rows } = await sql<{ stamp: string }>`SELECT DATE_FORMAT(GREATEST(UTC_TIMESTAMP(6), COALESCE(MAX(updated_at) + INTERVAL 1 MICROSECOND, UTC_TIMESTAMP(6))), '%Y-%m-%d %H:%i:%s.%f') AS stamp
-    FROM user_shares WHERE merchant_id = ${merchantId} LOCK IN SHARE MODE`.execute(trx);
-  const stamp = rows[0]!.stamp;
+  const stamp = await nextChangeStamp(trx, merchantId);
   const values = sql.join(sharedUserIds.map((id) => sql`(${merchantId}, ${id}, ${stamp})`));
   await sql`INSERT INTO share_removals (merchant_id, shared_user_id, removed_at) VALUES ${values}
     ON DUPLICATE KEY UPDATE removed_at = GREATEST(removed_at, VALUES(removed_at))`.execute(trx);
