@@ -164,7 +164,8 @@ describe.skipIf(!chromiumAvailable())('the API reference page in Chromium', () =
     expect(problems).toEqual([`Failed to load resource: the server responded with a status of 400 (Bad Request) (${server.url}/validatesignature)`]);
   });
 
-  it.runIf(process.env.DOCS_SCREENSHOT === '1')('writes docs/api-reference.png', { timeout: 90_000 }, async () => {
+  // A tool, not a test (DOCS_SCREENSHOT=1 writes the README's picture): defined only then, so CI skips nothing.
+  (process.env.DOCS_SCREENSHOT === '1' ? it : (..._: unknown[]) => undefined)('writes docs/api-reference.png', { timeout: 90_000 }, async () => {
     await page.goto(`${server.url}/docs`);
     await page.locator('.opblock').first().waitFor();
     // The signing form in its operation, as a merchant first meets it.

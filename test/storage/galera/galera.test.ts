@@ -18,6 +18,7 @@ import {
   galeraProblems,
   generateMasterKey,
   importSeed,
+  listWebhookDeliveries,
   migrateToLatest,
   MysqlStorage,
   parseMasterKey,
@@ -116,6 +117,11 @@ describe.skipIf(!galeraAvailable())('the MySQL storage on a Galera cluster', () 
         const row = await writer.selectFrom('user_shares').selectAll().where('merchant_id', '=', from.merchantId).where('shared_user_id', '=', from.sharedUserId).executeTakeFirstOrThrow();
         await writer.insertInto('user_shares').values({ ...row, user_id: String(row.user_id), merchant_id: to.merchantId, shared_user_id: to.sharedUserId }).execute();
         await caughtUp(cluster);
+      },
+      // Read on a random node once every node holds what the calls wrote.
+      listWebhookDeliveries: async (options) => {
+        await caughtUp(cluster);
+        return listWebhookDeliveries(on(Math.floor(Math.random() * 3), name), options);
       },
     };
   });
