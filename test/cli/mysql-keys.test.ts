@@ -36,10 +36,10 @@ interface Run {
 const fingerprint = (key: string) => createHash('sha256').update(key).digest('hex').slice(0, 16);
 
 /** Polls `check` every 50 ms until it holds, for at most `limitMs` (generous: not a timing test). */
-async function eventually(check: () => Promise<boolean>, limitMs = 15_000): Promise<void> {
+async function eventually(check: () => Promise<boolean>, limitMs = 15_000, state?: () => Promise<unknown>): Promise<void> {
   const end = Date.now() + limitMs;
   while (!(await check())) {
-    if (Date.now() > end) throw new Error('the condition never held');
+    if (Date.now() > end) throw new Error(`the condition never held${state ? `; at the end: ${JSON.stringify(await state())}` : ''}`);
     await sleep(50);
   }
 }
@@ -138,10 +138,16 @@ describe.skipIf(!available)('keys, merchants and throttle blocks through the CLI
     await eventually(async () => (await users(b.url, 'shop', current)).status === 429);
 
     // The server refuses from its own count at once; the block reaches the shared row with its next write.
-    await eventually(async () => {
-      const listed = await cli(['throttle', 'list', '--json']);
-      return listed.code === 0 && JSON.parse(listed.out)[0]?.blocks >= 1;
-    });
+    let lastListed: Run | undefined;
+    await eventually(
+      async () => {
+        lastListed = await cli(['throttle', 'list', '--json']);
+        return lastListed.code === 0 && JSON.parse(lastListed.out)[0]?.blocks >= 1;
+      },
+      15_000,
+      // Failed once on a loaded machine (b refused, the list never showed the block): what the list and the table held.
+      async () => ({ listed: lastListed?.out, rows: (await sql`SELECT scope, address, merchant_id, failures, blocks, blocked_until, reserved, reserved_until FROM auth_failures`.execute(database.db)).rows }),
+    );
     const listed = await cli(['throttle', 'list', '--json']);
     expect(listed.code).toBe(0);
     expect(JSON.parse(listed.out)).toEqual([expect.objectContaining({ scope: 'pair', address: '127.0.0.1', merchant_id: 'shop', blocks: 1 })]);
