@@ -10,7 +10,7 @@
  */
 import type { RequestContext } from '../http/context.js';
 import type { ListParams } from '../listing/list-params.js';
-import { reply, type Reply } from '../http/responses.js';
+import { joinBytes, reply, utf8Bytes, type Reply } from '../http/responses.js';
 import { pct } from '../signing/index.js';
 import { MerchantApiError } from '../errors.js';
 import { changedUserJson } from '../listing/user-json.js';
@@ -51,15 +51,22 @@ export async function changeFeed(ctx: RequestContext, input: RouteInput, merchan
   const { entries, more } = await read({ after: start?.after, afterUpdated: start?.afterUpdated }, limit, false);
   let nextCursor = 'null';
   let headers: Record<string, string> | undefined;
+  let nextPosition: { after: string; afterUpdated: string; limit: number } | undefined;
   if (more) {
     const last = entries.at(-1)!;
-    const cursor = await deps.cursors.seal(merchant.id, params.filter, { after: last.id, afterUpdated: last.at, limit }, 'updated_at', true);
+    nextPosition = { after: last.id, afterUpdated: last.at, limit };
+    const cursor = await deps.cursors.seal(merchant.id, params.filter, nextPosition, 'updated_at', true);
     nextCursor = JSON.stringify(cursor);
     const listUrl = `${deps.resolveBases(ctx, input.origin)[0]}${deps.basePath}/merchant/users`;
     const next = [['limit', String(limit)], ...params.filterParams, ['cursor', cursor]].map(([k, v]) => `${k}=${pct(v!)}`).join('&');
     headers = { link: `<${listUrl}?${next}>; rel="next"` };
   }
-  return reply(200, `{"status":"ok","data":[${entriesJson(entries)}],"next_cursor":${nextCursor},"errors":[]}`, headers);
+  // As a page of users (users.ts): the entries encoded once, and a page with a freshly sealed cursor
+  // tagged (weak) by its entries and the position the cursor names, so the same page has the same tag.
+  const data = utf8Bytes(entriesJson(entries));
+  const answer = reply(200, joinBytes('{"status":"ok","data":[', data, `],"next_cursor":${nextCursor},"errors":[]}`), headers);
+  if (nextPosition !== undefined) answer.validator = joinBytes('{"data":[', data, `],"next":${JSON.stringify(nextPosition)}}`);
+  return answer;
 }
 
 type Read = (position: FeedPosition, size: number, streamed: boolean) => Promise<{ entries: FeedEntry[]; more: boolean }>;

@@ -34,7 +34,7 @@ function conditionalSuite(name: string, setup: () => Promise<{ api: { fetch(r: R
     beforeAll(async () => ({ api, change } = await setup()));
     const get = (path: string, headers: Record<string, string> = {}, method = 'GET') => call(api, `${ORIGIN}${path}`, { method, headers: { ...M1, ...headers } });
 
-    for (const path of ['/merchant/users/a-001', '/merchant/users?limit=100', '/merchant/users?limit=2', '/merchant/users?limit=3&order=date_joined']) {
+    for (const path of ['/merchant/users/a-001', '/merchant/users?limit=100', '/merchant/users?limit=2', '/merchant/users?limit=3&order=date_joined', '/merchant/users?limit=2&include_removed=true']) {
       it(`${path}: an ETag; If-None-Match naming it is 304 with no body, on GET and HEAD`, async () => {
         const first = await get(path);
         expect(first.status).toBe(200);
