@@ -199,11 +199,19 @@ describe.skipIf(!available)('the throttle shared by two instances on MySQL', () 
     const small = instance({ sharing: { batchSize: 3, maxBatches: 2, pruneIntervalMs: 60_000 } }).storage.throttleStore()!;
     // At most batchSize x maxBatches rows a run. The instances of the earlier tests prune in the
     // background too (once a minute, which a slow run can reach), so the runs here may find fewer.
+    // Rows of the earlier tests that live seconds (reservations, lifted blocks) may have ended too on a slow
+    // run: the runs may take those as well, never a row that lives on (checked below by addresses[4]'s).
+    const { rows: ending } = await sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM auth_failures WHERE expires_at < UTC_TIMESTAMP(6) + INTERVAL 60 SECOND`.execute(database.db);
+    // Until none of these rows is left, not until a run finds nothing: a run whose batch another instance's
+    // prune took (this test's instances prune in the background too) deletes nothing and stops, the rest
+    // left for its next interval.
+    const expiredLeft = async () =>
+      Number((await sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM auth_failures WHERE address IN (${sql.join(addresses.slice(0, 4))})`.execute(database.db)).rows[0]!.n);
     const runs: number[] = [];
     do runs.push(await small.prune());
-    while (runs.at(-1)! > 0 && runs.length < 10);
+    while ((await expiredLeft()) > 0 && runs.length < 10);
     expect(runs.every((pruned) => pruned <= 6)).toBe(true);
-    expect(runs.reduce((sum, pruned) => sum + pruned, 0)).toBeLessThanOrEqual(8);
+    expect(runs.reduce((sum, pruned) => sum + pruned, 0)).toBeLessThanOrEqual(Number(ending[0]!.n));
     for (const address of addresses.slice(0, 4)) expect(await rows(address)).toEqual([]);
     expect(await rows(addresses[4]!)).toHaveLength(2);
     // In the background, by an instance that listens.
