@@ -10,7 +10,8 @@
  */
 import type { RequestContext } from '../http/context.js';
 import type { ListParams } from '../listing/list-params.js';
-import { joinBytes, reply, utf8Bytes, type Reply } from '../http/responses.js';
+import { reply, type Reply } from '../http/responses.js';
+import { pageReply } from '../listing/page-reply.js';
 import { pct } from '../signing/index.js';
 import { MerchantApiError } from '../errors.js';
 import { changedUserJson } from '../listing/user-json.js';
@@ -61,12 +62,7 @@ export async function changeFeed(ctx: RequestContext, input: RouteInput, merchan
     const next = [['limit', String(limit)], ...params.filterParams, ['cursor', cursor]].map(([k, v]) => `${k}=${pct(v!)}`).join('&');
     headers = { link: `<${listUrl}?${next}>; rel="next"` };
   }
-  // As a page of users (users.ts): the entries encoded once, and a page with a freshly sealed cursor
-  // tagged (weak) by its entries and the position the cursor names, so the same page has the same tag.
-  const data = utf8Bytes(entriesJson(entries));
-  const answer = reply(200, joinBytes('{"status":"ok","data":[', data, `],"next_cursor":${nextCursor},"errors":[]}`), headers);
-  if (nextPosition !== undefined) answer.validator = joinBytes('{"data":[', data, `],"next":${JSON.stringify(nextPosition)}}`);
-  return answer;
+  return pageReply(entriesJson(entries), nextCursor, headers, nextPosition);
 }
 
 type Read = (position: FeedPosition, size: number, streamed: boolean) => Promise<{ entries: FeedEntry[]; more: boolean }>;

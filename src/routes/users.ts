@@ -6,7 +6,8 @@
 import type { RequestContext } from '../http/context.js';
 import { MAX_PAGE_SIZE, parseListParams, type ListParams } from '../listing/list-params.js';
 import { parseQuery } from '../http/query.js';
-import { joinBytes, reply, utf8Bytes, type Reply } from '../http/responses.js';
+import { reply, type Reply } from '../http/responses.js';
+import { pageReply } from '../listing/page-reply.js';
 import { pct } from '../signing/index.js';
 import type { ChangedUserRecord, Merchant, UserFilter, UserOrder, UserRecord, UserRecordPage } from '../storage/contract.js';
 import { usersJson } from '../listing/user-json.js';
@@ -46,13 +47,7 @@ async function page(ctx: RequestContext, input: RouteInput, merchant: Merchant, 
     const next = [['limit', String(limit)], ...params.filterParams, ['cursor', cursor]].map(([k, v]) => `${k}=${pct(v!)}`).join('&');
     headers = { link: `<${listUrl}?${next}>; rel="next"` };
   }
-  // The records are encoded to UTF-8 once, for the body and for its tag: a page of records is the one
-  // large text of an answer, and encoding it twice (and hashing a concatenated copy) was most of the tag's cost.
-  const data = utf8Bytes(usersJson(users, params.order === 'updated_at'));
-  const answer = reply(200, joinBytes('{"status":"ok","data":[', data, `],"next_cursor":${nextCursor},"errors":[]}`), headers);
-  // A sealed cursor differs on every answer (a fresh nonce): the page's ETag is of the position it names instead (weak).
-  if (nextPosition !== undefined) answer.validator = joinBytes('{"data":[', data, `],"next":${JSON.stringify(nextPosition)}}`);
-  return answer;
+  return pageReply(usersJson(users, params.order === 'updated_at'), nextCursor, headers, nextPosition);
 }
 
 /**

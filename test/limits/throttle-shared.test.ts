@@ -63,6 +63,17 @@ describe.skipIf(!available)('the throttle shared by two instances on MySQL', () 
     return { storage, call };
   }
 
+  /** A started TCP proxy to MariaDB, and this database's URL through it: a test cuts MySQL off by stopping it. */
+  async function throughProxy(): Promise<{ proxy: TcpProxy; proxied: URL }> {
+    const target = new URL(MYSQL_URL);
+    const proxy = new TcpProxy(target.hostname, Number(target.port || 3306));
+    await proxy.start();
+    const proxied = new URL(urlOf(database.name));
+    proxied.hostname = '127.0.0.1';
+    proxied.port = String(proxy.port);
+    return { proxy, proxied };
+  }
+
   async function rows(address: string) {
     const { rows } = await sql<{ scope: string; merchant_id: string; failures: number; blocks: number; blocked_until: string }>`
       SELECT scope, merchant_id, failures, blocks, blocked_until FROM auth_failures WHERE address = ${address} ORDER BY scope, merchant_id`.execute(database.db);
@@ -221,12 +232,7 @@ describe.skipIf(!available)('the throttle shared by two instances on MySQL', () 
   });
 
   it('answers as before when MySQL is cut off during failures: the instance decides alone, logs once, and shares again when MySQL is back', async () => {
-    const target = new URL(MYSQL_URL);
-    const proxy = new TcpProxy(target.hostname, Number(target.port || 3306));
-    await proxy.start();
-    const proxied = new URL(urlOf(database.name));
-    proxied.hostname = '127.0.0.1';
-    proxied.port = String(proxy.port);
+    const { proxy, proxied } = await throughProxy();
     const { logger, lines } = recordingLogger();
     const a = instance({ url: proxied.toString(), api: { logger } });
     const address = '203.0.113.9';
@@ -256,12 +262,7 @@ describe.skipIf(!available)('the throttle shared by two instances on MySQL', () 
   it('closes cleanly when MySQL resets a throttle write under way: the storage waits for it, and never rejects with a raw driver error', async () => {
     // Found under load: the test above may end (and reset the proxy) while its last failure's census
     // admission still runs; the pool's end then queued a QUIT behind it, which got the raw ECONNRESET.
-    const target = new URL(MYSQL_URL);
-    const proxy = new TcpProxy(target.hostname, Number(target.port || 3306));
-    await proxy.start();
-    const proxied = new URL(urlOf(database.name));
-    proxied.hostname = '127.0.0.1';
-    proxied.port = String(proxy.port);
+    const { proxy, proxied } = await throughProxy();
     const a = instance({ url: proxied.toString(), sharing: { pollIntervalMs: 60_000 } });
     const store = a.storage.throttleStore()!;
     const rules = new FailureThrottle({}).rules;
