@@ -11,7 +11,7 @@
 import type { RequestContext } from '../http/context.js';
 import type { ListParams } from '../listing/list-params.js';
 import { reply, type Reply } from '../http/responses.js';
-import { pageReply } from '../listing/page-reply.js';
+import { pageReply } from './page-reply.js';
 import { pct } from '../signing/index.js';
 import { MerchantApiError } from '../errors.js';
 import { changedUserJson } from '../listing/user-json.js';

@@ -7,7 +7,7 @@ import type { RequestContext } from '../http/context.js';
 import { MAX_PAGE_SIZE, parseListParams, type ListParams } from '../listing/list-params.js';
 import { parseQuery } from '../http/query.js';
 import { reply, type Reply } from '../http/responses.js';
-import { pageReply } from '../listing/page-reply.js';
+import { pageReply } from './page-reply.js';
 import { pct } from '../signing/index.js';
 import type { ChangedUserRecord, Merchant, UserFilter, UserOrder, UserRecord, UserRecordPage } from '../storage/contract.js';
 import { usersJson } from '../listing/user-json.js';
