@@ -14,7 +14,7 @@ import type { LimitPoints } from '../limits/limit.js';
 import type { HandlerDeps, Route } from '../routes/route.js';
 import { keyModeOf, type Merchant } from '../storage/contract.js';
 import { NO_TEST_KEY_CHANGES, TEST_MODE_DISABLED } from '../testmode/mode-check.js';
-import type { Answer } from './answer.js';
+import { answerWith, type Answer } from './answer.js';
 import { conditional } from './conditional.js';
 import { idempotencyStep, takesIdempotencyKey } from './idempotency.js';
 
@@ -55,7 +55,7 @@ export function routeRunner(deps: HandlerDeps, aroundHandler: LimitPoints['aroun
           : await route.handle(ctx, input, deps);
       const answer = route.etag ? conditional(ctx, handled) : handled;
       // A copy: handlers may answer with a shared constant reply.
-      return release ? { ...answer, release } : answer;
+      return release ? answerWith(answer, answer.status, answer.body, answer.headers, release) : answer;
     } catch (error) {
       release?.();
       throw error;

@@ -13,7 +13,7 @@
 import type { RequestContext } from '../http/context.js';
 import { entityTag } from '../signing/crypto.js';
 import { isWholeBody } from '../http/responses.js';
-import type { Answer } from './answer.js';
+import { answerWith, type Answer } from './answer.js';
 
 /** The answer with its `ETag`, or the 304 that replaces it when the client already holds that body. */
 export function conditional(ctx: RequestContext, answer: Answer): Answer {
@@ -22,8 +22,8 @@ export function conditional(ctx: RequestContext, answer: Answer): Answer {
   const tag = answer.validator === undefined ? opaque : `W/${opaque}`;
   const headers = answer.headers === undefined ? { etag: tag } : { ...answer.headers, etag: tag };
   const wanted = ctx.header('if-none-match');
-  if (wanted !== null && noneMatchHolds(wanted, opaque)) return { ...answer, status: 304, body: '', headers };
-  return { ...answer, headers };
+  if (wanted !== null && noneMatchHolds(wanted, opaque)) return answerWith(answer, 304, '', headers, answer.release);
+  return answerWith(answer, answer.status, answer.body, headers, answer.release);
 }
 
 /**

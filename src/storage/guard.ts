@@ -116,6 +116,9 @@ type Operations = Record<StorageOperation, (...args: unknown[]) => Promise<unkno
 interface Pending {
   deadline: number;
   reject: (error: Error) => void;
+  /** Its neighbours in `DeadlineSweep`'s list while it is pending; undefined once settled. */
+  previous: Pending | undefined;
+  next: Pending | undefined;
 }
 
 function guardStorage<C>(
@@ -128,7 +131,7 @@ function guardStorage<C>(
   return <T>(operation: StorageOperation, context: C, call: (storage: Storage) => Promise<T>): Promise<T> => {
     const done = watch?.(operation, context);
     return new Promise<T>((resolve, reject) => {
-      const pending: Pending = { deadline: Date.now() + timeoutMs, reject: fail };
+      const pending: Pending = { deadline: Date.now() + timeoutMs, reject: fail, previous: undefined, next: undefined };
       function fail(error: unknown): void {
         if (!deadlines.delete(pending)) return;
         done?.(error);
@@ -166,16 +169,27 @@ function guardStorage<C>(
  * within a tenth of the timeout (at most 250 ms) after its deadline.
  */
 class DeadlineSweep {
-  readonly #pending = new Set<Pending>();
+  /**
+   * The calls pending, in a ring through this node, rather than a Set: adding
+   * and removing one touches no table (V8 allocates a Set's table anew when a
+   * delete empties it, and most calls are the only one pending).
+   */
+  readonly #ring: Pending;
   readonly #interval: number;
   #timer: ReturnType<typeof setInterval> | undefined;
 
   constructor(timeoutMs: number) {
     this.#interval = Math.max(1, Math.min(250, Math.floor(timeoutMs / 10)));
+    const ring: Pending = { deadline: Number.POSITIVE_INFINITY, reject: () => {}, previous: undefined, next: undefined };
+    ring.previous = ring.next = ring;
+    this.#ring = ring;
   }
 
   add(pending: Pending): void {
-    this.#pending.add(pending);
+    const last = this.#ring.previous!;
+    pending.previous = last;
+    pending.next = this.#ring;
+    last.next = this.#ring.previous = pending;
     if (this.#timer === undefined) {
       this.#timer = setInterval(() => this.#sweep(), this.#interval);
       unref(this.#timer);
@@ -184,15 +198,24 @@ class DeadlineSweep {
 
   /** False when the call was already settled (it timed out first). */
   delete(pending: Pending): boolean {
-    return this.#pending.delete(pending);
+    const { previous, next } = pending;
+    if (previous === undefined || next === undefined) return false;
+    previous.next = next;
+    next.previous = previous;
+    pending.previous = pending.next = undefined;
+    return true;
   }
 
   #sweep(): void {
     const now = Date.now();
-    for (const pending of this.#pending) {
+    for (let pending = this.#ring.next!; pending !== this.#ring; ) {
+      // Read before `reject`, which takes the call out of the ring.
+      const next = pending.next!;
       if (pending.deadline <= now) pending.reject(Object.assign(new Error('timed out'), { name: 'TimeoutError' }));
+      // Settled meanwhile (by what the failure ran): start again from the first, each due call is gone by then.
+      pending = next.next === undefined ? this.#ring.next! : next;
     }
-    if (this.#pending.size === 0) {
+    if (this.#ring.next === this.#ring) {
       clearInterval(this.#timer);
       this.#timer = undefined;
     }
