@@ -8,19 +8,21 @@
  * while the checks under way still fit in the failures left before a block,
  * and the others wait for one to end (a merchant's own burst of right keys
  * waits a comparison, never a 429).
- * Bounded: an entry lives while its check runs, and the waiters are capped.
+ * Bounded: an entry lives while its check runs (then idle, among at most
+ * 1,024 kept for reuse: src/limits/idle-keeping-map.ts), and the waiters are capped.
  */
+import { IdleKeepingMap } from './idle-keeping-map.js';
 
 /** Requests waiting for a check to end, in all: beyond, a burst is refused at once. */
 export const MAX_WAITING = 10_000;
 
 export class ChecksInFlight {
-  readonly #running = new Map<string, number>();
+  readonly #running = new IdleKeepingMap<number>(0);
   readonly #waiting = new Map<string, Set<() => void>>();
   #waiters = 0;
 
   running(key: string): number {
-    return this.#running.get(key) ?? 0;
+    return this.#running.get(key);
   }
 
   get waiters(): number {
@@ -36,7 +38,7 @@ export class ChecksInFlight {
     for (const key of keys) {
       const left = this.running(key) - 1;
       if (left > 0) this.#running.set(key, left);
-      else this.#running.delete(key);
+      else this.#running.clear(key);
       const waiting = this.#waiting.get(key);
       if (waiting === undefined) continue;
       this.#waiting.delete(key);

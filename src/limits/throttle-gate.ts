@@ -13,6 +13,7 @@ import { parseQuery } from '../http/query.js';
 import type { Logger } from '../observe/logger.js';
 import { addressKey } from './address-key.js';
 import { ChecksInFlight, MAX_WAITING } from './checks-in-flight.js';
+import { IdleKeepingMap } from './idle-keeping-map.js';
 import type { Limit } from './limit.js';
 import { Refusal } from './refusal.js';
 import type { Block } from './throttle.js';
@@ -54,7 +55,7 @@ export class ThrottleGate implements Limit {
   readonly #checks = new ChecksInFlight();
   readonly #held = new WeakMap<RequestContext, Held>();
   /** The quiet check under way of each address (at most one: it started with nothing else under way). */
-  readonly #quiet = new Map<string, Held>();
+  readonly #quiet = new IdleKeepingMap<Held | undefined>(undefined);
   /**
    * Pairs that succeeded here lately and failed not since, until when (performance.now()): their
    * checks reserve nothing, so a merchant's own parallel calls from one address cost no store call.
@@ -63,6 +64,8 @@ export class ThrottleGate implements Limit {
    * and a failure ends it here at once.
    */
   readonly #trusted = new Map<string, number>();
+  /** The pair `#trust` set last: where it is, in `#trusted` or deleted since, setting it again puts it last. */
+  #newestTrusted: string | undefined;
   readonly #logger: Logger;
   readonly #now: () => number;
   readonly #ipv6Prefix: number;
@@ -109,7 +112,10 @@ export class ThrottleGate implements Limit {
   }
 
   #trust(pair: string): void {
-    this.#trusted.delete(pair);
+    // Moved to the end (the newest), unless it is there already: deleting the only entry of a Map
+    // makes V8 allocate its table anew, on every request of a single client.
+    if (pair !== this.#newestTrusted) this.#trusted.delete(pair);
+    this.#newestTrusted = pair;
     this.#trusted.set(pair, performance.now() + TRUSTED_MS);
     if (this.#trusted.size > MAX_TRUSTED) this.#trusted.delete(this.#trusted.keys().next().value!);
   }
@@ -249,7 +255,7 @@ export class ThrottleGate implements Limit {
     if (held === undefined) return;
     this.#held.delete(ctx);
     held.ended = true;
-    if (this.#quiet.get(held.address) === held) this.#quiet.delete(held.address);
+    if (this.#quiet.get(held.address) === held) this.#quiet.clear(held.address);
     this.#checks.end(held.keys);
     if (held.reserved.address > 0 || held.reserved.pair > 0) this.#release(held, held.reserved, Math.floor(this.#now() / 1000));
     held.reserved = { address: 0, pair: 0 };
