@@ -97,6 +97,14 @@ async function startDeadReceiver(): Promise<{ port: number; received: number; en
   });
 }
 
+/** An endpoint's deliveries as the merchant's API lists them (docs/webhooks.md#deliveries). */
+async function deliveriesOf(server: ServerProcess, merchant: { id: string; key: string }, endpointId: string): Promise<{ event_id: string; attempts: number; state: string; last_error: string | null }[]> {
+  const response = await fetch(`${server.url}/merchant/webhooks/${endpointId}/deliveries?limit=100`, { headers: auth(merchant) });
+  const text = await response.text();
+  expect(response.status, text).toBe(200);
+  return JSON.parse(text).data;
+}
+
 async function healthz(server: ServerProcess): Promise<{ in_flight: number }> {
   return (await (await fetch(`${server.url}/healthz`)).json()).details.webhooks;
 }
@@ -157,7 +165,21 @@ describe.skipIf(!namespaces)('a merchant whose DNS never answers', () => {
       hanging.clear();
       await vi.waitFor(() => expect(new Set(receipts(atA).keys())).toEqual(new Set(idsOfA)), { timeout: 30_000, interval: 100 });
       await vi.waitFor(async () => expect((await healthz(server)).in_flight).toBe(0), { timeout: 20_000, interval: 100 });
-      expect([...receipts(atA).values()].filter((n) => n !== 1), 'events of A received more than once').toEqual([]);
+      // Once, unless an attempt ended without its answer (WEBHOOK_TIMEOUT ran out, on a loaded machine,
+      // after the receiver had the request): then the retry sends it again, as docs/webhooks.md says.
+      // What a live instance never does is send one without recording the attempt: no event may
+      // arrive more often than its delivery counts attempts, and only after a failed one.
+      const twice = [...receipts(atA)].filter(([, n]) => n !== 1);
+      if (twice.length > 0) {
+        const deliveries = (await Promise.all(endpointsOfA.map((e) => deliveriesOf(server, A, e.id)))).flat();
+        for (const [eventId, n] of twice) {
+          const delivery = deliveries.find((d) => d.event_id === eventId);
+          const attempts = server.output().split('\n').filter((line) => line.includes(eventId) && line.includes('webhook_attempt'));
+          console.log(`[dns] ${tag}: ${eventId} arrived ${n} times; its delivery: ${JSON.stringify(delivery)}; its attempts:\n${attempts.join('\n')}`);
+          expect(delivery?.attempts, `${eventId} arrived ${n} times`).toBeGreaterThanOrEqual(n);
+          expect(attempts.filter((line) => /"outcome":"(retry|failed)"/.test(line)).length, `${eventId} arrived ${n} times`).toBeGreaterThanOrEqual(n - 1);
+        }
+      }
       expect([...receipts(atB).values()]).toEqual([1]);
       expect(atA.unverified).toEqual([]);
       // The slow names were attempts that failed on DNS, not refused endpoints.
