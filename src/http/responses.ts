@@ -21,8 +21,9 @@ export interface Reply {
    * On a route with `etag`: what the tag is of, when the body changes on
    * every answer though what it says does not (a page's freshly sealed
    * cursor); the tag is then weak (docs/protocol.md#conditional-requests).
+   * Texts are taken as the UTF-8 bytes of each, in order.
    */
-  validator?: WholeBody;
+  validator?: WholeBody | readonly string[];
 }
 
 /** A body known whole before the answer starts: JSON text or its UTF-8 bytes. */
@@ -148,20 +149,4 @@ export const byteLength: (text: string) => number = NativeBuffer ? (text) => Nat
 /** The length in bytes of a whole body as sent. */
 export function wholeLength(body: WholeBody): number {
   return typeof body === 'string' ? byteLength(body) : body.byteLength;
-}
-
-/** The UTF-8 bytes of a large JSON text, to be joined into a body (and a tag) with `joinBytes` without encoding it twice. */
-export function utf8Bytes(text: string): Uint8Array<ArrayBuffer> {
-  return utf8.encode(text);
-}
-
-/** `before`, `middle` and `after` as one UTF-8 byte array: the short texts encoded, the bytes copied. */
-export function joinBytes(before: string, middle: Uint8Array, after: string): Uint8Array<ArrayBuffer> {
-  const head = utf8.encode(before);
-  const tail = utf8.encode(after);
-  const joined = new Uint8Array(head.byteLength + middle.byteLength + tail.byteLength);
-  joined.set(head);
-  joined.set(middle, head.byteLength);
-  joined.set(tail, head.byteLength + middle.byteLength);
-  return joined;
 }
