@@ -233,6 +233,32 @@ describe.skipIf(!galeraAvailable())('the MySQL storage on a Galera cluster', () 
       }
     }, 60_000);
 
+    it("finds a webhook endpoint added on node 1 at once on node 2, even while node 2 is behind: its test event is queued", async () => {
+      const node1 = new MysqlStorage({ db: on(0, name), masterKey });
+      const node2 = new MysqlStorage({ db: on(1, name), masterKey });
+      const paused = await createConnectionOn(cluster, 1);
+      try {
+        // FLUSH TABLES WITH READ LOCK pauses node 2's appliers: node 1's commit has not reached its tables.
+        await paused.query('FLUSH TABLES WITH READ LOCK');
+        const endpoint = await node1.addWebhookEndpoint!({ merchantId: 'shop', url: 'https://hooks.example.com/behind', events: ['user.updated'], maxPerMerchant: 10 });
+        setTimeout(() => void paused.query('UNLOCK TABLES'), 1500);
+        const started = performance.now();
+        // A read: node 2 applies node 1's commit first (it waited for the lock to go), else it finds no
+        // endpoint. The changes below wait the same way; here FLUSH TABLES holds their writes anyway, but
+        // under load a test sent right after the add through another node was "not found" (a loaded suite's
+        // contract run: 2 deliveries of 3).
+        expect(await node2.listEndpointDeliveries!({ merchantId: 'shop', endpointId: endpoint.id, limit: 10 })).toEqual({ items: [], next: null });
+        expect(performance.now() - started).toBeGreaterThan(1000);
+        expect(await node2.sendWebhookTest!('shop', endpoint.id)).toMatch(/^evt_/);
+        expect(await node2.rotateWebhookSecret!('shop', endpoint.id, 0)).toEqual({ secret: expect.stringMatching(/^whsec_/), oldExpiresAt: null });
+        expect(await node2.removeWebhookEndpoint!('shop', endpoint.id)).toBe(true);
+      } finally {
+        await paused.query('UNLOCK TABLES').catch(() => undefined);
+        await paused.end();
+        await Promise.all([node1.close(), node2.close()]);
+      }
+    }, 60_000);
+
     it('finds a merchant added on node 1 from node 2 once its directory is read again, as on one server', async () => {
       const node2 = new MysqlStorage({ db: on(1, name), masterKey, keyCacheTtlMs: 300 });
       try {

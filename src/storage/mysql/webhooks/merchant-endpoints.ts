@@ -38,9 +38,11 @@ async function scoped<T>(what: string, body: () => Promise<T>): Promise<T | unde
 /** `causal`: the listing waits for the cluster's latest commit on a Galera node (a merchant lists what it just added through another node). */
 export function merchantWebhookEndpoints(db: Db, masterKey: MasterKey, causal?: CausalReads): Required<Pick<Storage, (typeof WEBHOOK_OPERATIONS)[number]>> {
   const read = causal && (<R>(query: RawBuilder<R>) => causal.executeRaw(query));
-  // Before the deliveries are read or sent again, a Galera node applies every commit in the cluster:
-  // the events a merchant just caused through another node are listed (and found) here too. After
-  // one wait on the node, every connection to it sees them. Elsewhere: nothing.
+  // Before an endpoint is changed, tested, or its deliveries read or sent again, a Galera node
+  // applies every commit in the cluster: the endpoint a merchant just added, and the events it just
+  // caused, through another node are found here too (without the wait, a test sent right after the
+  // add through another node was "not found" under load). After one wait on the node, every
+  // connection to it sees them. Elsewhere: nothing.
   const catchUp = async (): Promise<void> => {
     if (causal) await causal.executeRaw(sql`SELECT 1`);
   };
@@ -53,10 +55,20 @@ export function merchantWebhookEndpoints(db: Db, masterKey: MasterKey, causal?: 
       return added;
     },
     removeWebhookEndpoint: async (merchantId: string, endpointId: string, options?: WebhookChangeOptions): Promise<boolean> =>
-      (await scoped('webhook endpoint remove', () => removeWebhookEndpoint(db, endpointId, merchantId, options?.actor, options?.keyId, options?.mode ?? 'live').then(() => true))) ?? false,
+      (await scoped('webhook endpoint remove', async () => {
+        await catchUp();
+        return removeWebhookEndpoint(db, endpointId, merchantId, options?.actor, options?.keyId, options?.mode ?? 'live').then(() => true);
+      })) ?? false,
     rotateWebhookSecret: (merchantId: string, endpointId: string, expireOldInMs: number, options?: WebhookChangeOptions): Promise<RotatedWebhookSecret | undefined> =>
-      scoped('webhook secret rotation', () => rotateWebhookSecret(db, masterKey, endpointId, expireOldInMs, merchantId, options?.actor, options?.keyId, options?.mode ?? 'live')),
-    sendWebhookTest: (merchantId: string, endpointId: string, mode: WebhookEndpointMode = 'live'): Promise<string | undefined> => scoped('webhook test', () => sendWebhookTest(db, endpointId, merchantId, mode)),
+      scoped('webhook secret rotation', async () => {
+        await catchUp();
+        return rotateWebhookSecret(db, masterKey, endpointId, expireOldInMs, merchantId, options?.actor, options?.keyId, options?.mode ?? 'live');
+      }),
+    sendWebhookTest: (merchantId: string, endpointId: string, mode: WebhookEndpointMode = 'live'): Promise<string | undefined> =>
+      scoped('webhook test', async () => {
+        await catchUp();
+        return sendWebhookTest(db, endpointId, merchantId, mode);
+      }),
     listEndpointDeliveries: (query: WebhookDeliveryQuery): Promise<WebhookDeliveryPage | undefined> =>
       scoped('webhook delivery list', async () => {
         await catchUp();
