@@ -11,9 +11,7 @@ export type ErrorShape = 'signature' | 'envelope';
 export interface Reply {
   status: number;
   /**
-   * JSON text, whole (as text, or as its UTF-8 bytes where they were needed
-   * anyway: a page's records are encoded once for the body and its tag), or
-   * JSON text in pieces for an answer streamed as it is read.
+   * JSON text, whole, or in pieces for an answer streamed as it is read.
    */
   body: WholeBody | AsyncIterable<string>;
   headers?: Record<string, string>;
@@ -26,11 +24,11 @@ export interface Reply {
   validator?: WholeBody | readonly string[];
 }
 
-/** A body known whole before the answer starts: JSON text or its UTF-8 bytes. */
-export type WholeBody = string | Uint8Array<ArrayBuffer>;
+/** A body known whole before the answer starts: its JSON text. */
+export type WholeBody = string;
 
 export function isWholeBody(body: Reply['body']): body is WholeBody {
-  return typeof body === 'string' || body instanceof Uint8Array;
+  return typeof body === 'string';
 }
 
 export function reply(status: number, body: Reply['body'], headers?: Record<string, string>): Reply {
@@ -148,5 +146,5 @@ export const byteLength: (text: string) => number = NativeBuffer ? (text) => Nat
 
 /** The length in bytes of a whole body as sent. */
 export function wholeLength(body: WholeBody): number {
-  return typeof body === 'string' ? byteLength(body) : body.byteLength;
+  return byteLength(body);
 }

@@ -107,7 +107,7 @@ function storable(answer: Answer): StoredAnswer | undefined {
   if (!isWholeBody(answer.body) || wholeLength(answer.body) > MAX_STORED_ANSWER_BYTES) return undefined;
   const headers: Record<string, string> = {};
   if (answer.headers) for (const [name, value] of Object.entries(answer.headers)) if (!PER_REQUEST.has(name.toLowerCase())) headers[name.toLowerCase()] = value;
-  return { status: answer.status, headers, body: typeof answer.body === 'string' ? answer.body : new TextDecoder().decode(answer.body) };
+  return { status: answer.status, headers, body: answer.body };
 }
 
 function replayed(answer: StoredAnswer): Answer {
