@@ -23,6 +23,8 @@ import { packPackage } from '../support/pack.js';
 const { versions } = JSON.parse(readFileSync(`${ROOT}test/fixtures/newest-peers/versions.json`, 'utf8')) as { versions: Record<string, string> };
 const { peerDependencies } = JSON.parse(readFileSync(`${ROOT}package.json`, 'utf8')) as { peerDependencies: Record<string, string> };
 const TSC = `${ROOT}node_modules/typescript/bin/tsc`;
+/** What docs/install.md tells a project with `skipLibCheck: false` to add beside ioredis 6.1 and later. */
+const REDIS_ERRORS_TYPES = '@types/redis-errors@1.2.3';
 const BUN = `${ROOT}node_modules/.bin/bun`;
 const SERVE_ENV = { PORT: '0', HOST: '127.0.0.1', SEED_FILE: '', DATABASE_URL: '', MASTER_KEY: '', PUBLIC_URL: '', TRUST_PROXY: '', TLS_CERT_FILE: '', TLS_KEY_FILE: '', METRICS_PORT: '', ACCESS_LOG: 'false', REDIS_URL: '' };
 
@@ -39,7 +41,9 @@ beforeAll(async () => {
   writeFileSync(join(consumer, 'package.json'), JSON.stringify({ name: 'newest-peers', private: true, type: 'module' }));
   const typesNode = (JSON.parse(readFileSync(`${ROOT}node_modules/@types/node/package.json`, 'utf8')) as { version: string }).version;
   const peers = Object.entries(versions).map(([name, version]) => `${name}@${version}`);
-  const installed = await runInDirectory('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', tarball, `@types/node@${typesNode}`, ...peers], consumer);
+  // ioredis 6.1's declarations import redis-errors, which ships no types (ioredis has them as a dev
+  // dependency only): a consumer checking libraries' declarations installs them, as docs/install.md says.
+  const installed = await runInDirectory('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', tarball, `@types/node@${typesNode}`, REDIS_ERRORS_TYPES, ...peers], consumer);
   if (installed.code !== 0) throw new Error(`npm install of the tarball with the newest peers failed:\n${installed.stdout}${installed.stderr}`);
   bin = join(consumer, 'node_modules', '.bin', 'merchant-api');
   const compilerOptions = { module: 'nodenext', moduleResolution: 'nodenext', target: 'es2022', strict: true, noEmit: true, skipLibCheck: false, types: ['node'] };
