@@ -7,9 +7,11 @@
  */
 import fc from 'fast-check';
 import { sql } from 'kysely';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createHash } from 'node:crypto';
 import { createMigrator, listMerchantKeys, migrateToLatest, MysqlStorage, sealApiKey } from '../../../src/storage/mysql/index.js';
+import { batchedStep, dataStep, defineMigration, MIGRATION_CONFLICT_RETRY_MS, schemaStep } from '../../../src/storage/mysql/migrations/resumable.js';
+import { tableExists } from '../../../src/storage/mysql/migrations/schema-facts.js';
 import { MysqlThrottleStore } from '../../../src/storage/mysql/throttle/throttle-store.js';
 import { FailureThrottle } from '../../../src/limits/throttle.js';
 import { compareCodePoints } from '../../../src/storage/order.js';
@@ -319,5 +321,83 @@ describe.skipIf(!available)('migration 0007_key_limits_audit', () => {
     const { results, error } = await migrateToLatest(database.db);
     expect(error).toBeUndefined();
     expect(results?.[0]).toEqual({ migrationName: '0007_key_limits_audit', direction: 'Up', status: 'Success' });
+  });
+});
+
+describe.skipIf(!available)('a migration step that loses a write conflict (ER_LOCK_DEADLOCK, as a Galera node reports a certification failure)', () => {
+  let database: TestDatabase;
+
+  beforeAll(async () => {
+    database = await createTestDatabase({ migrate: false });
+  }, 120_000);
+  afterAll(async () => {
+    await database?.drop();
+  });
+
+  const conflict = () => Object.assign(new Error('Deadlock found when trying to get lock; try restarting transaction'), { code: 'ER_LOCK_DEADLOCK', errno: 1213 });
+
+  it('is run again, and its changes apply once: the data step rolled back with its record, the DDL and the batch not applied', async () => {
+    const losses = { schema: 1, data: 2, batched: 1 };
+    const migration = defineMigration('9999_conflict_test', {
+      up: [
+        schemaStep(
+          'create the table',
+          (db) => tableExists(db, 'conflict_test'),
+          async (db) => {
+            if (losses.schema-- > 0) throw conflict();
+            await sql`CREATE TABLE conflict_test (id INT PRIMARY KEY, note VARCHAR(16) NOT NULL)`.execute(db);
+          },
+        ),
+        dataStep('insert a row', async (trx) => {
+          await sql`INSERT INTO conflict_test (id, note) VALUES (1, 'data')`.execute(trx);
+          // Lost at commit, as on Galera: the INSERT above is rolled back with the step's record.
+          if (losses.data-- > 0) throw conflict();
+        }),
+        batchedStep('insert the rest', async (db) => {
+          await sql`INSERT INTO conflict_test (id, note) SELECT 2, 'batch' FROM DUAL WHERE NOT EXISTS (SELECT 1 FROM conflict_test WHERE id = 2)`.execute(db);
+          if (losses.batched-- > 0) throw conflict();
+        }),
+      ],
+      down: [],
+    });
+    await migration.up(database.db);
+    expect(losses).toEqual({ schema: -1, data: -1, batched: -1 });
+    const { rows } = await sql<{ id: number; note: string }>`SELECT id, note FROM conflict_test ORDER BY id`.execute(database.db);
+    expect(rows).toEqual([
+      { id: 1, note: 'data' },
+      { id: 2, note: 'batch' },
+    ]);
+    const steps = await sql<{ step: string }>`SELECT step FROM merchant_api_migration_step WHERE migration = '9999_conflict_test' ORDER BY step`.execute(database.db);
+    expect(steps.rows.map((row) => row.step)).toEqual(['create the table', 'insert a row', 'insert the rest']);
+  });
+
+  it('fails with the conflict once it has lost for the whole budget', async () => {
+    const migration = defineMigration('9998_always_conflicting', {
+      up: [
+        dataStep('never commits', async () => {
+          throw conflict();
+        }),
+      ],
+      down: [],
+    });
+    vi.useFakeTimers({ toFake: ['setTimeout', 'performance'] });
+    try {
+      let outcome: string | undefined;
+      void migration.up(database.db).then(
+        () => (outcome = 'completed'),
+        (error: { code?: string }) => (outcome = error.code),
+      );
+      // The pauses on the fake clock, the transactions on the real one: time moves until the run ends.
+      let elapsed = 0;
+      while (outcome === undefined && elapsed <= 2 * MIGRATION_CONFLICT_RETRY_MS) {
+        await vi.advanceTimersByTimeAsync(50);
+        elapsed += 50;
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      expect(outcome).toBe('ER_LOCK_DEADLOCK');
+      expect(elapsed).toBeGreaterThanOrEqual(MIGRATION_CONFLICT_RETRY_MS - 100);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

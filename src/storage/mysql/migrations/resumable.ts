@@ -35,6 +35,15 @@
  */
 import { sql, type Kysely, type Transaction } from 'kysely';
 import type { Migration } from './kysely-migrator.js';
+import { retryOnConflict } from '../write-conflicts.js';
+
+/**
+ * How long, ms, a step is run again after write conflicts (ER_LOCK_DEADLOCK): on Galera a
+ * migration's transaction or statement can lose to a write or DDL of the cluster (seen once in a
+ * quiet suite: a migrate failed in 0002 while another ran on the same node), and what lost changed
+ * nothing. A migrate is not waited on by a request, so it waits longer than a request's write does.
+ */
+export const MIGRATION_CONFLICT_RETRY_MS = 30_000;
 
 /** Where each step done is recorded, by migration and step name. */
 export const MIGRATION_STEP_TABLE = 'merchant_api_migration_step';
@@ -130,17 +139,23 @@ async function runUp(db: Kysely<any>, name: string, steps: readonly MigrationSte
     if (done.has(step.name)) {
       outcome = 'skipped';
     } else if (step.kind === 'data') {
-      await db.transaction().execute(async (trx) => {
-        await step.run(trx);
-        await record(trx, name, step.name);
-      });
+      // A transaction that lost a conflict was rolled back whole: run again, it applies once.
+      await retryOnConflict(
+        () =>
+          db.transaction().execute(async (trx) => {
+            await step.run(trx);
+            await record(trx, name, step.name);
+          }),
+        MIGRATION_CONFLICT_RETRY_MS,
+      );
     } else {
       if (step.kind === 'schema' && mayFind && (await step.applied(db))) outcome = 'found';
       else {
-        await step.run(db);
+        // A DDL statement applies whole or not at all, and a batched step picks the rows not yet done: either may run again.
+        await retryOnConflict(() => step.run(db), MIGRATION_CONFLICT_RETRY_MS);
         if (step.kind === 'schema') mayFind = false;
       }
-      await record(db, name, step.name);
+      await retryOnConflict(() => record(db, name, step.name), MIGRATION_CONFLICT_RETRY_MS);
     }
     await hooks.afterStep?.({ migration: name, step: step.name, index: index + 1, of: steps.length, outcome });
   }
