@@ -76,7 +76,7 @@ export function replyHeaders(reply: Reply, extra?: Record<string, string>): Reco
 
 /** Content-Length of a whole body, known here once (Node's server would otherwise measure it again); `done` learns the bytes sent: none for HEAD. */
 export function fixLength(headers: Record<string, string>, body: WholeBody, head: boolean, done?: (bytes: number, aborted: boolean) => void): void {
-  const length = wholeLength(body);
+  const length = byteLength(body);
   headers['content-length'] = String(length);
   done?.(head ? 0 : length, false);
 }
@@ -143,8 +143,3 @@ const NativeBuffer = (globalThis as { Buffer?: { byteLength(text: string): numbe
 
 /** UTF-8 length of a string: Node's and Bun's native count where there is one, else by encoding. */
 export const byteLength: (text: string) => number = NativeBuffer ? (text) => NativeBuffer.byteLength(text) : (text) => utf8.encode(text).byteLength;
-
-/** The length in bytes of a whole body as sent. */
-export function wholeLength(body: WholeBody): number {
-  return byteLength(body);
-}

@@ -8,7 +8,7 @@
  */
 import type { RequestContext } from '../http/context.js';
 import type { MerchantApiHooks } from '../http/hooks.js';
-import { isWholeBody, toResponse, wholeLength, type Reply, type WholeBody } from '../http/responses.js';
+import { byteLength, isWholeBody, toResponse, type Reply, type WholeBody } from '../http/responses.js';
 import { describeError, type Logger } from '../observe/logger.js';
 
 /** A reply, and what to call once its body is handed over (a limit's slot to give back). */
@@ -125,7 +125,7 @@ export function responder(logger: Logger, hooks: MerchantApiHooks, inFlight: Set
       if (answer.status === 304) return notModified(ctx, answer, started, secure);
       // The headers of toResponse for a whole body, in the same order, built in one object: no
       // Response, no object of extra headers copied in, no finishing callback.
-      const length = wholeLength(answer.body);
+      const length = byteLength(answer.body);
       let headers: Record<string, string>;
       if (answer.headers === undefined && !secure && ctx.rateLimit === undefined) {
         // The common answer: one object of its final size, made at once.

@@ -25,7 +25,7 @@ import type { RequestContext } from '../http/context.js';
 import { errorReply } from '../http/error-reply.js';
 import { IDEMPOTENCY_KEY_RULE, isIdempotencyKey } from '../http/idempotency-key.js';
 import { MAX_JSON_BODY_BYTES } from '../http/json-body.js';
-import { isWholeBody, wholeLength } from '../http/responses.js';
+import { byteLength, isWholeBody } from '../http/responses.js';
 import { describeError } from '../observe/logger.js';
 import type { DocumentedRoute } from '../openapi/operation.js';
 import type { HandlerDeps } from '../routes/route.js';
@@ -104,7 +104,7 @@ export function idempotencyStep(deps: HandlerDeps): WithIdempotencyKey {
 
 /** The answer as kept, or undefined when it cannot be (streamed, too large). */
 function storable(answer: Answer): StoredAnswer | undefined {
-  if (!isWholeBody(answer.body) || wholeLength(answer.body) > MAX_STORED_ANSWER_BYTES) return undefined;
+  if (!isWholeBody(answer.body) || byteLength(answer.body) > MAX_STORED_ANSWER_BYTES) return undefined;
   const headers: Record<string, string> = {};
   if (answer.headers) for (const [name, value] of Object.entries(answer.headers)) if (!PER_REQUEST.has(name.toLowerCase())) headers[name.toLowerCase()] = value;
   return { status: answer.status, headers, body: answer.body };

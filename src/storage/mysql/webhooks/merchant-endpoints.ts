@@ -43,9 +43,11 @@ export function merchantWebhookEndpoints(db: Db, masterKey: MasterKey, causal?: 
   // caused, through another node are found here too (without the wait, a test sent right after the
   // add through another node was "not found" under load). After one wait on the node, every
   // connection to it sees them. Elsewhere: nothing.
-  const catchUp = async (): Promise<void> => {
-    if (causal) await causal.executeRaw(sql`SELECT 1`);
-  };
+  const caughtUp = <T>(what: string, body: () => Promise<T>): Promise<T | undefined> =>
+    scoped(what, async () => {
+      if (causal) await causal.executeRaw(sql`SELECT 1`);
+      return body();
+    });
   return {
     listWebhookEndpoints: async (merchantId: string, mode: WebhookEndpointMode = 'live'): Promise<WebhookEndpointSummary[]> => (await scoped('webhook endpoint list', () => listWebhookEndpoints(db, merchantId, read, mode))) ?? [],
     addWebhookEndpoint: async (endpoint: NewWebhookEndpoint) => {
@@ -55,29 +57,14 @@ export function merchantWebhookEndpoints(db: Db, masterKey: MasterKey, causal?: 
       return added;
     },
     removeWebhookEndpoint: async (merchantId: string, endpointId: string, options?: WebhookChangeOptions): Promise<boolean> =>
-      (await scoped('webhook endpoint remove', async () => {
-        await catchUp();
-        return removeWebhookEndpoint(db, endpointId, merchantId, options?.actor, options?.keyId, options?.mode ?? 'live').then(() => true);
-      })) ?? false,
+      (await caughtUp('webhook endpoint remove', () => removeWebhookEndpoint(db, endpointId, merchantId, options?.actor, options?.keyId, options?.mode ?? 'live').then(() => true))) ?? false,
     rotateWebhookSecret: (merchantId: string, endpointId: string, expireOldInMs: number, options?: WebhookChangeOptions): Promise<RotatedWebhookSecret | undefined> =>
-      scoped('webhook secret rotation', async () => {
-        await catchUp();
-        return rotateWebhookSecret(db, masterKey, endpointId, expireOldInMs, merchantId, options?.actor, options?.keyId, options?.mode ?? 'live');
-      }),
+      caughtUp('webhook secret rotation', () => rotateWebhookSecret(db, masterKey, endpointId, expireOldInMs, merchantId, options?.actor, options?.keyId, options?.mode ?? 'live')),
     sendWebhookTest: (merchantId: string, endpointId: string, mode: WebhookEndpointMode = 'live'): Promise<string | undefined> =>
-      scoped('webhook test', async () => {
-        await catchUp();
-        return sendWebhookTest(db, endpointId, merchantId, mode);
-      }),
+      caughtUp('webhook test', () => sendWebhookTest(db, endpointId, merchantId, mode)),
     listEndpointDeliveries: (query: WebhookDeliveryQuery): Promise<WebhookDeliveryPage | undefined> =>
-      scoped('webhook delivery list', async () => {
-        await catchUp();
-        return listEndpointDeliveryPage(db, { ...query, mode: query.mode ?? 'live' });
-      }),
+      caughtUp('webhook delivery list', () => listEndpointDeliveryPage(db, { ...query, mode: query.mode ?? 'live' })),
     redeliverEndpointDeliveries: (request: WebhookRedelivery): Promise<RedeliveryResult | undefined> =>
-      scoped('webhook redelivery', async () => {
-        await catchUp();
-        return redeliverEndpointDeliveries(db, { ...request, mode: request.mode ?? 'live' }, request.actor);
-      }),
+      caughtUp('webhook redelivery', () => redeliverEndpointDeliveries(db, { ...request, mode: request.mode ?? 'live' }, request.actor)),
   };
 }
